@@ -1,0 +1,188 @@
+"""The syntax tree of the pattern language (spec sections 2 and 7).
+
+The parser builds these nodes; the checker and the compiler read them.  Nodes
+are frozen dataclasses.  Source locations are carried in ``loc`` and excluded
+from equality, so two patterns that print the same compare equal (the
+round-trip property the tests rely on).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Union
+
+
+@dataclass(frozen=True)
+class Loc:
+    """A 1-based source position: where a node starts (and ends) in its file."""
+
+    line: int
+    col: int
+    end_line: int = 0
+    end_col: int = 0
+
+
+NOLOC = Loc(0, 0)
+
+
+def _loc() -> Loc:
+    return field(default=NOLOC, compare=False, repr=False)  # type: ignore[return-value]
+
+
+# ----------------------------------------------------------------- expressions
+
+
+@dataclass(frozen=True)
+class Literal:
+    """A number, string, boolean or null literal (``value`` None is null)."""
+
+    value: int | float | str | bool | None
+    loc: Loc = _loc()
+
+
+@dataclass(frozen=True)
+class Attr:
+    """``alias.name``; ``alias.ts`` is always the event time (spec section 2)."""
+
+    alias: str
+    name: str
+    loc: Loc = _loc()
+
+
+@dataclass(frozen=True)
+class Neg:
+    """Unary minus."""
+
+    operand: Expr
+    loc: Loc = _loc()
+
+
+@dataclass(frozen=True)
+class Arith:
+    """``left op right`` with op one of ``+ - * / %``."""
+
+    op: str
+    left: Expr
+    right: Expr
+    loc: Loc = _loc()
+
+
+@dataclass(frozen=True)
+class Compare:
+    """``left op right``; op is normalized to one of ``= != < <= > >=``."""
+
+    op: str
+    left: Expr
+    right: Expr
+    loc: Loc = _loc()
+
+
+@dataclass(frozen=True)
+class InList:
+    """``operand IN (item, ...)``; ``negated`` for ``NOT IN``."""
+
+    operand: Expr
+    items: tuple[Expr, ...]
+    negated: bool = False
+    loc: Loc = _loc()
+
+
+@dataclass(frozen=True)
+class And:
+    left: Expr
+    right: Expr
+    loc: Loc = _loc()
+
+
+@dataclass(frozen=True)
+class Or:
+    left: Expr
+    right: Expr
+    loc: Loc = _loc()
+
+
+@dataclass(frozen=True)
+class Not:
+    operand: Expr
+    loc: Loc = _loc()
+
+
+@dataclass(frozen=True)
+class Call:
+    """``name(args)``: aggregates of Kleene plus ([phase 2]); rejected by the compiler."""
+
+    name: str
+    args: tuple[Expr, ...]
+    loc: Loc = _loc()
+
+
+Expr = Union[Literal, Attr, Neg, Arith, Compare, InList, And, Or, Not, Call]
+
+
+# ------------------------------------------------------------------- patterns
+
+
+@dataclass(frozen=True)
+class Element:
+    """One element of a structure.
+
+    ``kind`` is ``"event"`` (``Type alias``), or one of the phase-2 forms
+    ``"not"`` (``NOT Type alias``), ``"kleene"`` (``Type+ alias``) and
+    ``"nested"`` (a nested structure in ``nested``; type and alias empty).
+    """
+
+    type: str
+    alias: str
+    kind: str = "event"
+    nested: Structure | None = None
+    loc: Loc = _loc()
+    alias_loc: Loc = _loc()
+
+
+@dataclass(frozen=True)
+class Structure:
+    """``SEQ(...)`` or ``AND(...)``; ``op`` is ``"SEQ"`` or ``"AND"``."""
+
+    op: str
+    elements: tuple[Element, ...]
+    loc: Loc = _loc()
+
+
+@dataclass(frozen=True)
+class Duration:
+    """``number [unit]``; ``unit`` is the canonical unit (ms s min h d) or None."""
+
+    value: int | float
+    unit: str | None
+    loc: Loc = _loc()
+
+
+@dataclass(frozen=True)
+class EmitItem:
+    """``expr [AS name]`` or ``alias.*`` (``star`` set, ``expr`` None).
+
+    ``text`` is the item's source text without spaces: its default name.
+    """
+
+    expr: Expr | None
+    name: str | None
+    text: str
+    star: str | None = None
+    loc: Loc = _loc()
+
+
+@dataclass(frozen=True)
+class Pattern:
+    """One ``PATTERN`` block.  ``clause_locs`` maps clause keyword to its location."""
+
+    name: str
+    structure: Structure
+    where: Expr | None = None
+    partition_by: tuple[str, ...] = ()
+    within: Duration | None = None
+    emit: tuple[EmitItem, ...] | None = None
+    using: str | None = None
+    loc: Loc = _loc()
+    file: str = field(default="<pattern>", compare=False)
+    partition_locs: tuple[Loc, ...] = field(default=(), compare=False, repr=False)
+    using_loc: Loc = _loc()

@@ -1,0 +1,70 @@
+"""Errors users see, with the spec's formats (section 6).
+
+Pattern problems are ``Diagnostic`` values (file, position, message, severity)
+collected into one ``PatternError``, so every problem in a file is reported,
+not only the first.  Record problems are ``RecordError`` (the input line
+number and the reason).  ``format()`` renders ``FILE:LINE:COL: message``, the
+offending source line and a caret under the column.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from cep.ast import Loc
+
+
+@dataclass(frozen=True)
+class Diagnostic:
+    file: str
+    loc: Loc
+    message: str
+    severity: str = "error"  # "error" | "warning"
+    source_line: str = ""
+
+    def format(self) -> str:
+        """``FILE:LINE:COL: [warning: ]message`` then the source line and a caret."""
+        prefix = "" if self.severity == "error" else "warning: "
+        head = f"{self.file}:{self.loc.line}:{self.loc.col}: {prefix}{self.message}"
+        if not self.source_line:
+            return head
+        caret = " " * max(self.loc.col - 1, 0) + "^"
+        return f"{head}\n    {self.source_line}\n    {caret}"
+
+
+@dataclass
+class PatternError(Exception):
+    """One or more pattern diagnostics; raised by the parser, checker and compiler."""
+
+    diagnostics: list[Diagnostic] = field(default_factory=list)
+
+    def __str__(self) -> str:
+        return "\n".join(d.format() for d in self.diagnostics)
+
+    @property
+    def errors(self) -> list[Diagnostic]:
+        return [d for d in self.diagnostics if d.severity == "error"]
+
+
+class NotSupportedYet(PatternError):
+    """A phase-2 construct (spec section 7) that this version rejects."""
+
+
+@dataclass
+class RecordError(Exception):
+    """A bad input record: ``line`` is its 1-based line (or record) number."""
+
+    line: int
+    reason: str
+    text: str = ""
+
+    def __str__(self) -> str:
+        return f"input line {self.line}: {self.reason}"
+
+
+class LateEventError(Exception):
+    """Raised by the engine for an event whose time is below the watermark."""
+
+
+class UnknownRetractionError(Exception):
+    """A retraction that finds no equal inserted event still retained."""

@@ -1,0 +1,162 @@
+"""The compiled query: a generalized conjunctive query (GCQ, thesis section 4.1).
+
+One ``Atom`` per event alias, over variables named ``alias.attr``; equalities
+between aliases are merged into shared variables; every other comparison
+between aliases is a ``Predicate`` (a theta predicate over variables); the SEQ
+order and WITHIN are predicates too.  Predicates on a single alias are pushed
+down into that atom's ``filter``.  The planner (``cep.planner``) turns a GCQ
+into a generalized join tree; the runtime (``cep.runtime``) evaluates it.
+
+Every atom also has an identity variable ``alias.#`` (the event's serial), so
+the query is full and each leaf tuple is one event: equal events stay two
+events, and each match names its events.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from cep import ast
+
+ID_ATTR = "#"
+TIME_ATTR = "ts"
+
+COMPARISON_OPS = ("=", "!=", "<", "<=", ">", ">=")
+_FLIP = {"<": ">", "<=": ">=", ">": "<", ">=": "<=", "=": "=", "!=": "!="}
+
+
+@dataclass(frozen=True)
+class Variable:
+    """A query variable: one class of attribute references equated by the pattern."""
+
+    name: str
+    refs: tuple[tuple[str, str], ...]  # (alias, attr) pairs, source order
+
+    @property
+    def aliases(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(a for a, _ in self.refs))
+
+
+@dataclass
+class Atom:
+    """The relation of one event alias: its type, its variables, its pushed-down filter."""
+
+    alias: str
+    type: str
+    position: int  # 0-based position in the structure
+    vars: tuple[str, ...]  # variable names; the last one is the identity ``alias.#``
+    attrs: tuple[str, ...]  # the attribute each var reads from this alias's event
+    filter: Callable[[Any], bool] | None = None  # event -> True iff the filter is true
+    filter_exprs: tuple[ast.Expr, ...] = ()
+    filter_text: str = ""
+
+    @property
+    def id_var(self) -> str:
+        return self.vars[-1]
+
+
+@dataclass(frozen=True)
+class Bound:
+    """``sort_var op scale * other + offset``: a linear predicate solved for one variable."""
+
+    sort_var: str
+    op: str  # < <= > >= =
+    other: str
+    scale: float = 1
+    offset: float = 0
+
+    def limit(self, other_value):
+        """The bound's value for a given value of ``other`` (None if not a number)."""
+        if self.scale == 1 and self.offset == 0:
+            return other_value
+        t = type(other_value)
+        if t is not int and t is not float:
+            return None
+        return self.scale * other_value + self.offset
+
+
+@dataclass(frozen=True)
+class Linear:
+    """``sum(coef * var) + const  op  0`` over exactly two variables."""
+
+    coefs: tuple[tuple[str, float], ...]
+    const: float
+    op: str
+
+    def solve_for(self, var: str) -> Bound | None:
+        """This predicate as a bound on ``var`` in terms of the other variable."""
+        (v1, a1), (v2, a2) = self.coefs
+        if var == v1:
+            a, other, b = a1, v2, a2
+        elif var == v2:
+            a, other, b = a2, v1, a1
+        else:
+            return None
+        if a == 0 or self.op == "!=":
+            return None
+        # a*var + b*other + c op 0  =>  var op' (-b/a)*other - c/a
+        op = self.op if a > 0 else _FLIP[self.op]
+        scale = -b / a
+        offset = -self.const / a
+        scale = int(scale) if float(scale).is_integer() else scale
+        offset = int(offset) if float(offset).is_integer() else offset
+        return Bound(var, op, other, scale, offset)
+
+
+@dataclass
+class Predicate:
+    """A theta predicate over two or more variables (spec conditions are 3-valued)."""
+
+    id: int
+    vars: tuple[str, ...]  # the arguments of ``fn``, in this order
+    text: str
+    origin: str  # "where" | "seq" | "within" | "span"
+    fn: Callable[..., bool] = field(repr=False)  # values in ``vars`` order -> True iff true
+    expr: ast.Expr | None = field(default=None, repr=False)
+    linear: Linear | None = None
+
+    @property
+    def aliases(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(v.split(".", 1)[0] for v in self.vars))
+
+
+@dataclass
+class EmitSpec:
+    """One output field: ``name`` and a function of the match's events in atom order.
+
+    For ``alias.*`` items ``star`` is the alias's atom position and ``fn`` is None.
+    """
+
+    name: str
+    fn: Callable[..., Any] | None
+    star: int | None = None
+    text: str = ""
+
+
+@dataclass
+class CompiledPattern:
+    """A pattern compiled to a GCQ, ready for the planner."""
+
+    name: str
+    op: str  # "SEQ" | "AND"
+    atoms: list[Atom]
+    variables: dict[str, Variable]
+    predicates: list[Predicate]
+    within: int | float | None  # in timestamp units
+    partition_vars: tuple[str, ...]  # variables shared by every atom
+    emit: list[EmitSpec] | None  # None: each alias maps to its whole event
+    source: ast.Pattern | None = field(default=None, repr=False)
+    time_unit: str = "s"
+    warnings: list[Any] = field(default_factory=list, repr=False)
+
+    @property
+    def time_vars(self) -> tuple[str, ...]:
+        """The ``alias.ts`` variable of each atom, in atom order."""
+        return tuple(a.vars[a.attrs.index(TIME_ATTR)] for a in self.atoms)
+
+    def atom_of(self, alias: str) -> Atom:
+        for a in self.atoms:
+            if a.alias == alias:
+                return a
+        raise KeyError(alias)
