@@ -1,0 +1,323 @@
+"""The engine: several patterns over one stream, with event time (spec section 4).
+
+``Engine.push(event)`` is the whole contract of the core: it raises
+``LateEventError`` for an event below the watermark, advances the watermark
+(``max ts seen - lateness``), drops events that fell out of every window
+(``ts < watermark - w``: a batch of deletions that emits nothing), then
+inserts or retracts the event in every atom whose type and filter it passes
+and returns the composite events that this completes (``+``) or undoes (``-``).
+
+Routing is by event type, so an event reaches only the atoms that can use it;
+an event no atom keeps is not stored at all.  Expiry uses one heap per pattern
+(events arrive mostly in time order, so pops come from the front of each
+sorted group).  When every event of a partition key has expired, nothing of
+that key remains: empty groups are removed from every index.
+
+State is plain data: ``dumps()`` writes the retained events, the watermark and
+the counters (a versioned pickle); ``loads()`` rebuilds the T-reducts by
+re-inserting the events without emitting, so the format does not depend on
+the index layout.
+"""
+
+from __future__ import annotations
+
+import heapq
+import pickle
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+from cep.errors import LateEventError, UnknownRetractionError
+from cep.event import Event, Output, match_id
+from cep.gcq import CompiledPattern
+from cep.runtime import PatternRuntime
+from cep.values import canon
+
+STATE_MAGIC = b"CEPSTATE"
+STATE_VERSION = 1
+
+
+class StateError(Exception):
+    """A saved engine state this version cannot use."""
+
+
+def pattern_signature(cp: CompiledPattern) -> str:
+    """What must not change between a saved state and the patterns it is loaded with."""
+    try:
+        from cep.printer import format_pattern
+
+        text = format_pattern(cp.source) if cp.source is not None else cp.name
+    except ImportError:  # pragma: no cover
+        text = repr(cp.source)
+    return f"{cp.time_unit}|{text}"
+
+
+def _fingerprint(fields: dict) -> Any:
+    """A hashable form of a record: equal records (spec: every field but op) are equal."""
+    try:
+        fp = tuple((k, canon(v)) for k, v in sorted(fields.items()))
+        hash(fp)
+        return fp
+    except TypeError:
+        import orjson
+
+        return orjson.dumps(fields, option=orjson.OPT_SORT_KEYS)
+
+
+class Engine:
+    """Runs compiled patterns over one stream of events (the core API)."""
+
+    def __init__(self, patterns: Sequence[CompiledPattern], lateness: int | float = 0) -> None:
+        from cep.planner import plan_pattern
+
+        self.patterns = list(patterns)
+        self.lateness = lateness
+        self.events: dict[int, Event] = {}
+        self.runtimes = [PatternRuntime(plan_pattern(cp), self.events) for cp in self.patterns]
+        self._by_name = {cp.name: i for i, cp in enumerate(self.patterns)}
+        self.route: dict[str, list[tuple[int, int, Any]]] = {}
+        for ri, cp in enumerate(self.patterns):
+            for ai, atom in enumerate(cp.atoms):
+                self.route.setdefault(atom.type, []).append((ri, ai, atom.filter))
+        self._holders: dict[int, list[tuple[int, int, tuple]]] = {}
+        # record -> serials, built on the first retraction (insert-only streams never pay for it)
+        self._by_fp: dict[Any, list[int]] = {}
+        self._fp_enabled = False
+        self._expiry: list[list[tuple[Any, int]]] = [[] for _ in self.patterns]
+        self._windows = [cp.within for cp in self.patterns]
+        self.max_ts: int | float | None = None
+        self.watermark: int | float | None = None
+        self._serial = 0
+        self.stats = {"events": 0, "late": 0, "inserted": 0, "retracted": 0, "expired": 0,
+                      "peak_retained": 0}
+        self.matches_emitted = {cp.name: {"+": 0, "-": 0} for cp in self.patterns}
+
+    # --------------------------------------------------------------- the stream
+
+    @property
+    def retained_events(self) -> int:
+        return len(self.events)
+
+    def push(self, event: Event) -> list[Output]:
+        """Process one event; return the composite events it completes or undoes."""
+        ts = event.ts
+        wm = self.watermark
+        if wm is not None and ts < wm:
+            self.stats["late"] += 1
+            raise LateEventError(f"event time {ts} is below the watermark {wm}")
+        self.stats["events"] += 1
+        if self.max_ts is None or ts > self.max_ts:
+            self.max_ts = ts
+            self.watermark = ts - self.lateness
+            self._expire()
+        if event.op == "-":
+            return self._retract(event)
+        return self._insert(event)
+
+    def advance_watermark(self, watermark: int | float) -> None:
+        """Move the watermark forward (e.g. on an idle source or an event-time timer)."""
+        if self.watermark is None or watermark > self.watermark:
+            self.watermark = watermark
+            if self.max_ts is None or watermark + self.lateness > self.max_ts:
+                self.max_ts = watermark + self.lateness
+            self._expire()
+
+    def _insert(self, event: Event, emit: bool = True, serial: int | None = None) -> list[Output]:
+        if serial is None:
+            serial = self._serial
+        self._serial = max(self._serial, serial + 1)
+        self.events[serial] = event
+        holders: list[tuple[int, int, tuple]] = []
+        outs: list[Output] = []
+        for ri, ai, flt in self.route.get(event.type, ()):
+            if flt is not None and not flt(event):
+                continue
+            rt = self.runtimes[ri]
+            t = rt.insert(ai, event, serial)
+            if t is None:
+                continue
+            holders.append((ri, ai, t))
+            if emit:
+                for slots in rt.delta_matches():
+                    outs.append(self._output(ri, slots, "+"))
+        if not holders:
+            del self.events[serial]
+            return outs
+        self._holders[serial] = holders
+        if self._fp_enabled:
+            self._by_fp.setdefault(_fingerprint(event.fields), []).append(serial)
+        seen = set()
+        for ri, _, _ in holders:
+            if ri not in seen and self._windows[ri] is not None:
+                seen.add(ri)
+                heapq.heappush(self._expiry[ri], (event.ts, serial))
+        self.stats["inserted"] += 1
+        if len(self.events) > self.stats["peak_retained"]:
+            self.stats["peak_retained"] = len(self.events)
+        return outs
+
+    def _would_keep(self, event: Event) -> bool:
+        for ri, ai, flt in self.route.get(event.type, ()):
+            if flt is None or flt(event):
+                if self.runtimes[ri].extract[ai](event, -1) is not None:
+                    return True
+        return False
+
+    def _retract(self, event: Event) -> list[Output]:
+        if not self._fp_enabled:
+            self._fp_enabled = True
+            for s in sorted(self._holders):
+                self._by_fp.setdefault(_fingerprint(self.events[s].fields), []).append(s)
+        fp = _fingerprint(event.fields)
+        serials = self._by_fp.get(fp)
+        if not serials:
+            if self._would_keep(event):
+                raise UnknownRetractionError("retraction of an event that was never inserted (or is already retracted)")
+            # no pattern could use the event: retracting it changes nothing
+            return []
+        serial = serials.pop(0)
+        if not serials:
+            del self._by_fp[fp]
+        outs: list[Output] = []
+        for ri, ai, t in self._holders.pop(serial):
+            rt = self.runtimes[ri]
+            rt.delete(ai, t)
+            for slots in rt.delta_matches():
+                outs.append(self._output(ri, slots, "-"))
+        del self.events[serial]
+        self.stats["retracted"] += 1
+        return outs
+
+    def _expire(self) -> None:
+        wm = self.watermark
+        for ri, heap in enumerate(self._expiry):
+            w = self._windows[ri]
+            if not heap or w is None:
+                continue
+            limit = wm - w
+            rt = self.runtimes[ri]
+            while heap and heap[0][0] < limit:
+                _, serial = heapq.heappop(heap)
+                holders = self._holders.get(serial)
+                if holders is None:
+                    continue  # already retracted
+                keep = []
+                for h in holders:
+                    if h[0] == ri:
+                        rt.delete(h[1], h[2])
+                    else:
+                        keep.append(h)
+                if keep:
+                    self._holders[serial] = keep
+                else:
+                    self._forget(serial)
+
+    def _forget(self, serial: int) -> None:
+        del self._holders[serial]
+        event = self.events.pop(serial)
+        self.stats["expired"] += 1
+        if not self._fp_enabled:
+            return
+        fp = _fingerprint(event.fields)
+        serials = self._by_fp.get(fp)
+        if serials is not None:
+            serials.remove(serial)
+            if not serials:
+                del self._by_fp[fp]
+
+    # ------------------------------------------------------------------ output
+
+    def _output(self, ri: int, slots: list, op: str) -> Output:
+        rt = self.runtimes[ri]
+        cp = self.patterns[ri]
+        events = [self.events[s] for s in rt.serials(slots)]
+        counts = self.matches_emitted[cp.name]
+        counts[op] += 1
+        mid = match_id(cp.name, tuple(e.pos for e in events))
+        if cp.emit is None:
+            match = {a.alias: e.fields for a, e in zip(cp.atoms, events)}
+        else:
+            match = {}
+            for spec in cp.emit:
+                if spec.star is not None:
+                    alias = cp.atoms[spec.star].alias
+                    for k, v in events[spec.star].fields.items():
+                        match[f"{alias}.{k}"] = v
+                else:
+                    match[spec.name] = spec.fn(*events)
+        return Output(cp.name, op, mid, match)
+
+    # --------------------------------------------------------- whole-state API
+
+    def matches(self, pattern: str) -> Iterator[Output]:
+        """Every current match of a pattern (full enumeration, constant delay)."""
+        ri = self._by_name[pattern]
+        rt = self.runtimes[ri]
+        cp = self.patterns[ri]
+        for slots in rt.all_matches():
+            events = [self.events[s] for s in rt.serials(slots)]
+            mid = match_id(cp.name, tuple(e.pos for e in events))
+            yield Output(cp.name, "+", mid, self._build(cp, events))
+
+    def _build(self, cp: CompiledPattern, events: list[Event]) -> dict:
+        if cp.emit is None:
+            return {a.alias: e.fields for a, e in zip(cp.atoms, events)}
+        match: dict[str, Any] = {}
+        for spec in cp.emit:
+            if spec.star is not None:
+                alias = cp.atoms[spec.star].alias
+                for k, v in events[spec.star].fields.items():
+                    match[f"{alias}.{k}"] = v
+            else:
+                match[spec.name] = spec.fn(*events)
+        return match
+
+    def match_count(self, pattern: str) -> int:
+        """The number of current matches, from the multiplicities when the plan allows."""
+        return self.runtimes[self._by_name[pattern]].count()
+
+    def state_size(self) -> int:
+        """Tuples stored over every node of every pattern (plus the retained events)."""
+        return len(self.events) + sum(rt.size() for rt in self.runtimes)
+
+    # ------------------------------------------------------------ persistence
+
+    def dumps(self) -> bytes:
+        """The engine state as bytes (versioned); the patterns are not included."""
+        state = {
+            "version": STATE_VERSION,
+            "patterns": [pattern_signature(cp) for cp in self.patterns],
+            "lateness": self.lateness,
+            "max_ts": self.max_ts,
+            "watermark": self.watermark,
+            "serial": self._serial,
+            "events": [(s, self.events[s]) for s in sorted(self.events)],
+            "stats": self.stats,
+            "matches_emitted": self.matches_emitted,
+        }
+        return STATE_MAGIC + pickle.dumps(state, protocol=pickle.HIGHEST_PROTOCOL)
+
+    @classmethod
+    def loads(cls, data: bytes, patterns: Sequence[CompiledPattern]) -> Engine:
+        """Rebuild an engine from ``dumps()`` output and the same compiled patterns."""
+        if not data.startswith(STATE_MAGIC):
+            raise StateError("not a cep engine state")
+        try:
+            state = pickle.loads(data[len(STATE_MAGIC):])
+        except Exception as e:  # noqa: BLE001 - any unpickling failure is a bad state
+            raise StateError(f"unreadable engine state: {e}") from None
+        version = state.get("version") if isinstance(state, dict) else None
+        if version != STATE_VERSION:
+            raise StateError(
+                f"engine state format {version} cannot be read by this cep (it reads format {STATE_VERSION})"
+            )
+        eng = cls(patterns, lateness=state["lateness"])
+        if state["patterns"] != [pattern_signature(cp) for cp in eng.patterns]:
+            raise StateError("the engine state was saved with different patterns or time unit")
+        eng.max_ts = state["max_ts"]
+        eng.watermark = state["watermark"]
+        for serial, event in state["events"]:
+            eng._insert(event, emit=False, serial=serial)
+        eng._serial = state["serial"]
+        eng.stats = state["stats"]
+        eng.matches_emitted = state["matches_emitted"]
+        return eng

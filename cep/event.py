@@ -1,0 +1,58 @@
+"""Input events and output composite events, as the engine core sees them.
+
+An ``Event`` is one input record after reading: its type, its numeric event
+time, the record as read (``fields``), its input position (``pos``: the record
+number in a file, ``partition:offset`` in Kafka) and its op.  An ``Output`` is
+one emitted composite event (spec section 5).  The id of a composite event is a
+hash of the pattern name and its events' positions, so replaying the same input
+gives the same ids and a ``-`` carries the id of the ``+`` it retracts.
+"""
+
+from __future__ import annotations
+
+from hashlib import blake2b
+from typing import Any, NamedTuple
+
+
+class Event:
+    """One input event.  ``fields`` is the record as read, without the op field."""
+
+    __slots__ = ("type", "ts", "fields", "pos", "op")
+
+    def __init__(self, type: str, ts: int | float, fields: dict, pos: str, op: str = "+") -> None:
+        self.type = type
+        self.ts = ts
+        self.fields = fields
+        self.pos = pos
+        self.op = op
+
+    def __repr__(self) -> str:
+        return f"Event({self.type!r}, {self.ts!r}, {self.fields!r}, pos={self.pos!r}, op={self.op!r})"
+
+    def __getstate__(self):
+        return (self.type, self.ts, self.fields, self.pos, self.op)
+
+    def __setstate__(self, state) -> None:
+        self.type, self.ts, self.fields, self.pos, self.op = state
+
+
+class Output(NamedTuple):
+    """One composite event: ``{"pattern", "op", "id", "match"}`` on the wire."""
+
+    pattern: str
+    op: str
+    id: str
+    match: dict[str, Any]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"pattern": self.pattern, "op": self.op, "id": self.id, "match": self.match}
+
+
+def match_id(pattern: str, positions: tuple[str, ...]) -> str:
+    """The deterministic id of a composite event: 16 hex digits of a keyed hash."""
+    h = blake2b(digest_size=8)
+    h.update(pattern.encode())
+    for p in positions:
+        h.update(b"\x00")
+        h.update(p.encode())
+    return h.hexdigest()

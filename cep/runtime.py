@@ -1,0 +1,536 @@
+"""IEDYN over one pattern's plan: the T-reduct, its indexes, updates, enumeration.
+
+Thesis sections 4.3-4.5.  For every node ``n`` of the (binary) join tree the
+runtime keeps ``rho[n]``, a GMR (tuple -> positive multiplicity) that equals the
+projection onto ``var(n)`` of the join of the atoms below ``n`` under the
+predicates below ``n`` (the T-reduct, Definition 22).  Leaves hold one tuple per
+event (the identity variable makes each event a distinct tuple, so equal
+events are two events).  Each node keeps the indexes ``cep.plan`` derives for
+it: P_n (enumeration from its parent) and S_n (probes from its sibling); both
+group on the shared variables and sort each group on an inequality variable in
+a ``SumSortedMap``, whose range sums make the guard-side update O(log n).
+
+Update (Algorithm 7): a delta at a leaf moves up the leaf-to-root path.  At a
+node with a sibling, ``delta_p += proj_p(rho_sibling |x|_pred delta_n)``: when
+``n`` is the guard the matching sibling tuples all project to one parent tuple
+and only their multiplicity sum is needed (a range sum); otherwise each
+matching sibling tuple gives a parent tuple (the inherent fan-out of a
+non-simple tree).  ``rho_n`` is updated before its contribution is computed.
+
+Delta enumeration (section 4.5.1, push mode): the matches an update adds (or
+removes) are enumerated top-down from the root's delta, reading the delta of
+each node on the updated path and ``rho`` elsewhere; each candidate found
+through an index extends to at least one match (the reduct property), so the
+delay is constant after the range seek, except for residual predicates, which
+are checked once a match is complete.  Expiry runs the same update with
+negative deltas and enumerates nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from cep.gcq import ID_ATTR, TIME_ATTR, Bound, CompiledPattern
+from cep.plan import IndexSpec, Plan, enumeration_index, sibling_index
+from cep.sumlist import SumSortedMap
+from cep.values import SqlBool, canon
+
+_LOWER = {">": False, ">=": True, "=": True}
+_UPPER = {"<": False, "<=": True, "=": True}
+
+
+def rank_key(v):
+    """Sort key of a scalar for a variable that may hold mixed types (None: not indexable)."""
+    t = type(v)
+    if t is int or t is float:
+        return (0, v)
+    if t is str:
+        return (1, v)
+    if t is SqlBool:
+        return (2, v.value)
+    return None
+
+
+def _numeric_key(v):
+    t = type(v)
+    if t is int or t is float:
+        return v
+    return None
+
+
+def _tuple_getter(positions: list[int]) -> Callable[[tuple], tuple]:
+    """A function returning the tuple of the given positions (always a tuple)."""
+    if not positions:
+        return lambda t: ()
+    src = "lambda t: (" + "".join(f"t[{p}], " for p in positions) + ")"
+    return eval(src)  # noqa: S307 - generated from integer positions only
+
+
+def _key_getter(positions: list[int]) -> Callable[[tuple], Any]:
+    """A hash key of the given positions: the bare value for one position."""
+    if len(positions) == 1:
+        p = positions[0]
+        return eval(f"lambda t: t[{p}]")  # noqa: S307
+    return _tuple_getter(positions)
+
+
+def _checker(preds: list, sources: list[tuple[str, dict[str, int]]]) -> Callable[..., bool] | None:
+    """Compile a conjunction of predicates into one function of the source tuples.
+
+    ``sources`` names the arguments (e.g. ``("u", pos_u), ("t", pos_t)``) and where
+    each variable sits in them; a variable is read from the first source holding it.
+    """
+    if not preds:
+        return None
+    env: dict[str, Any] = {}
+    parts = []
+    for i, p in enumerate(preds):
+        env[f"f{i}"] = p.fn
+        args = []
+        for v in p.vars:
+            for name, pos in sources:
+                if v in pos:
+                    args.append(f"{name}[{pos[v]}]")
+                    break
+            else:  # pragma: no cover - the plan validator rules this out
+                raise AssertionError(f"variable {v} of predicate {p.text} not bound")
+        parts.append(f"f{i}({', '.join(args)})")
+    params = ", ".join(name for name, _ in sources)
+    src = f"lambda {params}: " + " and ".join(parts)
+    return eval(src, env)  # noqa: S307 - generated from the plan
+
+
+class NodeIndex:
+    """Hash groups of one node's tuples, each group sorted on ``spec.sort_var``.
+
+    A sorted group is a ``SumSortedMap`` from sort key to ``{tuple: multiplicity}``
+    weighted by the multiplicities; an unsorted group is ``{tuple: multiplicity}``
+    with its total kept beside it.  Tuples whose sort value is null (or of a type
+    no bound can reach) are left out: no comparison with them can be true.
+    """
+
+    def __init__(self, spec: IndexSpec, own_pos: dict[str, int], probe_pos: dict[str, int],
+                 numeric: set[str], preds: list) -> None:
+        self.spec = spec
+        self.key_of_own = _key_getter([own_pos[v] for v in spec.key_vars])
+        self.key_of_probe = _key_getter([probe_pos[v] for v in spec.key_vars])
+        self.sorted = spec.sort_var is not None
+        self.groups: dict[Any, Any] = {}
+        self.totals: dict[Any, int] = {}
+        if self.sorted:
+            self.sort_pos = own_pos[spec.sort_var]
+            self.numeric = spec.sort_var in numeric
+            self.sort_key = _numeric_key if self.numeric else rank_key
+            self.bounds = [(b, probe_pos[b.other]) for b in spec.bounds]
+        probe_only = [preds[i] for i in spec.filter_preds if set(preds[i].vars) <= set(probe_pos)]
+        cand = [preds[i] for i in spec.filter_preds if not set(preds[i].vars) <= set(probe_pos)]
+        self.check_probe = _checker(probe_only, [("u", probe_pos)])
+        self.check_pair = _checker(cand, [("u", probe_pos), ("t", own_pos)])
+        self.summable = not cand
+
+    # ------------------------------------------------------------ maintenance
+
+    def update(self, t: tuple, delta: int) -> None:
+        key = self.key_of_own(t)
+        if self.sorted:
+            sk = self.sort_key(t[self.sort_pos])
+            if sk is None:
+                return
+            g = self.groups.get(key)
+            if g is None:
+                g = self.groups[key] = SumSortedMap()
+            payload = g.add(sk, delta)
+            m = payload.get(t, 0) + delta
+            if m:
+                payload[t] = m
+            else:
+                del payload[t]
+                if not payload:
+                    g.discard(sk)
+                    if not len(g):
+                        del self.groups[key]
+        else:
+            g = self.groups.get(key)
+            if g is None:
+                g = self.groups[key] = {}
+            m = g.get(t, 0) + delta
+            if m:
+                g[t] = m
+                self.totals[key] = self.totals.get(key, 0) + delta
+            else:
+                del g[t]
+                if not g:
+                    del self.groups[key]
+                    del self.totals[key]
+                else:
+                    self.totals[key] += delta
+
+    # ------------------------------------------------------------------ probes
+
+    def _range(self, u: tuple):
+        """(lo, lo_incl, hi, hi_incl) for probe tuple ``u``, or None if empty."""
+        lo = hi = None
+        lo_incl = hi_incl = True
+        rank = None
+        for b, pos in self.bounds:
+            lim = b.limit(u[pos])
+            if lim is None:
+                return None
+            if self.numeric:
+                t = type(lim)
+                if t is not int and t is not float:
+                    return None
+                k = lim
+            else:
+                k = rank_key(lim)
+                if k is None:
+                    return None
+                if rank is None:
+                    rank = k[0]
+                elif rank != k[0]:
+                    return None
+            if b.op in _LOWER:
+                inc = _LOWER[b.op]
+                if lo is None or k > lo or (k == lo and not inc):
+                    lo, lo_incl = k, inc
+            if b.op in _UPPER:
+                inc = _UPPER[b.op]
+                if hi is None or k < hi or (k == hi and not inc):
+                    hi, hi_incl = k, inc
+        if rank is not None:
+            # confine a ranked range to values of the bound's type
+            if lo is None:
+                lo, lo_incl = (rank,), True
+            if hi is None:
+                hi, hi_incl = (rank + 1,), False
+        return lo, lo_incl, hi, hi_incl
+
+    def probe(self, u: tuple) -> Iterator[tuple[tuple, int]]:
+        """(tuple, multiplicity) of every indexed tuple joining probe tuple ``u``."""
+        if self.check_probe is not None and not self.check_probe(u):
+            return
+        g = self.groups.get(self.key_of_probe(u))
+        if g is None:
+            return
+        check = self.check_pair
+        if self.sorted:
+            r = self._range(u)
+            if r is None:
+                return
+            for payload in g.irange(*r):
+                for t, m in payload.items():
+                    if check is None or check(u, t):
+                        yield t, m
+        else:
+            for t, m in g.items():
+                if check is None or check(u, t):
+                    yield t, m
+
+    def probe_sum(self, u: tuple) -> int:
+        """Total multiplicity of the tuples joining ``u`` (only when ``summable``)."""
+        if self.check_probe is not None and not self.check_probe(u):
+            return 0
+        key = self.key_of_probe(u)
+        if self.sorted:
+            g = self.groups.get(key)
+            if g is None:
+                return 0
+            r = self._range(u)
+            if r is None:
+                return 0
+            return g.range_sum(*r)
+        return self.totals.get(key, 0)
+
+
+class _Node:
+    """Per-node compiled plumbing (all derived from the plan; no state)."""
+
+    __slots__ = (
+        "id", "vars", "pos", "parent", "sibling", "children", "is_guard", "atom",
+        "P", "S", "proj", "edge_check", "delta_key", "delta_check", "pspec",
+    )
+
+
+class PatternRuntime:
+    """The (T, N)-representation of one compiled pattern, and its operations."""
+
+    def __init__(self, plan: Plan, events: dict[int, Any]) -> None:
+        self.plan = plan
+        self.pattern: CompiledPattern = plan.pattern
+        self.events = events  # serial -> Event, shared with the engine
+        preds = self.pattern.predicates
+        numeric = {
+            name for name, v in self.pattern.variables.items()
+            if all(attr == TIME_ATTR for _, attr in v.refs)
+        }
+        var_atoms: dict[str, int] = {}
+        for a in self.pattern.atoms:
+            for v in a.vars:
+                var_atoms[v] = var_atoms.get(v, 0) + 1
+        self.rho: list[dict[tuple, int]] = [dict() for _ in plan.nodes]
+        nodes: list[_Node] = []
+        for pn in plan.nodes:
+            n = _Node()
+            n.id = pn.id
+            n.vars = pn.vars
+            n.pos = {v: i for i, v in enumerate(pn.vars)}
+            n.parent = pn.parent
+            n.sibling = plan.sibling(pn.id)
+            n.children = pn.children
+            n.atom = pn.atom
+            nodes.append(n)
+        self.nodes = nodes
+        for n in nodes:
+            n.P = n.S = None
+            n.proj = n.edge_check = n.delta_key = n.delta_check = None
+            n.is_guard = False
+            if n.parent is None:
+                continue
+            p = nodes[n.parent]
+            n.is_guard = set(p.vars) <= set(n.vars)
+            pspec = enumeration_index(plan, n.id)
+            n.pspec = pspec
+            n.P = NodeIndex(pspec, n.pos, p.pos, numeric, preds)
+            edge_preds = [preds[i] for i in plan.nodes[n.id].preds]
+            # delta enumeration: group deltas like P, check every edge predicate
+            n.delta_key = _key_getter([n.pos[v] for v in pspec.key_vars])
+            n.delta_check = _checker(edge_preds, [("u", p.pos), ("t", n.pos)])
+            if n.sibling is None:
+                # single child (always a guard): delta_p = proj(sigma_edge(delta_n))
+                n.proj = _tuple_getter([n.pos[v] for v in p.vars])
+                n.edge_check = _checker(edge_preds, [("t", n.pos)])
+            else:
+                sspec = sibling_index(plan, n.id)
+                assert sspec is not None
+                m = plan.nodes[n.sibling]
+                n.S = NodeIndex(sspec, n.pos, {v: i for i, v in enumerate(m.vars)}, numeric, preds)
+        for n in nodes:
+            if n.sibling is not None:
+                m = nodes[n.sibling]
+                p = nodes[n.parent]
+                if n.is_guard:
+                    n.proj = _tuple_getter([n.pos[v] for v in p.vars])
+                else:
+                    n.proj = _tuple_getter([m.pos[v] for v in p.vars])
+        # leaves: how an event becomes a leaf tuple
+        self.leaf_of_atom: dict[int, int] = {}
+        self.extract: dict[int, Callable] = {}
+        self.slot_serial: list[int] = [0] * len(self.pattern.atoms)
+        for pn in plan.nodes:
+            if pn.atom is None:
+                continue
+            atom = self.pattern.atoms[pn.atom]
+            self.leaf_of_atom[pn.atom] = pn.id
+            self.extract[pn.atom] = self._extractor(atom, pn.vars, var_atoms)
+            self.slot_serial[pn.atom] = pn.vars.index(atom.id_var)
+        # residual predicates, checked on complete matches (slots = leaf tuples by atom)
+        self.residual_check = None
+        if plan.residual:
+            leaf_pos = {}
+            for pn in plan.nodes:
+                if pn.atom is not None:
+                    for i, v in enumerate(pn.vars):
+                        leaf_pos.setdefault(v, (pn.atom, i))
+            env: dict[str, Any] = {}
+            parts = []
+            for j, pid in enumerate(plan.residual):
+                pr = preds[pid]
+                env[f"f{j}"] = pr.fn
+                args = ", ".join(f"s[{leaf_pos[v][0]}][{leaf_pos[v][1]}]" for v in pr.vars)
+                parts.append(f"f{j}({args})")
+            self.residual_check = eval("lambda s: " + " and ".join(parts), env)  # noqa: S307
+        self.k = len(self.pattern.atoms)
+
+    # ------------------------------------------------------------------ leaves
+
+    @staticmethod
+    def _extractor(atom, leaf_vars: tuple[str, ...], var_atoms: dict[str, int]) -> Callable:
+        """event, serial -> leaf tuple, or None when a join value is null."""
+        env: dict[str, Any] = {"canon": _canon_scalar}
+        items = []
+        joins = []
+        for i, v in enumerate(leaf_vars):
+            attr = atom.attrs[atom.vars.index(v)]
+            if attr == ID_ATTR:
+                items.append("s")
+            elif attr == TIME_ATTR:
+                items.append("e.ts")
+            else:
+                items.append(f"canon(f.get({attr!r}))")
+                if var_atoms.get(v, 0) > 1:
+                    joins.append(i)
+        body = "(" + "".join(f"{x}, " for x in items) + ")"
+        if joins:
+            cond = " or ".join(f"t[{i}] is None" for i in joins)
+            src = f"def ex(e, s):\n f = e.fields\n t = {body}\n return None if {cond} else t\n"
+        else:
+            src = f"def ex(e, s):\n f = e.fields\n return {body}\n"
+        exec(src, env)  # noqa: S102 - generated from the compiled pattern
+        return env["ex"]
+
+    # ----------------------------------------------------------------- updates
+
+    def _apply(self, n: _Node, t: tuple, delta: int) -> None:
+        rho = self.rho[n.id]
+        m = rho.get(t, 0) + delta
+        if m:
+            rho[t] = m
+        else:
+            del rho[t]
+        if m < 0:  # pragma: no cover - deletions of absent tuples are refused upstream
+            raise AssertionError("negative multiplicity in the T-reduct")
+        if n.P is not None:
+            n.P.update(t, delta)
+        if n.S is not None:
+            n.S.update(t, delta)
+
+    def _propagate(self, leaf: int, t: tuple, delta: int) -> dict[int, dict[tuple, int]] | None:
+        """Algorithm 7 for one leaf tuple; returns the deltas of the path nodes."""
+        nodes = self.nodes
+        n = nodes[leaf]
+        d: dict[tuple, int] = {t: delta}
+        path: dict[int, dict[tuple, int]] = {leaf: d}
+        while True:
+            for tt, c in d.items():
+                self._apply(n, tt, c)
+            if n.parent is None:
+                return path
+            dp: dict[tuple, int] = {}
+            if n.sibling is None:
+                check = n.edge_check
+                proj = n.proj
+                for tt, c in d.items():
+                    if check is None or check(tt):
+                        k = proj(tt)
+                        dp[k] = dp.get(k, 0) + c
+            else:
+                S = nodes[n.sibling].S
+                proj = n.proj
+                if n.is_guard and S.summable:
+                    for tt, c in d.items():
+                        s = S.probe_sum(tt)
+                        if s:
+                            k = proj(tt)
+                            dp[k] = dp.get(k, 0) + c * s
+                elif n.is_guard:
+                    for tt, c in d.items():
+                        s = 0
+                        for _u, mu in S.probe(tt):
+                            s += mu
+                        if s:
+                            k = proj(tt)
+                            dp[k] = dp.get(k, 0) + c * s
+                else:
+                    for tt, c in d.items():
+                        for u, mu in S.probe(tt):
+                            k = proj(u)
+                            dp[k] = dp.get(k, 0) + c * mu
+            d = {k: v for k, v in dp.items() if v}
+            if not d:
+                return None
+            n = nodes[n.parent]
+            path[n.id] = d
+
+    def insert(self, atom: int, event, serial: int) -> tuple | None:
+        """Insert an event into an atom; returns its leaf tuple (None: filtered by a null join value)."""
+        t = self.extract[atom](event, serial)
+        if t is None:
+            return None
+        self._last_path = self._propagate(self.leaf_of_atom[atom], t, 1)
+        return t
+
+    def delete(self, atom: int, t: tuple) -> None:
+        """Delete a leaf tuple (a retraction or an expiry)."""
+        self._last_path = self._propagate(self.leaf_of_atom[atom], t, -1)
+
+    # ------------------------------------------------------------- enumeration
+
+    def delta_matches(self) -> Iterator[list]:
+        """The matches the last insert or delete added or removed (slots of leaf tuples)."""
+        path = self._last_path
+        if not path:
+            return iter(())
+        return self._enumerate(path)
+
+    def all_matches(self) -> Iterator[list]:
+        return self._enumerate(None)
+
+    def _enumerate(self, path: dict[int, dict[tuple, int]] | None) -> Iterator[list]:
+        nodes = self.nodes
+        root = self.plan.root
+        slots: list = [None] * self.k
+        residual = self.residual_check
+        # delta indexes of the path nodes, grouped like their P index
+        dindex: dict[int, dict[Any, list[tuple]]] = {}
+        if path is not None:
+            for nid, d in path.items():
+                n = nodes[nid]
+                if n.parent is None:
+                    continue
+                groups: dict[Any, list[tuple]] = {}
+                key = n.delta_key
+                for t in d:
+                    groups.setdefault(key(t), []).append(t)
+                dindex[nid] = groups
+            roots = list(path.get(root, {}))
+        else:
+            roots = list(self.rho[root])
+
+        def candidates(c: _Node, u: tuple):
+            if c.id in dindex:
+                check = c.delta_check
+                for t in dindex[c.id].get(c.P.key_of_probe(u), ()):
+                    if check is None or check(u, t):
+                        yield t
+            else:
+                for t, _m in c.P.probe(u):
+                    yield t
+
+        def enum(n: _Node, t: tuple):
+            if n.atom is not None:
+                slots[n.atom] = t
+                yield None
+                return
+            ch = n.children
+            c1 = nodes[ch[0]]
+            if len(ch) == 1:
+                for s in candidates(c1, t):
+                    yield from enum(c1, s)
+                return
+            c2 = nodes[ch[1]]
+            for s1 in candidates(c1, t):
+                for _ in enum(c1, s1):
+                    for s2 in candidates(c2, t):
+                        yield from enum(c2, s2)
+
+        rootn = nodes[root]
+        for t in roots:
+            for _ in enum(rootn, t):
+                if residual is None or residual(slots):
+                    yield list(slots)
+
+    def count(self) -> int:
+        """The number of current matches: from multiplicities when nothing is residual."""
+        if self.residual_check is None:
+            return sum(self.rho[self.plan.root].values())
+        return sum(1 for _ in self.all_matches())
+
+    def serials(self, slots: list) -> list[int]:
+        return [slots[i][self.slot_serial[i]] for i in range(self.k)]
+
+    def size(self) -> int:
+        """Tuples stored over all nodes (a memory measure)."""
+        return sum(len(r) for r in self.rho)
+
+
+def _canon_scalar(v):
+    t = type(v)
+    if t is bool:
+        return canon(v)
+    if t is list or t is dict:
+        return None
+    return v
+
+
+__all__ = ["PatternRuntime", "NodeIndex", "rank_key", "Bound"]
