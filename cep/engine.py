@@ -194,7 +194,10 @@ class Engine:
             if not heap or w is None:
                 continue
             limit = wm - w
+            if heap[0][0] >= limit:
+                continue
             rt = self.runtimes[ri]
+            batches: dict[int, list[tuple]] = {}
             while heap and heap[0][0] < limit:
                 _, serial = heapq.heappop(heap)
                 holders = self._holders.get(serial)
@@ -203,13 +206,16 @@ class Engine:
                 keep = []
                 for h in holders:
                     if h[0] == ri:
-                        rt.delete(h[1], h[2])
+                        batches.setdefault(h[1], []).append(h[2])
                     else:
                         keep.append(h)
                 if keep:
                     self._holders[serial] = keep
                 else:
                     self._forget(serial)
+            # one batch of deletions per atom (Algorithm 7 on a batch), emitting nothing
+            for ai, tuples in batches.items():
+                rt.expire(ai, tuples)
 
     def _forget(self, serial: int) -> None:
         del self._holders[serial]

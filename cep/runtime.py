@@ -387,9 +387,19 @@ class PatternRuntime:
 
     def _propagate(self, leaf: int, t: tuple, delta: int) -> dict[int, dict[tuple, int]] | None:
         """Algorithm 7 for one leaf tuple; returns the deltas of the path nodes."""
+        return self._propagate_batch(leaf, {t: delta})
+
+    def _propagate_batch(self, leaf: int, d: dict[tuple, int]) -> dict[int, dict[tuple, int]] | None:
+        """Algorithm 7 for a batch of changes to one leaf (all of one sign for enumeration).
+
+        Each node's delta is applied before its contribution to the parent is
+        computed against the sibling (only one leaf changes, so the sibling's
+        relation is current); the sibling probe is a range seek per delta tuple
+        (plus a range sum when the delta side is the guard), which is the
+        running-sum sort-merge of Theorem 5 done through the index.
+        """
         nodes = self.nodes
         n = nodes[leaf]
-        d: dict[tuple, int] = {t: delta}
         path: dict[int, dict[tuple, int]] = {leaf: d}
         while True:
             for tt, c in d.items():
@@ -441,8 +451,13 @@ class PatternRuntime:
         return t
 
     def delete(self, atom: int, t: tuple) -> None:
-        """Delete a leaf tuple (a retraction or an expiry)."""
+        """Delete a leaf tuple (a retraction); ``delta_matches`` gives the matches it undoes."""
         self._last_path = self._propagate(self.leaf_of_atom[atom], t, -1)
+
+    def expire(self, atom: int, tuples: list[tuple]) -> None:
+        """Delete a batch of leaf tuples of one atom (window expiry): nothing is enumerated."""
+        self._propagate_batch(self.leaf_of_atom[atom], dict.fromkeys(tuples, -1))
+        self._last_path = None
 
     # ------------------------------------------------------------- enumeration
 

@@ -111,7 +111,7 @@ class SumSortedMap:
             self._payloads.append([p])
             maxes.append(key)
             self._len = 1
-            self._rebuild()
+            self._fen = [0, weight]
             return p
         b = bisect_left(maxes, key)
         if b == len(maxes):
@@ -168,7 +168,10 @@ class SumSortedMap:
             del self._weights[b]
             del self._payloads[b]
             del maxes[b]
-            self._rebuild()
+            if maxes:
+                self._rebuild()
+            else:
+                self._fen = [0]
 
     def _split(self, b: int) -> None:
         half = len(self._keys[b]) >> 1
