@@ -166,6 +166,12 @@ class NodeIndex:
                 else:
                     self.totals[key] += delta
 
+    def size(self) -> int:
+        """Tuples held (a memory measure)."""
+        if self.sorted:
+            return sum(sum(len(p) for p in g._payloads for p in p) for g in self.groups.values())
+        return sum(len(g) for g in self.groups.values())
+
     # ------------------------------------------------------------------ probes
 
     def _range(self, u: tuple):
@@ -255,7 +261,7 @@ class _Node:
 class PatternRuntime:
     """The (T, N)-representation of one compiled pattern, and its operations."""
 
-    def __init__(self, plan: Plan, events: dict[int, Any]) -> None:
+    def __init__(self, plan: Plan, events: dict[int, Any], keep_all_gmrs: bool = False) -> None:
         self.plan = plan
         self.pattern: CompiledPattern = plan.pattern
         self.events = events  # serial -> Event, shared with the engine
@@ -268,7 +274,12 @@ class PatternRuntime:
         for a in self.pattern.atoms:
             for v in a.vars:
                 var_atoms[v] = var_atoms.get(v, 0) + 1
-        self.rho: list[dict[tuple, int]] = [dict() for _ in plan.nodes]
+        # the GMR of a node is kept only at the root (enumeration starts there,
+        # counts come from it) unless ``keep_all_gmrs``: every other node's
+        # tuples and multiplicities live in its indexes already
+        self.rho: list[dict[tuple, int] | None] = [
+            {} if (keep_all_gmrs or pn.id == plan.root) else None for pn in plan.nodes
+        ]
         nodes: list[_Node] = []
         for pn in plan.nodes:
             n = _Node()
@@ -372,25 +383,74 @@ class PatternRuntime:
     # ----------------------------------------------------------------- updates
 
     def _apply(self, n: _Node, t: tuple, delta: int) -> None:
+        """rho_n += delta on one tuple, in the node's indexes (and its GMR where kept)."""
         rho = self.rho[n.id]
-        m = rho.get(t, 0) + delta
-        if m:
-            rho[t] = m
-        else:
-            del rho[t]
-        if m < 0:  # pragma: no cover - deletions of absent tuples are refused upstream
-            raise AssertionError("negative multiplicity in the T-reduct")
+        if rho is not None:
+            m = rho.get(t, 0) + delta
+            if m > 0:
+                rho[t] = m
+            elif m == 0:
+                del rho[t]
+            else:  # pragma: no cover - deletions of absent tuples are refused upstream
+                raise AssertionError("negative multiplicity in the T-reduct")
         if n.P is not None:
             n.P.update(t, delta)
         if n.S is not None:
             n.S.update(t, delta)
 
     def _propagate(self, leaf: int, t: tuple, delta: int) -> dict[int, dict[tuple, int]] | None:
-        """Algorithm 7 for one leaf tuple; returns the deltas of the path nodes."""
-        return self._propagate_batch(leaf, {t: delta})
+        """Algorithm 7 for one leaf tuple; returns the deltas of the path nodes.
 
-    def _propagate_batch(self, leaf: int, d: dict[tuple, int]) -> dict[int, dict[tuple, int]] | None:
-        """Algorithm 7 for a batch of changes to one leaf (all of one sign for enumeration).
+        The common case stays one tuple all the way up (each step is a
+        projection or a guard-side range sum); a non-guard step that fans out
+        continues as a batch from there.
+        """
+        nodes = self.nodes
+        n = nodes[leaf]
+        path: dict[int, dict[tuple, int]] = {}
+        c = delta
+        while True:
+            path[n.id] = {t: c}
+            self._apply(n, t, c)
+            p = n.parent
+            if p is None:
+                return path
+            if n.sibling is None:
+                check = n.edge_check
+                if check is not None and not check(t):
+                    return None
+                t = n.proj(t)
+            elif n.is_guard:
+                S = nodes[n.sibling].S
+                if S.summable:
+                    s = S.probe_sum(t)
+                else:
+                    s = 0
+                    for _u, mu in S.probe(t):
+                        s += mu
+                if not s:
+                    return None
+                t = n.proj(t)
+                c *= s
+            else:
+                S = nodes[n.sibling].S
+                proj = n.proj
+                dp: dict[tuple, int] = {}
+                for u, mu in S.probe(t):
+                    k = proj(u)
+                    dp[k] = dp.get(k, 0) + c * mu
+                d = {k: v for k, v in dp.items() if v}
+                if not d:
+                    return None
+                rest = self._propagate_batch(p, d)
+                if rest is None:
+                    return None
+                path.update(rest)
+                return path
+            n = nodes[p]
+
+    def _propagate_batch(self, start: int, d: dict[tuple, int]) -> dict[int, dict[tuple, int]] | None:
+        """Algorithm 7 for a batch of changes entering at node ``start`` (one leaf's path).
 
         Each node's delta is applied before its contribution to the parent is
         computed against the sibling (only one leaf changes, so the sibling's
@@ -399,8 +459,8 @@ class PatternRuntime:
         running-sum sort-merge of Theorem 5 done through the index.
         """
         nodes = self.nodes
-        n = nodes[leaf]
-        path: dict[int, dict[tuple, int]] = {leaf: d}
+        n = nodes[start]
+        path: dict[int, dict[tuple, int]] = {start: d}
         while True:
             for tt, c in d.items():
                 self._apply(n, tt, c)
@@ -456,7 +516,11 @@ class PatternRuntime:
 
     def expire(self, atom: int, tuples: list[tuple]) -> None:
         """Delete a batch of leaf tuples of one atom (window expiry): nothing is enumerated."""
-        self._propagate_batch(self.leaf_of_atom[atom], dict.fromkeys(tuples, -1))
+        leaf = self.leaf_of_atom[atom]
+        if len(tuples) == 1:
+            self._propagate(leaf, tuples[0], -1)
+        else:
+            self._propagate_batch(leaf, dict.fromkeys(tuples, -1))
         self._last_path = None
 
     # ------------------------------------------------------------- enumeration
@@ -536,7 +600,12 @@ class PatternRuntime:
 
     def size(self) -> int:
         """Tuples stored over all nodes (a memory measure)."""
-        return sum(len(r) for r in self.rho)
+        total = 0
+        for n in self.nodes:
+            for idx in (n.P, n.S):
+                if idx is not None:
+                    total += idx.size()
+        return total
 
 
 def _canon_scalar(v):

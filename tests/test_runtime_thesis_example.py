@@ -40,7 +40,7 @@ def build():
         PlanNode(4, ("x", "y"), 0, (), 1, (0,)),  # r, edge x < z
         PlanNode(5, ("u", "v"), 2, (), 2),  # t
     ]
-    return PatternRuntime(Plan(cp, nodes, 0), {})
+    return PatternRuntime(Plan(cp, nodes, 0), {}, keep_all_gmrs=True)
 
 
 def test_t_reduct_after_each_update():
