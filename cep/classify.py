@@ -13,6 +13,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from cep.gyo import reduce_gcq
+from cep.plan import Plan
 
 Q_HIERARCHICAL = "q-hierarchical"
 FREE_CONNEX = "free-connex"
@@ -78,10 +79,10 @@ def classify(
     if preds:
         if k <= 1:
             upd, dly = "O(|T| * M log M)", "O(|N|) (constant)"
-            gcq = "GCQ<=1 (at most one predicate per node, thesis Thm. 5)"
+            gcq = "GCQ<=1 (at most one inequality or band per node, thesis Thm. 5)"
         else:
             upd, dly = "O(|T| * M^2 log M)", "O(|N| * log|db|)"
-            gcq = f"GCQ>1 (up to {k} predicates per node, thesis Thm. 4; bands on one variable bisect once)"
+            gcq = f"GCQ>1 (up to {k} inequality groups per node, thesis Thm. 4)"
     else:
         gcq = "no theta predicates"
     if residual:
@@ -117,3 +118,34 @@ def classify(
         f"acyclic, not free-connex; var(N) adds {sorted(red.stage1_vars - set(out or ()))}",
         k,
     )
+
+
+def max_preds_per_node(plan: Plan) -> int:
+    """The largest number of inequality groups in one node's pred(n).
+
+    Linear predicates over the same pair of variables count once: a band
+    ``x < y AND y - x <= w`` is one range on one sort order (digest section 2.6), so
+    the running-sum merge of thesis Thm. 5 applies to it; any other predicate
+    counts on its own.
+    """
+    preds = plan.pattern.predicates
+    best = 0
+    for n in plan.nodes:
+        groups: set[object] = set()
+        for c in n.children:
+            for pid in plan.nodes[c].preds:
+                p = preds[pid]
+                if p.linear is not None and len(set(p.vars)) == 2:
+                    groups.add(frozenset(p.vars))
+                else:
+                    groups.add(pid)
+        best = max(best, len(groups))
+    return best
+
+
+def classify_plan(plan: Plan) -> QueryClass:
+    """The class of a plan's (full) query, with the predicates its tree holds."""
+    cp = plan.pattern
+    residual = set(plan.residual)
+    tree_preds = {p.id: p.vars for p in cp.predicates if p.id not in residual}
+    return classify([a.vars for a in cp.atoms], tree_preds, None, sorted(residual), max_preds_per_node(plan))

@@ -23,7 +23,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from cep.binarize import normalise
-from cep.classify import classify
+from cep.classify import classify_plan
 from cep.gcq import CompiledPattern, Predicate, Variable
 from cep.gyo import Reduction, Tree, reduce_gcq
 from cep.plan import Plan, PlanNode
@@ -177,8 +177,7 @@ def plan_pattern(cp: CompiledPattern) -> Plan:
     )
     plan = to_plan(cp2, pair.tree, _var_order(cp2))
     plan.residual = tuple(pair.residual)
-    tree_preds = {p: preds[p] for p in pair.kept}
-    qc = classify(atoms_vars, tree_preds, None, pair.residual, max_preds_per_node(plan))
+    qc = classify_plan(plan)
     plan.query_class = qc.name
     plan.notes.extend(notes)
     if pair.residual:
@@ -191,14 +190,6 @@ def plan_pattern(cp: CompiledPattern) -> Plan:
     if not cp2.partition_vars and len(cp2.atoms) > 1:
         plan.notes.append("no partition key: runs as one group")
     return plan
-
-
-def max_preds_per_node(plan: Plan) -> int:
-    """The largest |pred(n)| (predicates on all child edges of one node)."""
-    best = 0
-    for n in plan.nodes:
-        best = max(best, sum(len(plan.nodes[c].preds) for c in n.children))
-    return best
 
 
 def to_plan(cp: CompiledPattern, tree: Tree, var_order: Mapping[str, int]) -> Plan:

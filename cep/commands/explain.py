@@ -1,0 +1,286 @@
+"""``cep explain FILE...``: print each pattern's compiled query and its plan.
+
+Users need to see why a pattern is fast or slow: which comparisons are joins in the
+tree and how each edge is indexed (``cep.plan.enumeration_index`` and
+``sibling_index``, the same functions the runtime builds its indexes from), which
+ones are residual filters, the query class with its bounds, and the partition key.
+Formats: ``text`` (default), ``json`` (stable schema, docs/explain.md) and ``dot``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any, TextIO
+
+from cep.classify import QueryClass, classify_plan
+from cep.errors import PatternError
+from cep.gcq import Bound, CompiledPattern
+from cep.plan import IndexSpec, Plan, enumeration_index, sibling_index
+
+SCHEMA_VERSION = 1
+FORMATS = ("text", "json", "dot")
+
+
+def run_explain(paths: Sequence[str], fmt: str = "text", out: TextIO | None = None, err: TextIO | None = None) -> int:
+    """Explain every pattern of the files; exit code 0, or 2 on a pattern error."""
+    import sys
+
+    out = out if out is not None else sys.stdout
+    err = err if err is not None else sys.stderr
+    if fmt not in FORMATS:
+        err.write(f"cep explain: unknown format {fmt!r} (choose from {', '.join(FORMATS)})\n")
+        return 2
+    from cep.compiler import compile_files
+    from cep.planner import plan_pattern
+
+    try:
+        patterns = compile_files(list(paths))
+    except PatternError as e:
+        err.write(str(e) + "\n")
+        return 2
+    except OSError as e:
+        err.write(f"cep explain: {e}\n")
+        return 2
+    plans = [plan_pattern(cp) for cp in patterns]
+    if fmt == "json":
+        doc = {"version": SCHEMA_VERSION, "patterns": [plan_to_dict(p) for p in plans]}
+        out.write(json.dumps(doc, indent=2) + "\n")
+    elif fmt == "dot":
+        out.write(plans_to_dot(plans))
+    else:
+        out.write("\n".join(plan_to_text(p) for p in plans))
+    return 0
+
+
+# -- shared pieces
+
+
+def bound_text(b: Bound) -> str:
+    """``sort_var op scale*other + offset`` as readable text."""
+    rhs = b.other if b.scale == 1 else f"{b.scale}*{b.other}"
+    if b.offset:
+        rhs += f" + {b.offset}" if b.offset > 0 else f" - {-b.offset}"
+    return f"{b.sort_var} {b.op} {rhs}"
+
+
+def index_dict(ix: IndexSpec | None) -> dict[str, Any] | None:
+    if ix is None:
+        return None
+    return {
+        "kind": ix.kind,
+        "key_vars": list(ix.key_vars),
+        "sort_var": ix.sort_var,
+        "bounds": [bound_text(b) for b in ix.bounds],
+        "filter_predicates": list(ix.filter_preds),
+    }
+
+
+def index_text(ix: IndexSpec) -> str:
+    parts = [ix.kind]
+    if ix.key_vars:
+        parts.append("key " + ",".join(ix.key_vars))
+    if ix.sort_var is not None:
+        parts.append("sorted on " + ix.sort_var)
+    if ix.bounds:
+        parts.append("range " + " and ".join(bound_text(b) for b in ix.bounds))
+    if ix.filter_preds:
+        parts.append("filter " + " ".join(f"#{p}" for p in ix.filter_preds))
+    return ", ".join(parts)
+
+
+def _indexes(plan: Plan, nid: int) -> tuple[IndexSpec | None, IndexSpec | None]:
+    n = plan.nodes[nid]
+    if n.parent is None:
+        return None, None
+    p_ix = enumeration_index(plan, nid) if n.in_connex else None
+    return p_ix, sibling_index(plan, nid)
+
+
+def _class(plan: Plan) -> QueryClass:
+    return classify_plan(plan)
+
+
+def _edge_of(plan: Plan) -> dict[int, int]:
+    return {pid: n.id for n in plan.nodes for pid in n.preds}
+
+
+def _file(cp: CompiledPattern) -> str | None:
+    src = cp.source
+    return getattr(src, "file", None) if src is not None else None
+
+
+def _atom_label(cp: CompiledPattern, i: int) -> str:
+    a = cp.atoms[i]
+    return f"{a.type} {a.alias}"
+
+
+# -- JSON
+
+
+def plan_to_dict(plan: Plan) -> dict[str, Any]:
+    """The documented, stable JSON form of one pattern's plan (docs/explain.md)."""
+    cp = plan.pattern
+    qc = _class(plan)
+    edge = _edge_of(plan)
+    residual = set(plan.residual)
+    nodes = []
+    for n in plan.nodes:
+        p_ix, s_ix = _indexes(plan, n.id)
+        nodes.append(
+            {
+                "id": n.id,
+                "vars": list(n.vars),
+                "atom": cp.atoms[n.atom].alias if n.atom is not None else None,
+                "parent": n.parent,
+                "children": list(n.children),
+                "guard": n.children[0] if n.children else None,
+                "in_connex": n.in_connex,
+                "edge_predicates": list(n.preds),
+                "enumeration_index": index_dict(p_ix),
+                "sibling_index": index_dict(s_ix),
+            }
+        )
+    return {
+        "name": cp.name,
+        "file": _file(cp),
+        "op": cp.op,
+        "within": cp.within,
+        "time_unit": cp.time_unit,
+        "atoms": [
+            {
+                "alias": a.alias,
+                "type": a.type,
+                "position": a.position,
+                "vars": list(a.vars),
+                "attrs": list(a.attrs),
+                "filter": a.filter_text or None,
+            }
+            for a in cp.atoms
+        ],
+        "predicates": [
+            {
+                "id": p.id,
+                "text": p.text,
+                "origin": p.origin,
+                "vars": list(p.vars),
+                "placement": "residual" if p.id in residual else "edge",
+                "edge": None if p.id in residual else edge.get(p.id),
+            }
+            for p in cp.predicates
+        ],
+        "tree": {"root": plan.root, "nodes": nodes},
+        "residual": list(plan.residual),
+        "query_class": {
+            "name": qc.name,
+            "update": qc.update,
+            "delay": qc.delay,
+            "detail": qc.detail,
+            "max_predicates_per_node": qc.max_preds_per_node,
+        },
+        "partition_key": list(cp.partition_vars),
+        "notes": list(plan.notes),
+    }
+
+
+# -- text
+
+
+def plan_to_text(plan: Plan) -> str:
+    cp = plan.pattern
+    qc = _class(plan)
+    edge = _edge_of(plan)
+    residual = set(plan.residual)
+    lines = [f"pattern {cp.name} ({cp.op}" + (f", {_file(cp)}" if _file(cp) else "") + ")"]
+    if cp.within is not None:
+        lines.append(f"  within: {cp.within} ({cp.time_unit})")
+    lines.append("  atoms:")
+    for a in cp.atoms:
+        s = f"    {a.alias}: {a.type}({', '.join(a.vars)})"
+        if a.filter_text:
+            s += f"  filter: {a.filter_text}"
+        lines.append(s)
+    lines.append("  predicates:")
+    if not cp.predicates:
+        lines.append("    (none)")
+    for p in cp.predicates:
+        where = "residual" if p.id in residual else f"edge into n{edge[p.id]}"
+        lines.append(f"    #{p.id} {p.text}  [{p.origin}]  -> {where}")
+    lines.append("  tree (n* = in N; children[0] is the guard):")
+    _tree_lines(plan, plan.root, "", "", lines)
+    lines.append("  residual filters: " + (", ".join(f"#{p} {cp.predicates[p].text}" for p in plan.residual) or "none"))
+    lines.append(f"  class: {qc.name} ({qc.detail})")
+    lines.append(f"    update: {qc.update}; delay: {qc.delay}")
+    if cp.partition_vars:
+        lines.append("  partition key: " + ", ".join(cp.partition_vars))
+    else:
+        lines.append("  partition key: none: runs as one group")
+    for note in plan.notes:
+        lines.append(f"  note: {note}")
+    return "\n".join(lines) + "\n"
+
+
+def _tree_lines(plan: Plan, nid: int, head: str, tail: str, lines: list[str]) -> None:
+    cp = plan.pattern
+    n = plan.nodes[nid]
+    star = "*" if n.in_connex else ""
+    label = f"n{nid}{star} {{{', '.join(n.vars)}}}"
+    if n.atom is not None:
+        label += f" leaf {_atom_label(cp, n.atom)}"
+    if n.preds:
+        label += "  edge: " + " AND ".join(f"#{p} {cp.predicates[p].text}" for p in n.preds)
+    lines.append("    " + head + label)
+    p_ix, s_ix = _indexes(plan, nid)
+    if p_ix is not None:
+        lines.append("    " + tail + "    P: " + index_text(p_ix))
+    if s_ix is not None:
+        lines.append("    " + tail + "    S: " + index_text(s_ix))
+    kids = n.children
+    for i, c in enumerate(kids):
+        last = i == len(kids) - 1
+        _tree_lines(plan, c, tail + ("`-- " if last else "|-- "), tail + ("    " if last else "|   "), lines)
+
+
+# -- DOT
+
+
+def _esc(s: str) -> str:
+    return s.replace("\\", "\\\\").replace('"', '\\"')
+
+
+def plans_to_dot(plans: Sequence[Plan]) -> str:
+    """One ``digraph`` with a cluster per pattern; dashed nodes are outside N."""
+    out = ["digraph cep_plans {", "  node [fontname=\"monospace\"];"]
+    for k, plan in enumerate(plans):
+        cp = plan.pattern
+        out.append(f"  subgraph cluster_{k} {{")
+        out.append(f'    label="{_esc(cp.name)} ({_esc(_class(plan).name)})";')
+        for n in plan.nodes:
+            label = "{" + ", ".join(n.vars) + "}"
+            shape = "ellipse"
+            if n.atom is not None:
+                label = _atom_label(cp, n.atom) + "\\n" + _esc(label)
+                shape = "box"
+            else:
+                label = _esc(label)
+            style = "" if n.in_connex else ", style=dashed"
+            out.append(f'    p{k}n{n.id} [label="{label}", shape={shape}{style}];')
+        for n in plan.nodes:
+            if n.parent is None:
+                continue
+            parts = [cp.predicates[p].text for p in n.preds]
+            p_ix, s_ix = _indexes(plan, n.id)
+            if p_ix is not None:
+                parts.append("P: " + p_ix.kind)
+            if s_ix is not None:
+                parts.append("S: " + s_ix.kind)
+            guard = plan.nodes[n.parent].children[0] == n.id
+            style = ", penwidth=2" if guard else ""
+            label = "\\n".join(_esc(x) for x in parts)
+            out.append(f'    p{k}n{n.parent} -> p{k}n{n.id} [label="{label}"{style}];')
+        if plan.residual:
+            res = "\\n".join(_esc(cp.predicates[p].text) for p in plan.residual)
+            out.append(f'    p{k}residual [label="residual:\\n{res}", shape=note];')
+        out.append("  }")
+    out.append("}")
+    return "\n".join(out) + "\n"
