@@ -1,0 +1,169 @@
+"""The ``cep`` command: ``run``, ``check``, ``explain`` and ``spark`` (spec section 6).
+
+Why a thin layer: each command only maps options onto a function that does
+the work (``cep.runner.run``, ``cep.commands.check.run_check``,
+``cep.commands.explain.run_explain``, ``connectors.spark_cli.main``) and turns
+its result into an exit status.  Statuses: 0 ok, 2 pattern errors, 3 bad input
+record, 1 anything else -- including usage errors, so that 2 always means "fix
+the pattern".  No traceback reaches the user unless ``CEP_DEBUG=1``.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import click
+
+from cep import __version__
+
+CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
+
+
+@click.group(context_settings=CONTEXT)
+@click.version_option(__version__, "-V", "--version", prog_name="cep")
+def cli() -> None:
+    """cep: detect composite events (SEQ/AND patterns) on a stream of JSON or CSV records.
+
+    \b
+    cep run PATTERNS... [-i INPUT] [-o OUTPUT]   detect matches, JSON lines out
+    cep check PATTERNS...                       validate pattern files
+    cep explain PATTERNS...                     show the compiled query and plan
+
+    Exit status: 0 ok, 1 usage or other error, 2 pattern error, 3 bad input record.
+    """
+
+
+@cli.command("run", context_settings=CONTEXT)
+@click.argument("patterns", nargs=-1, required=True, type=click.Path(dir_okay=False))
+@click.option("-i", "--input", "input_", default="-", show_default=True, metavar="PATH",
+              help="Input: '-' for stdin, a file, or kafka://HOST:PORT/TOPIC?group=G&from=earliest.")
+@click.option("-o", "--output", default="-", show_default=True, metavar="PATH",
+              help="Output of composite events: '-' for stdout, a file, or kafka://HOST:PORT/TOPIC.")
+@click.option("--format", "fmt", type=click.Choice(["jsonl", "csv"]), default="jsonl", show_default=True,
+              help="Input format: JSON lines, or CSV with a header row (numeric-looking cells are numbers).")
+@click.option("--type-field", default="type", show_default=True, help="Field holding the event type.")
+@click.option("--time-field", default="ts", show_default=True, help="Field holding the event time.")
+@click.option("--time-unit", type=click.Choice(["s", "ms", "us"]), default="s", show_default=True,
+              help="Unit of numeric event times (ISO-8601 strings are converted to it).")
+@click.option("--op-field", default="op", show_default=True,
+              help="Field holding the op: '+' insert (default) or '-' retract.")
+@click.option("--lateness", default=None, metavar="DURATION",
+              help="Allowed disorder, e.g. '5 s', '2min', '10' (timestamp units). Default 0.")
+@click.option("--late-output", default=None, metavar="PATH", help="Write late records here.")
+@click.option("--on-error", type=click.Choice(["fail", "skip"]), default="fail", show_default=True,
+              help="On a bad record: stop with status 3, or report it and go on.")
+@click.option("--errors", default=None, metavar="PATH",
+              help="With --on-error skip: write bad records and reasons here (default stderr).")
+@click.option("--checkpoint", default=None, metavar="PATH",
+              help="Save progress here and resume from it when it exists (same patterns and options).")
+@click.option("--checkpoint-every", default=10_000, show_default=True, type=click.IntRange(min=1),
+              metavar="N", help="Checkpoint every N records.")
+@click.option("--checkpoint-interval", default=10.0, show_default=True, type=click.FloatRange(min=0),
+              metavar="SECONDS", help="Checkpoint at least this often (0: only by records and at exit).")
+@click.option("-q", "--quiet", is_flag=True, help="No end-of-run summary on stderr.")
+@click.option("--no-progress", is_flag=True, help="No progress bar.")
+@click.option("--max-records", type=click.IntRange(min=1), default=None, hidden=True)
+@click.option("--simulate-crash", is_flag=True, hidden=True)
+def run_cmd(patterns, input_, output, fmt, type_field, time_field, time_unit, op_field, lateness,
+            late_output, on_error, errors, checkpoint, checkpoint_every, checkpoint_interval, quiet,
+            no_progress, max_records, simulate_crash) -> None:
+    """Run the patterns of PATTERNS over the input; write every match as a JSON line.
+
+    Several pattern files (and several patterns in one file) run together over
+    one pass of the input.  Exit status: 0 ok, 2 pattern error, 3 bad input
+    record (the message names its line), 1 other errors.
+    """
+    from cep.runner import RunOptions, run
+
+    opts = RunOptions(
+        patterns=list(patterns), input=input_, output=output, fmt=fmt, type_field=type_field,
+        time_field=time_field, time_unit=time_unit, op_field=op_field, lateness=lateness,
+        late_output=late_output, on_error=on_error, errors=errors, checkpoint=checkpoint,
+        checkpoint_every=checkpoint_every, checkpoint_interval=checkpoint_interval, quiet=quiet,
+        progress=not no_progress, max_records=max_records, crash=simulate_crash,
+    )
+    sys.exit(run(opts, click.get_text_stream("stderr")))
+
+
+@cli.command("check", context_settings=CONTEXT)
+@click.argument("patterns", nargs=-1, required=True, type=click.Path(dir_okay=False))
+def check_cmd(patterns) -> None:
+    """Validate pattern files; print each pattern's summary (status 2 on errors)."""
+    from cep.commands.check import run_check
+
+    sys.exit(run_check(list(patterns), click.get_text_stream("stdout"), click.get_text_stream("stderr")))
+
+
+@cli.command("explain", context_settings=CONTEXT)
+@click.argument("patterns", nargs=-1, required=True, type=click.Path(dir_okay=False))
+@click.option("--format", "fmt", type=click.Choice(["text", "json", "dot"]), default="text",
+              show_default=True, help="Output format of the plan.")
+def explain_cmd(patterns, fmt) -> None:
+    """Print each pattern's compiled query and its join-tree plan."""
+    from cep.commands.explain import run_explain
+
+    sys.exit(run_explain(list(patterns), fmt, click.get_text_stream("stdout"),
+                         click.get_text_stream("stderr")))
+
+
+@cli.command("spark", context_settings={**CONTEXT, "ignore_unknown_options": True,
+                                        "allow_extra_args": True, "help_option_names": []})
+@click.argument("args", nargs=-1, type=click.UNPROCESSED)
+def spark_cmd(args) -> None:
+    """Run patterns on Spark Structured Streaming (needs: pip install 'cep[spark]').
+
+    Arguments are those of the Spark runner; see `cep spark --help` once PySpark is installed.
+    """
+    import importlib.util
+
+    if importlib.util.find_spec("pyspark") is None:
+        raise click.ClickException("cep spark needs PySpark, which is not installed: "
+                                   "pip install 'cep[spark]'")
+    try:
+        from connectors import spark_cli  # type: ignore[import-not-found]
+    except ImportError as e:
+        raise click.ClickException(f"cep spark is not available in this installation: {e}") from None
+    entry = spark_cli.main
+    if isinstance(entry, click.Command):
+        rc = entry.main(args=list(args), prog_name="cep spark", standalone_mode=False)
+    else:
+        rc = entry(list(args))
+    sys.exit(rc or 0)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Console entry point: run the group; map click and unexpected errors to one-line messages."""
+    try:
+        rc = cli.main(args=argv, prog_name="cep", standalone_mode=False)
+    except click.exceptions.Exit as e:
+        rc = e.exit_code
+    except click.ClickException as e:
+        e.show()
+        rc = 1
+    except click.exceptions.Abort:
+        click.echo("cep: aborted", err=True)
+        rc = 1
+    except KeyboardInterrupt:
+        click.echo("cep: interrupted", err=True)
+        rc = 130
+    except BrokenPipeError:
+        # the reader of our output went away (e.g. `| head`): stop quietly
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+        except OSError:
+            pass
+        rc = 1
+    except SystemExit as e:
+        rc = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+    except Exception as e:  # noqa: BLE001 - no traceback for users, unless asked
+        if os.environ.get("CEP_DEBUG"):
+            raise
+        click.echo(f"cep: error: {type(e).__name__}: {e}", err=True)
+        rc = 1
+    sys.exit(rc if isinstance(rc, int) else 0)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()
