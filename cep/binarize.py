@@ -75,7 +75,7 @@ def sibling_close(tree: Tree) -> None:
                 p = tree.add(TNode(node.vars))
                 for c in outside:
                     _move(tree, c, p)
-                node.children.append(p)
+                node.children.insert(0, p)  # a guard of n (same variables)
                 tree.nodes[p].parent = n
                 tree.connex.add(p)
             changed = True

@@ -1,0 +1,210 @@
+"""Planner on compiled patterns: tree shape for SEQ, residual choice, validity.
+
+Compiled patterns are built by hand here (``make_cp``) so these tests do not
+depend on the parser; tests over real pattern texts are at the end.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from cep.classify import classify_plan
+from cep.gcq import Atom, CompiledPattern, Linear, Predicate, Variable
+from cep.plan import enumeration_index, sibling_index
+from cep.plan_validate import validate_plan
+from cep.planner import plan_pattern
+
+
+def make_cp(
+    name: str,
+    atoms: list[tuple[str, str, list[str]]],
+    preds: list[tuple[list[str], str, str, Linear | None]],
+    op: str = "SEQ",
+    within=None,
+    partition: tuple[str, ...] = (),
+) -> CompiledPattern:
+    """atoms: (alias, type, [var names without the identity var]); preds: (vars, text, origin, linear)."""
+    variables: dict[str, Variable] = {}
+    atom_objs = []
+    for i, (alias, typ, vs) in enumerate(atoms):
+        vs = list(vs) + [f"{alias}.#"]
+        attrs = []
+        for v in vs:
+            attr = v.split(".", 1)[1]
+            attrs.append(attr)
+            ref = (alias, attr)
+            old = variables.get(v)
+            variables[v] = Variable(v, (old.refs if old else ()) + (ref,))
+        atom_objs.append(Atom(alias, typ, i, tuple(vs), tuple(attrs)))
+    pred_objs = [
+        Predicate(i, tuple(vs), text, origin, lambda *a: True, None, lin)
+        for i, (vs, text, origin, lin) in enumerate(preds)
+    ]
+    return CompiledPattern(name, op, atom_objs, variables, pred_objs, within, partition, None)
+
+
+def lt(a: str, b: str) -> Linear:
+    """a < b  as  a - b < 0."""
+    return Linear(((a, 1), (b, -1)), 0, "<")
+
+
+def le_diff(a: str, b: str, w) -> Linear:
+    """a - b <= w."""
+    return Linear(((a, 1), (b, -1)), -w, "<=")
+
+
+def seq_within(k: int, w=3600, partition: bool = True) -> CompiledPattern:
+    """SEQ(T x0, ..., T x{k-1}) [PARTITION BY card] WITHIN w, as the compiler emits it."""
+    names = [f"x{i}" for i in range(k)]
+    card = ["x0.card"] if partition else []
+    atoms = [(n, "Txn", card + [f"{n}.ts"]) for n in names]
+    preds = []
+    for i in range(k - 1):
+        a, b = f"{names[i]}.ts", f"{names[i + 1]}.ts"
+        preds.append(([a, b], f"{a} < {b}", "seq", lt(a, b)))
+    for i in range(k - 1):
+        a, b = f"{names[i]}.ts", f"{names[i + 1]}.ts"
+        preds.append(([b, a], f"{b} - {a} <= {w}", "within", le_diff(b, a, w)))
+    if k >= 3:
+        a, b = f"{names[0]}.ts", f"{names[-1]}.ts"
+        preds.append(([b, a], f"{b} - {a} <= {w}", "span", le_diff(b, a, w)))
+    return make_cp("seq", atoms, preds, "SEQ", w, tuple(card))
+
+
+def _leaf_atoms_under(plan, nid) -> set[int]:
+    n = plan.nodes[nid]
+    if n.atom is not None:
+        return {n.atom}
+    return set().union(*(_leaf_atoms_under(plan, c) for c in n.children))
+
+
+def test_card_testing_span_residual_bands_in_tree():
+    cp = seq_within(3)
+    plan = plan_pattern(cp)
+    assert validate_plan(plan) == []
+    span = [p.id for p in cp.predicates if p.origin == "span"]
+    assert list(plan.residual) == span
+    on_edges = {pid for n in plan.nodes for pid in n.preds}
+    assert on_edges == {p.id for p in cp.predicates if p.origin in ("seq", "within")}
+    assert plan.query_class == "cyclic with residuals"
+    assert any("span" in note and "residual" in note for note in plan.notes)
+    # every edge holding a band is indexed as a band both ways
+    for n in plan.nodes:
+        if n.preds:
+            assert enumeration_index(plan, n.id).kind == "band"
+            assert sibling_index(plan, n.id).kind == "band"
+
+
+@pytest.mark.parametrize("k", [2, 3, 4, 5])
+def test_seq_tree_shape_last_element_guards(k):
+    cp = seq_within(k)
+    plan = plan_pattern(cp)
+    assert validate_plan(plan) == []
+    root = plan.nodes[plan.root]
+    assert root.vars == ()
+    (part,) = root.children
+    assert plan.nodes[part].vars == ("x0.card",)
+    # from the {card} node down, element i's subtree: children[0] leads to element i's
+    # leaf through guards only, children[1] is the subtree of elements < i, joined by
+    # the SEQ order and band of the pair (i-1, i)
+    (top,) = plan.nodes[part].children
+    for i in range(k - 1, 0, -1):
+        node = plan.nodes[top]
+        assert set(node.vars) == {"x0.card", f"x{i}.ts"}
+        guard, rest = node.children
+        g = guard
+        while plan.nodes[g].atom is None:
+            assert len(plan.nodes[g].children) == 1
+            g = plan.nodes[g].children[0]
+        assert plan.nodes[g].atom == i
+        assert _leaf_atoms_under(plan, rest) == set(range(i))
+        texts = {cp.predicates[p].origin for p in plan.nodes[rest].preds}
+        assert texts == {"seq", "within"}
+        assert set(plan.nodes[rest].vars) == {"x0.card", f"x{i - 1}.ts"}
+        top = rest
+    # the first element: a projection over its leaf
+    assert _leaf_atoms_under(plan, top) == {0}
+    # the path from the root to the last element's leaf is all guards (children[0])
+    n = part
+    while plan.nodes[n].children:
+        n = plan.nodes[n].children[0]
+    assert plan.nodes[n].atom == k - 1
+
+
+def test_unpartitioned_seq():
+    plan = plan_pattern(seq_within(3, partition=False))
+    assert validate_plan(plan) == []
+    assert any("one group" in note for note in plan.notes)
+    assert len(plan.residual) == 1
+
+
+def test_and_window_extra_pairs_residual():
+    names = ["a", "b", "c"]
+    atoms = [(n, n.upper(), [f"{n}.ts"]) for n in names]
+    preds = []
+    for i in range(3):
+        for j in range(i + 1, 3):
+            origin = "within" if j == i + 1 else "span"
+            for x, y in ((i, j), (j, i)):
+                a, b = f"{names[x]}.ts", f"{names[y]}.ts"
+                preds.append(([a, b], f"{a} - {b} <= 10", origin, le_diff(a, b, 10)))
+    cp = make_cp("and3", atoms, preds, "AND", 10)
+    plan = plan_pattern(cp)
+    assert validate_plan(plan) == []
+    assert {cp.predicates[p].origin for p in plan.residual} == {"span"}
+    assert len(plan.residual) == 2
+
+
+def test_acyclic_pattern_has_no_residual_and_is_free_connex():
+    cp = make_cp(
+        "pair",
+        [("a", "A", ["a.k", "a.ts"]), ("b", "B", ["a.k", "b.ts"])],
+        [(["a.ts", "b.ts"], "a.ts < b.ts", "seq", lt("a.ts", "b.ts"))],
+        partition=("a.k",),
+    )
+    plan = plan_pattern(cp)
+    assert validate_plan(plan) == []
+    assert plan.residual == ()
+    assert plan.query_class == "free-connex"
+    qc = classify_plan(plan)
+    assert "O(|N|)" in qc.delay
+
+
+def test_and_without_predicates_is_q_hierarchical():
+    cp = make_cp("both", [("a", "A", ["a.k", "a.ts"]), ("b", "B", ["a.k", "b.ts"])], [], "AND", None, ("a.k",))
+    plan = plan_pattern(cp)
+    assert validate_plan(plan) == []
+    assert plan.query_class == "q-hierarchical"
+
+
+def test_where_cycle_keeps_order_drops_where():
+    # SEQ(a, b, c) with a user comparison a.v < c.v closing a cycle
+    atoms = [("a", "A", ["a.ts", "a.v"]), ("b", "B", ["b.ts"]), ("c", "C", ["c.ts", "c.v"])]
+    preds = [
+        (["a.v", "c.v"], "a.v < c.v", "where", lt("a.v", "c.v")),
+        (["a.ts", "b.ts"], "a.ts < b.ts", "seq", lt("a.ts", "b.ts")),
+        (["b.ts", "c.ts"], "b.ts < c.ts", "seq", lt("b.ts", "c.ts")),
+    ]
+    plan = plan_pattern(make_cp("w", atoms, preds))
+    assert validate_plan(plan) == []
+    assert plan.residual == (0,)
+
+
+def test_equality_cycle_is_split_never_rejected():
+    # a.x = b.x, b.y = c.y, c.z = a.z: a triangle of shared variables
+    atoms = [("a", "A", ["a.x", "a.z", "a.ts"]), ("b", "B", ["a.x", "b.y", "b.ts"]), ("c", "C", ["b.y", "a.z", "c.ts"])]
+    cp = make_cp("tri", atoms, [], "AND")
+    plan = plan_pattern(cp)
+    assert validate_plan(plan) == []
+    assert plan.pattern is not cp
+    added = plan.pattern.predicates[len(cp.predicates):]
+    assert added and all(" = " in p.text for p in added)
+    assert any("split" in note for note in plan.notes)
+    # the split equality predicate is SQL equality on canonical values
+    fn = added[0].fn
+    assert fn(1, 1.0) and not fn(True, 1) and not fn(None, None) and not fn("1", 1)
+    # every alias still reads the same attributes
+    for a, b in zip(cp.atoms, plan.pattern.atoms, strict=True):
+        assert a.attrs == b.attrs
+    # nothing but the split equalities can be residual here
+    assert set(plan.residual) <= {p.id for p in added}
