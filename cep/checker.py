@@ -1,0 +1,210 @@
+"""Semantic checks of a parsed pattern (spec sections 2, 3 and 7).
+
+The parser builds the syntax tree; this module finds what is wrong with it
+that the grammar cannot see: unknown or duplicate aliases, AND with a repeated
+type, duplicate EMIT names or PARTITION BY attributes, a non-positive WITHIN,
+comparisons that can never be true (warnings), and the phase-2 constructs this
+version rejects.  It returns ``Issue`` values (no file, no source line); the
+parser turns them into ``cep.errors.Diagnostic``.  Walks over expressions are
+iterative, so a long ``a AND b AND ...`` chain cannot exhaust the stack.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from cep import ast
+from cep.suggest import hint
+
+AGGREGATES = ("count", "sum", "avg", "min", "max", "first", "last")
+"""Kleene-plus aggregate functions ([phase 2]); no other function exists."""
+
+STRATEGIES = ("skip_till_any_match", "skip_till_next_match", "strict_contiguity")
+"""Event-selection strategies of ``USING`` ([phase 2])."""
+
+
+@dataclass(frozen=True)
+class Issue:
+    """One problem found in a pattern; ``phase2`` marks a not-supported-yet construct."""
+
+    loc: ast.Loc
+    message: str
+    severity: str = "error"  # "error" | "warning"
+    phase2: bool = False
+
+
+def _where(loc: ast.Loc) -> str:
+    return f"line {loc.line}, col {loc.col}"
+
+
+def _kind(value: object) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, (int, float)):
+        return "number"
+    return "string"
+
+
+class _Checker:
+    def __init__(self, p: ast.Pattern, allow_phase2: bool) -> None:
+        self.p = p
+        self.allow_phase2 = allow_phase2
+        self.issues: list[Issue] = []
+        self.aliases: dict[str, ast.Loc] = {}
+
+    def error(self, loc: ast.Loc, msg: str) -> None:
+        self.issues.append(Issue(loc, msg))
+
+    def warning(self, loc: ast.Loc, msg: str) -> None:
+        self.issues.append(Issue(loc, msg, "warning"))
+
+    def phase2(self, loc: ast.Loc, what: str) -> None:
+        if not self.allow_phase2:
+            self.issues.append(Issue(loc, f"{what} is not supported yet (phase 2)", phase2=True))
+
+    # ------------------------------------------------------------ structure
+    def structure(self, s: ast.Structure, top: bool) -> None:
+        if s.op == "AND":
+            first_of: dict[str, ast.Loc] = {}
+            for el in s.elements:
+                if el.kind == "nested":
+                    continue
+                if el.type in first_of:
+                    self.error(
+                        el.loc,
+                        f"type '{el.type}' appears twice in AND (first at {_where(first_of[el.type])}); "
+                        "the types in one AND must be pairwise different",
+                    )
+                else:
+                    first_of[el.type] = el.loc
+        n = len(s.elements)
+        for i, el in enumerate(s.elements):
+            if el.kind == "nested":
+                assert el.nested is not None
+                self.phase2(el.loc, f"nested {el.nested.op}(...)")
+                self.structure(el.nested, False)
+                continue
+            if el.kind == "not":
+                self.phase2(el.loc, "NOT element")
+                if s.op != "SEQ":
+                    self.error(el.loc, "NOT is only allowed inside SEQ")
+                elif top and (i == 0 or i == n - 1) and self.p.within is None:
+                    edge = "leading" if i == 0 else "trailing"
+                    self.error(el.loc, f"a {edge} NOT needs WITHIN")
+            elif el.kind == "kleene":
+                self.phase2(el.loc, f"Kleene plus '{el.type}+'")
+            if el.alias in self.aliases:
+                self.error(
+                    el.alias_loc,
+                    f"alias '{el.alias}' is defined twice (first at {_where(self.aliases[el.alias])})",
+                )
+            else:
+                self.aliases[el.alias] = el.alias_loc
+        if s.elements and all(el.kind == "not" for el in s.elements):
+            self.error(s.loc, f"{s.op} needs an element that is not NOT")
+
+    # ----------------------------------------------------------- expressions
+    def unknown_alias(self, loc: ast.Loc, alias: str) -> None:
+        self.error(loc, f"unknown alias '{alias}'{hint(alias, self.aliases)}")
+
+    def expr(self, root: ast.Expr) -> None:
+        stack: list[tuple[ast.Expr, bool]] = [(root, False)]
+        while stack:
+            e, call_arg = stack.pop()
+            if isinstance(e, ast.Attr):
+                self.attr(e, call_arg)
+            elif isinstance(e, ast.Literal):
+                pass
+            elif isinstance(e, (ast.Neg, ast.Not)):
+                stack.append((e.operand, False))
+            elif isinstance(e, ast.Compare):
+                self.compare(e)
+                stack.append((e.right, False))
+                stack.append((e.left, False))
+            elif isinstance(e, (ast.Arith, ast.And, ast.Or)):
+                stack.append((e.right, False))
+                stack.append((e.left, False))
+            elif isinstance(e, ast.InList):
+                stack.extend((x, False) for x in reversed(e.items))
+                stack.append((e.operand, False))
+            elif isinstance(e, ast.Call):
+                self.call(e)
+                stack.extend((x, True) for x in reversed(e.args))
+
+    def attr(self, e: ast.Attr, call_arg: bool) -> None:
+        if e.name:
+            if e.alias not in self.aliases:
+                self.unknown_alias(e.loc, e.alias)
+        elif call_arg:
+            if e.alias not in self.aliases:
+                self.unknown_alias(e.loc, e.alias)
+        elif e.alias in self.aliases:
+            self.error(e.loc, f"alias '{e.alias}' needs an attribute here: write {e.alias}.<attribute>")
+        else:
+            self.error(e.loc, f"'{e.alias}' is not an attribute reference: write <alias>.{e.alias}")
+
+    def compare(self, e: ast.Compare) -> None:
+        sides = (e.left, e.right)
+        if any(isinstance(s, ast.Literal) and s.value is None for s in sides):
+            self.warning(e.loc, "comparison with null is never true")
+            return
+        if isinstance(e.left, ast.Literal) and isinstance(e.right, ast.Literal):
+            k1, k2 = _kind(e.left.value), _kind(e.right.value)
+            if k1 != k2:
+                self.warning(e.loc, f"comparison between a {k1} and a {k2} is never true")
+
+    def call(self, e: ast.Call) -> None:
+        if e.name not in AGGREGATES:
+            self.error(e.loc, f"unknown function '{e.name}'{hint(e.name, AGGREGATES)}")
+            return
+        self.phase2(e.loc, f"aggregate {e.name}()")
+        if len(e.args) != 1:
+            self.error(e.loc, f"{e.name}() takes one argument")
+
+    # -------------------------------------------------------------- clauses
+    def clauses(self) -> None:
+        p = self.p
+        if p.where is not None:
+            self.expr(p.where)
+        seen_attr: dict[str, ast.Loc] = {}
+        locs = p.partition_locs or (ast.NOLOC,) * len(p.partition_by)
+        for attr, loc in zip(p.partition_by, locs):
+            if attr in seen_attr:
+                self.error(loc, f"attribute '{attr}' is listed twice in PARTITION BY")
+            else:
+                seen_attr[attr] = loc
+        if p.within is not None and not p.within.value > 0:
+            unit = f" {p.within.unit}" if p.within.unit else ""
+            self.error(p.within.loc, f"WITHIN must be positive, got {p.within.value}{unit}")
+        if p.emit is not None:
+            names: dict[str, ast.Loc] = {}
+            for item in p.emit:
+                if item.star is not None:
+                    if item.star not in self.aliases:
+                        self.unknown_alias(item.loc, item.star)
+                elif item.expr is not None:
+                    self.expr(item.expr)
+                name = item.name or item.text
+                if name in names:
+                    self.error(
+                        item.loc,
+                        f"two EMIT items are named '{name}' (the first at {_where(names[name])})",
+                    )
+                else:
+                    names[name] = item.loc
+        if p.using is not None:
+            self.phase2(p.using_loc, "USING")
+
+
+def check_pattern(p: ast.Pattern, allow_phase2: bool = False) -> list[Issue]:
+    """Every semantic problem of one pattern, in the order found.
+
+    With ``allow_phase2`` the phase-2 constructs are checked but not rejected
+    (the printer round-trip tests use it; the compiler still rejects them).
+    """
+    c = _Checker(p, allow_phase2)
+    c.structure(p.structure, True)
+    c.clauses()
+    return c.issues

@@ -1,0 +1,606 @@
+"""Parse ``.pattern`` text into checked syntax trees (``cep.ast``).
+
+Why this module exists: it is the only way pattern text enters the engine, so
+it guarantees that whatever the input (any text, any bytes) the caller gets
+either a list of checked ``ast.Pattern`` or a ``PatternError`` carrying every
+problem of the file as located ``Diagnostic`` values, never a Lark exception
+or a traceback.
+
+Pipeline: Lark LALR (grammar in ``grammar/pattern.lark``, contextual lexer,
+positions propagated) -> an iterative tree-to-AST builder (normalizes ``==``
+to ``=``, ``<>`` to ``!=``, keyword case, duration units, folds ``-NUMBER``
+into a negative literal) -> ``cep.checker`` semantic checks.
+
+Error recovery: when the whole text does not parse, it is split before every
+``PATTERN`` keyword (outside strings and comments) and each piece is parsed on
+its own, so several broken patterns give several syntax errors and the good
+patterns are still checked.
+
+Warnings never raise.  ``parse_text_with_warnings`` returns them;
+``parse_text`` and ``parse_file`` also leave them in the module-level
+``last_warnings`` (a convenience for single-threaded callers).  When errors
+are raised, the warnings are in the same ``PatternError`` (severity
+``"warning"``).  If every error is a phase-2 construct the exception is a
+``NotSupportedYet``.
+
+Limits: expressions and structures nest at most ``MAX_DEPTH`` levels (deeper
+nesting is an error, so no later recursive pass can exhaust the stack).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+from pathlib import Path
+
+from lark import Lark, Token, Tree
+from lark.exceptions import UnexpectedCharacters, UnexpectedInput, UnexpectedToken
+
+from cep import ast
+from cep.checker import STRATEGIES, Issue, check_pattern
+from cep.errors import Diagnostic, NotSupportedYet, PatternError
+from cep.suggest import hint
+
+GRAMMAR_PATH = Path(__file__).resolve().parent.parent / "grammar" / "pattern.lark"
+MAX_DEPTH = 200
+
+KEYWORDS = frozenset(
+    "PATTERN SEQ AND OR NOT IN WHERE PARTITION BY WITHIN EMIT AS USING TRUE FALSE NULL".split()
+)
+
+UNITS = {
+    "ms": "ms", "millisecond": "ms", "milliseconds": "ms",
+    "s": "s", "sec": "s", "second": "s", "seconds": "s",
+    "min": "min", "minute": "min", "minutes": "min",
+    "h": "h", "hour": "h", "hours": "h",
+    "d": "d", "day": "d", "days": "d",
+}  # fmt: skip
+
+CLAUSE_NAMES = {
+    "where": "WHERE",
+    "partition": "PARTITION BY",
+    "within": "WITHIN",
+    "emit": "EMIT",
+    "using": "USING",
+}
+
+last_warnings: list[Diagnostic] = []
+"""Warnings of the latest ``parse_text``/``parse_file`` call (not thread-safe)."""
+
+_LARK: Lark | None = None
+
+
+def _lark() -> Lark:
+    global _LARK
+    if _LARK is None:
+        _LARK = Lark(
+            GRAMMAR_PATH.read_text(encoding="utf-8"),
+            parser="lalr",
+            lexer="contextual",
+            start=["start", "expr_only"],
+            propagate_positions=True,
+            maybe_placeholders=False,
+        )
+    return _LARK
+
+
+# ----------------------------------------------------------------- text helpers
+
+_TEXT_RE = re.compile(r"""'(?:[^'\\\n]|\\.)*'|"(?:[^"\\\n]|\\.)*"|(?:--|\#)[^\n]*|\s+|[^'"\s\#-]+|.""")
+
+
+def item_text(source: str) -> str:
+    """An EMIT item's text (its default output name): the source without whitespace.
+
+    Whitespace inside string literals is kept (it is data) and comments are
+    dropped; everything else is kept as written (``x.a==1`` stays ``x.a==1``).
+    """
+    out = []
+    for m in _TEXT_RE.finditer(source):
+        t = m.group()
+        if t[0] in "'\"":
+            out.append(t)
+        elif t.isspace() or t.startswith(("--", "#")):
+            continue
+        else:
+            out.append(t)
+    return "".join(out)
+
+
+_SPLIT_RE = re.compile(
+    r"""(?:--|\#)[^\n]*|'(?:[^'\\\n]|\\.)*'?|"(?:[^"\\\n]|\\.)*"?|\.\s*\w*"""
+    r"""|(?P<kw>(?<!\w)pattern(?!\w))|\w+|[^\w'"\#.-]+|.""",
+    re.IGNORECASE,
+)
+_TRIVIA_RE = re.compile(r"(?:\s+|(?:--|#)[^\n]*)*")
+
+
+def _pattern_starts(text: str) -> list[int]:
+    return [m.start() for m in _SPLIT_RE.finditer(text) if m.group("kw")]
+
+
+def _printable(s: str, limit: int = 40) -> str:
+    s = "".join(c if c.isprintable() else repr(c)[1:-1] for c in s)
+    return s if len(s) <= limit else s[: limit - 3] + "..."
+
+
+_ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "\\": "\\", "'": "'", '"': '"'}
+_ESC_RE = re.compile(r"\\(.)", re.DOTALL)
+
+
+def _unescape(body: str) -> str:
+    return _ESC_RE.sub(lambda m: _ESCAPES.get(m.group(1), "\\" + m.group(1)), body)
+
+
+def _tok_loc(t: Token) -> ast.Loc:
+    return ast.Loc(t.line or 1, t.column or 1, t.end_line or 0, t.end_column or 0)
+
+
+def _node_loc(t: Tree) -> ast.Loc:
+    m = t.meta
+    if getattr(m, "empty", True):
+        return ast.NOLOC
+    return ast.Loc(m.line, m.column, m.end_line, m.end_column)
+
+
+# --------------------------------------------------------------- syntax errors
+
+_EXPR_START = {"NAME", "NUMBER", "STRING", "TRUE", "FALSE", "NULL", "LPAR", "MINUS", "NOT"}
+_OPERATORS = {"PLUS", "MINUS", "STAR", "SLASH", "PERCENT", "COMPOP", "IN", "NOT", "AND", "OR"}
+_CLAUSES = ["WHERE", "PARTITION", "WITHIN", "EMIT", "USING"]
+_TERMINAL_TEXT = {
+    "NAME": "a name",
+    "NUMBER": "a number",
+    "STRING": "a string",
+    "COMPOP": "a comparison operator",
+    "LPAR": "'('",
+    "RPAR": "')'",
+    "COMMA": "','",
+    "DOT": "'.'",
+    "STAR": "'*'",
+    "PLUS": "'+'",
+    "MINUS": "'-'",
+    "SLASH": "'/'",
+    "PERCENT": "'%'",
+    "$END": "end of input",
+}
+_ORDER = [
+    "NAME", "NUMBER", "STRING", "LPAR", "RPAR", "COMMA", "DOT", "STAR", "PLUS", "MINUS", "SLASH",
+    "PERCENT", "COMPOP", *sorted(KEYWORDS), "$END",
+]  # fmt: skip
+
+
+def _join(parts: list[str]) -> str:
+    if len(parts) <= 1:
+        return "".join(parts)
+    return ", ".join(parts[:-1]) + " or " + parts[-1]
+
+
+def describe_expected(expected: set[str]) -> str:
+    """Human text for a set of Lark terminal names (``an expression``, ``')'``, ...)."""
+    exp = set(expected)
+    parts: list[str] = []
+    if {"NUMBER", "STRING"} <= exp:
+        parts.append("an expression")
+        exp -= _EXPR_START
+    if len(exp & _OPERATORS) >= 3:
+        parts.append("an operator")
+        exp -= _OPERATORS
+    clauses = [c for c in _CLAUSES if c in exp]
+    if len(clauses) >= 2:
+        parts.append("a clause (" + ", ".join(CLAUSE_NAMES[c.lower()] for c in clauses) + ")")
+        exp -= set(clauses)
+    rest = sorted(exp, key=lambda t: (_ORDER.index(t) if t in _ORDER else len(_ORDER), t))
+    parts.extend(_TERMINAL_TEXT.get(t, t) for t in rest)
+    # end of input reads best last
+    if "end of input" in parts:
+        parts.remove("end of input")
+        parts.append("end of input")
+    return _join(parts) or "nothing more"
+
+
+def _syntax_issue(e: UnexpectedInput, text: str) -> Issue:
+    if isinstance(e, UnexpectedToken):
+        tok = e.token
+        try:
+            expected = set(e.interactive_parser.accepts())
+        except Exception:  # pragma: no cover - accepts() is best effort
+            expected = set(e.expected)
+        if tok.type == "$END":
+            line = tok.end_line or tok.line or 1
+            col = tok.end_column or tok.column or 1
+            return Issue(ast.Loc(line, col), f"expected {describe_expected(expected)}, found end of input")
+        found = f"'{_printable(str(tok))}'"
+        msg = f"expected {describe_expected(expected)}, found {found}"
+        if tok.type == "NAME":
+            keywords = [t for t in expected if t in KEYWORDS]
+            msg += hint(str(tok), keywords, cutoff=0.7)
+        return Issue(_tok_loc(tok), msg)
+    if isinstance(e, UnexpectedCharacters):
+        ch = text[e.pos_in_stream] if 0 <= e.pos_in_stream < len(text) else ""
+        loc = ast.Loc(e.line or 1, e.column or 1)
+        if ch in ("'", '"'):
+            return Issue(loc, "unterminated string")
+        return Issue(loc, f"unexpected character '{_printable(ch)}'")
+    line = getattr(e, "line", 1) or 1
+    col = getattr(e, "column", 1) or 1
+    return Issue(ast.Loc(line, col), "syntax error")  # pragma: no cover - no other kinds
+
+
+# ----------------------------------------------------------------- AST builder
+
+_COMPOPS = {"==": "=", "<>": "!=", "=": "=", "!=": "!=", "<": "<", "<=": "<=", ">": ">", ">=": ">="}
+
+
+class _Builder:
+    """Lark tree -> AST, bottom-up with an explicit stack (no recursion)."""
+
+    def __init__(self, text: str, filename: str) -> None:
+        self.text = text
+        self.file = filename
+        self.issues: list[Issue] = []
+        self.name_locs: dict[int, ast.Loc] = {}
+        self.too_deep = False
+
+    def error(self, loc: ast.Loc, msg: str) -> None:
+        self.issues.append(Issue(loc, msg))
+
+    def build(self, root: Tree):
+        results: dict[int, object] = {}
+        depth: dict[int, int] = {}
+        stack: list[tuple[Tree, bool]] = [(root, False)]
+        while stack:
+            node, done = stack.pop()
+            if not done:
+                stack.append((node, True))
+                stack.extend((c, False) for c in node.children if isinstance(c, Tree))
+                continue
+            kids = []
+            d = 0
+            for c in node.children:
+                if isinstance(c, Tree):
+                    kids.append(results.pop(id(c)))
+                    d = max(d, depth.pop(id(c)))
+                else:
+                    kids.append(c)
+            depth[id(node)] = d + 1
+            if d + 1 > MAX_DEPTH and not self.too_deep:
+                self.too_deep = True
+                self.error(_node_loc(node), f"nested too deeply (more than {MAX_DEPTH} levels)")
+            results[id(node)] = getattr(self, "b_" + node.data)(node, kids)
+        return results[id(root)]
+
+    def reserved(self, tok: Token, what: str) -> None:
+        if str(tok).upper() in KEYWORDS:
+            self.error(_tok_loc(tok), f"'{tok}' is a keyword and cannot be used as {what}")
+
+    # --------------------------------------------------------------- patterns
+    def b_start(self, node: Tree, kids: list) -> list[ast.Pattern]:
+        return kids
+
+    def b_expr_only(self, node: Tree, kids: list) -> ast.Expr:
+        return kids[0]
+
+    def b_pattern(self, node: Tree, kids: list) -> ast.Pattern:
+        _kw, name, structure, *clauses = kids
+        self.reserved(name, "a pattern name")
+        got: dict[str, object] = {}
+        first: dict[str, ast.Loc] = {}
+        for kind, kw, value in clauses:
+            loc = _tok_loc(kw)
+            if kind in first:
+                f = first[kind]
+                self.error(
+                    loc,
+                    f"{CLAUSE_NAMES[kind]} clause is given twice (first at line {f.line}, col {f.col})",
+                )
+                continue
+            first[kind] = loc
+            got[kind] = value
+        partition = got.get("partition", ((), ()))
+        p = ast.Pattern(
+            name=str(name),
+            structure=structure,
+            where=got.get("where"),  # type: ignore[arg-type]
+            partition_by=partition[0],  # type: ignore[index]
+            within=got.get("within"),  # type: ignore[arg-type]
+            emit=got.get("emit"),  # type: ignore[arg-type]
+            using=got.get("using"),  # type: ignore[arg-type]
+            loc=_node_loc(node),
+            file=self.file,
+            partition_locs=partition[1],  # type: ignore[index]
+            using_loc=first.get("using", ast.NOLOC),
+        )
+        self.name_locs[id(p)] = _tok_loc(name)
+        return p
+
+    def b_structure(self, node: Tree, kids: list) -> ast.Structure:
+        op, *elements = kids
+        return ast.Structure(str(op).upper(), tuple(elements), _node_loc(node))
+
+    def _element(self, node: Tree, type_: Token, alias: Token, kind: str) -> ast.Element:
+        self.reserved(type_, "an event type")
+        self.reserved(alias, "an alias")
+        return ast.Element(str(type_), str(alias), kind, None, _node_loc(node), _tok_loc(alias))
+
+    def b_el_event(self, node: Tree, kids: list) -> ast.Element:
+        return self._element(node, kids[0], kids[1], "event")
+
+    def b_el_not(self, node: Tree, kids: list) -> ast.Element:
+        return self._element(node, kids[1], kids[2], "not")
+
+    def b_el_kleene(self, node: Tree, kids: list) -> ast.Element:
+        return self._element(node, kids[0], kids[2], "kleene")
+
+    def b_el_nested(self, node: Tree, kids: list) -> ast.Element:
+        s = kids[0]
+        return ast.Element("", "", "nested", s, s.loc, ast.NOLOC)
+
+    # ---------------------------------------------------------------- clauses
+    def b_where_clause(self, node: Tree, kids: list):
+        return ("where", kids[0], kids[1])
+
+    def b_partition_clause(self, node: Tree, kids: list):
+        names = kids[2:]
+        for n in names:
+            self.reserved(n, "an attribute name in PARTITION BY")
+        return ("partition", kids[0], (tuple(str(n) for n in names), tuple(_tok_loc(n) for n in names)))
+
+    def b_within_clause(self, node: Tree, kids: list):
+        return ("within", kids[0], kids[1])
+
+    def b_emit_clause(self, node: Tree, kids: list):
+        return ("emit", kids[0], tuple(kids[1:]))
+
+    def b_using_clause(self, node: Tree, kids: list):
+        name = str(kids[1])
+        if name.lower() not in STRATEGIES:
+            self.error(
+                _tok_loc(kids[1]),
+                f"unknown strategy '{name}'{hint(name, STRATEGIES)}; use " + _join(list(STRATEGIES)),
+            )
+        return ("using", kids[0], name.lower())
+
+    def b_duration(self, node: Tree, kids: list) -> ast.Duration:
+        negative = kids[0].type == "MINUS"
+        toks = kids[1:] if negative else kids
+        value = self.number(toks[0])
+        if negative:
+            value = -value
+        unit = None
+        if len(toks) > 1:
+            u = str(toks[1])
+            unit = UNITS.get(u.lower())
+            if unit is None:
+                self.error(
+                    _tok_loc(toks[1]),
+                    f"unknown duration unit '{u}'{hint(u, UNITS)}; use ms, s, min, h or d",
+                )
+        return ast.Duration(value, unit, _node_loc(node))
+
+    def b_item_expr(self, node: Tree, kids: list) -> ast.EmitItem:
+        src = node.children[0]
+        m = src.meta if isinstance(src, Tree) else None
+        text = item_text(self.text[m.start_pos : m.end_pos]) if m is not None else str(src)
+        name = None
+        if len(kids) == 3:
+            self.reserved(kids[2], "an output name")
+            name = str(kids[2])
+        return ast.EmitItem(kids[0], name, text, None, _node_loc(node))
+
+    def b_item_star(self, node: Tree, kids: list) -> ast.EmitItem:
+        alias = str(kids[0])
+        return ast.EmitItem(None, None, f"{alias}.*", alias, _node_loc(node))
+
+    # ------------------------------------------------------------ expressions
+    def number(self, tok: Token) -> int | float:
+        s = str(tok)
+        try:
+            v: int | float = int(s) if s.isdigit() else float(s)
+        except ValueError:
+            v = math.inf
+        if isinstance(v, float) and not math.isfinite(v):
+            self.error(_tok_loc(tok), f"number out of range: {_printable(s)}")
+            return 0
+        return v
+
+    def b_number(self, node: Tree, kids: list) -> ast.Literal:
+        return ast.Literal(self.number(kids[0]), _node_loc(node))
+
+    def b_string(self, node: Tree, kids: list) -> ast.Literal:
+        return ast.Literal(_unescape(str(kids[0])[1:-1]), _node_loc(node))
+
+    def b_true(self, node: Tree, kids: list) -> ast.Literal:
+        return ast.Literal(True, _node_loc(node))
+
+    def b_false(self, node: Tree, kids: list) -> ast.Literal:
+        return ast.Literal(False, _node_loc(node))
+
+    def b_null(self, node: Tree, kids: list) -> ast.Literal:
+        return ast.Literal(None, _node_loc(node))
+
+    def b_attr(self, node: Tree, kids: list) -> ast.Attr:
+        return ast.Attr(str(kids[0]), str(kids[1]), _node_loc(node))
+
+    def b_bare(self, node: Tree, kids: list) -> ast.Attr:
+        return ast.Attr(str(kids[0]), "", _node_loc(node))
+
+    def b_call(self, node: Tree, kids: list) -> ast.Call:
+        return ast.Call(str(kids[0]).lower(), tuple(kids[1:]), _node_loc(node))
+
+    def b_paren(self, node: Tree, kids: list) -> ast.Expr:
+        return kids[0]
+
+    def b_neg(self, node: Tree, kids: list) -> ast.Expr:
+        operand = kids[1]
+        child = node.children[1]
+        if isinstance(child, Tree) and child.data == "number" and isinstance(operand, ast.Literal):
+            return ast.Literal(-operand.value, _node_loc(node))  # type: ignore[operator]
+        return ast.Neg(operand, _node_loc(node))
+
+    def b_arith(self, node: Tree, kids: list) -> ast.Arith:
+        return ast.Arith(str(kids[1]), kids[0], kids[2], _node_loc(node))
+
+    def b_compare(self, node: Tree, kids: list) -> ast.Compare:
+        return ast.Compare(_COMPOPS[str(kids[1])], kids[0], kids[2], _node_loc(node))
+
+    def b_in_list(self, node: Tree, kids: list) -> ast.InList:
+        return ast.InList(kids[0], tuple(kids[2:]), False, _node_loc(node))
+
+    def b_not_in_list(self, node: Tree, kids: list) -> ast.InList:
+        return ast.InList(kids[0], tuple(kids[3:]), True, _node_loc(node))
+
+    def b_not_(self, node: Tree, kids: list) -> ast.Not:
+        return ast.Not(kids[1], _node_loc(node))
+
+    def b_and_(self, node: Tree, kids: list) -> ast.And:
+        return ast.And(kids[0], kids[2], _node_loc(node))
+
+    def b_or_(self, node: Tree, kids: list) -> ast.Or:
+        return ast.Or(kids[0], kids[2], _node_loc(node))
+
+
+# ------------------------------------------------------------------ the driver
+
+
+def _padded(text: str, start: int) -> str:
+    """``text[start:]`` preceded by blanks so Lark reports the original line and column."""
+    line0 = text.rfind("\n", 0, start) + 1
+    return "\n" * text.count("\n", 0, start) + " " * (start - line0) + text[start:]
+
+
+def _parse_patterns(text: str, filename: str) -> tuple[list[ast.Pattern], list[Issue], dict[int, ast.Loc]]:
+    parser = _lark()
+    try:
+        tree = parser.parse(text, start="start")
+    except UnexpectedInput as first_error:
+        return _recover(text, filename, first_error)
+    b = _Builder(text, filename)
+    return b.build(tree), b.issues, b.name_locs
+
+
+def _recover(text: str, filename: str, first_error: UnexpectedInput):
+    """Parse each ``PATTERN`` piece on its own so every broken pattern is reported."""
+    starts = _pattern_starts(text)
+    pieces: list[tuple[int, int]] = []
+    if not starts:
+        pieces.append((0, len(text)))
+    else:
+        if _TRIVIA_RE.fullmatch(text, 0, starts[0]) is None:
+            pieces.append((0, starts[0]))
+        pieces.extend(zip(starts, starts[1:] + [len(text)]))
+    patterns: list[ast.Pattern] = []
+    issues: list[Issue] = []
+    name_locs: dict[int, ast.Loc] = {}
+    syntax_errors = 0
+    for s, e in pieces:
+        piece = _padded(text[:e], s)
+        try:
+            tree = _lark().parse(piece, start="start")
+        except UnexpectedInput as err:
+            issues.append(_syntax_issue(err, piece))
+            syntax_errors += 1
+            continue
+        b = _Builder(piece, filename)
+        patterns.extend(b.build(tree))
+        issues.extend(b.issues)
+        name_locs.update(b.name_locs)
+    if syntax_errors == 0:  # splitting hid the error: report the whole-text one
+        issues.append(_syntax_issue(first_error, text))
+    return patterns, issues, name_locs
+
+
+def _diagnostics(
+    text: str, filename: str, issues: list[Issue]
+) -> tuple[list[Diagnostic], list[Diagnostic], bool]:
+    lines = text.split("\n")
+    diags: list[tuple[Diagnostic, bool]] = []
+    for i in sorted(issues, key=lambda i: (i.loc.line, i.loc.col)):
+        src = lines[i.loc.line - 1].rstrip("\r") if 1 <= i.loc.line <= len(lines) else ""
+        diags.append((Diagnostic(filename, ast.Loc(i.loc.line, i.loc.col), i.message, i.severity, src), i.phase2))
+    errors = [d for d, _ in diags if d.severity == "error"]
+    only_phase2 = bool(errors) and all(p for d, p in diags if d.severity == "error")
+    return [d for d, _ in diags], errors, only_phase2
+
+
+def decode(data: bytes, filename: str = "<pattern>") -> str:
+    """UTF-8 (a BOM is allowed) to text; undecodable bytes are a ``PatternError``."""
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        line = data.count(b"\n", 0, e.start) + 1
+        col = e.start - (data.rfind(b"\n", 0, e.start) + 1) + 1
+        raise PatternError(
+            [Diagnostic(filename, ast.Loc(line, col), f"not valid UTF-8 (byte 0x{data[e.start]:02x})")]
+        ) from None
+
+
+def parse_text_with_warnings(
+    text: str | bytes, filename: str = "<pattern>", *, allow_phase2: bool = False
+) -> tuple[list[ast.Pattern], list[Diagnostic]]:
+    """Parse and check a pattern file's text: ``(patterns, warnings)``.
+
+    Raises ``PatternError`` (or ``NotSupportedYet`` when every error is a
+    phase-2 construct) carrying every diagnostic of the text, warnings
+    included.  ``allow_phase2`` accepts the phase-2 constructs (for the
+    printer and its tests; the compiler rejects them).
+    """
+    if isinstance(text, (bytes, bytearray)):
+        text = decode(bytes(text), filename)
+    try:
+        patterns, issues, name_locs = _parse_patterns(text, filename)
+        first_name: dict[str, ast.Loc] = {}
+        for p in sorted(patterns, key=lambda p: (p.loc.line, p.loc.col)):
+            loc = name_locs.get(id(p), p.loc)
+            if p.name in first_name:
+                f = first_name[p.name]
+                issues.append(Issue(loc, f"pattern '{p.name}' is defined twice (first at line {f.line})"))
+            else:
+                first_name[p.name] = loc
+            issues.extend(check_pattern(p, allow_phase2))
+    except RecursionError:
+        raise PatternError(
+            [Diagnostic(filename, ast.Loc(1, 1), f"nested too deeply (more than {MAX_DEPTH} levels)")]
+        ) from None
+    diags, errors, only_phase2 = _diagnostics(text, filename, issues)
+    if errors:
+        raise (NotSupportedYet if only_phase2 else PatternError)(diags)
+    return patterns, diags
+
+
+def parse_text(text: str | bytes, filename: str = "<pattern>", *, allow_phase2: bool = False) -> list[ast.Pattern]:
+    """Parse and check a pattern file's text; warnings go to ``last_warnings``."""
+    global last_warnings
+    last_warnings = []
+    patterns, warnings = parse_text_with_warnings(text, filename, allow_phase2=allow_phase2)
+    last_warnings = warnings
+    return patterns
+
+
+def read_pattern_file(path: str | os.PathLike) -> str:
+    """A pattern file's text; unreadable or undecodable files are a ``PatternError``."""
+    try:
+        data = Path(path).read_bytes()
+    except OSError as e:
+        raise PatternError([Diagnostic(str(path), ast.Loc(1, 1), f"cannot read file: {e.strerror or e}")]) from None
+    return decode(data, str(path))
+
+
+def parse_file(path: str | os.PathLike, *, allow_phase2: bool = False) -> list[ast.Pattern]:
+    """Parse and check one ``.pattern`` file (``parse_text`` with the path as file name)."""
+    return parse_text(read_pattern_file(path), str(path), allow_phase2=allow_phase2)
+
+
+def parse_expr(text: str) -> ast.Expr:
+    """Parse one expression (no semantic checks); syntax errors are a ``PatternError``."""
+    try:
+        tree = _lark().parse(text, start="expr_only")
+    except UnexpectedInput as e:
+        i = _syntax_issue(e, text)
+        raise PatternError([Diagnostic("<expr>", i.loc, i.message)]) from None
+    b = _Builder(text, "<expr>")
+    e = b.build(tree)
+    if b.issues:
+        raise PatternError([Diagnostic("<expr>", i.loc, i.message) for i in b.issues])
+    return e
