@@ -1,0 +1,122 @@
+"""``cep explain``: text, JSON (documented schema, docs/explain.md) and DOT output."""
+
+from __future__ import annotations
+
+import glob
+import io
+import json
+import os
+
+import pytest
+from test_planner import seq_within
+
+from cep.commands.explain import plan_to_dict, plan_to_text, plans_to_dot, run_explain
+from cep.plan import enumeration_index
+from cep.planner import plan_pattern
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PATTERN_KEYS = {
+    "name", "file", "op", "within", "time_unit", "atoms", "predicates", "tree",
+    "residual", "query_class", "partition_key", "notes",
+}
+NODE_KEYS = {
+    "id", "vars", "atom", "parent", "children", "guard", "in_connex", "edge_predicates",
+    "enumeration_index", "sibling_index",
+}
+INDEX_KEYS = {"kind", "key_vars", "sort_var", "bounds", "filter_predicates"}
+
+
+def test_text_names_tree_residual_class_partition():
+    plan = plan_pattern(seq_within(3))
+    text = plan_to_text(plan)
+    assert "pattern seq (SEQ)" in text
+    assert "x2.ts - x0.ts <= 3600  [span]  -> residual" in text
+    assert "residual filters: #4 x2.ts - x0.ts <= 3600" in text
+    assert "class: cyclic with residuals" in text
+    assert "partition key: x0.card" in text
+    assert "P: band, key x0.card, sorted on x1.ts" in text
+    assert "leaf Txn x2" in text
+    text = plan_to_text(plan_pattern(seq_within(2, partition=False)))
+    assert "partition key: none: runs as one group" in text
+    assert "residual filters: none" in text
+    assert "class: free-connex" in text
+
+
+def test_json_schema_is_stable():
+    plan = plan_pattern(seq_within(3))
+    doc = plan_to_dict(plan)
+    json.dumps(doc)  # serialisable
+    assert set(doc) == PATTERN_KEYS
+    assert doc["partition_key"] == ["x0.card"]
+    assert doc["query_class"]["name"] == "cyclic with residuals"
+    assert set(doc["query_class"]) == {"name", "update", "delay", "detail", "max_predicates_per_node"}
+    nodes = doc["tree"]["nodes"]
+    assert [n["id"] for n in nodes] == list(range(len(nodes)))
+    for n in nodes:
+        assert set(n) == NODE_KEYS
+        for key in ("enumeration_index", "sibling_index"):
+            if n[key] is not None:
+                assert set(n[key]) == INDEX_KEYS
+        if n["children"]:
+            assert n["guard"] == n["children"][0]
+    by_id = {p["id"]: p for p in doc["predicates"]}
+    assert doc["residual"] == [4] and by_id[4]["placement"] == "residual" and by_id[4]["edge"] is None
+    for p in doc["predicates"]:
+        if p["placement"] == "edge":
+            assert p["id"] in nodes[p["edge"]]["edge_predicates"]
+    # the index kinds are the runtime's (cep.plan), not recomputed here
+    for n in plan.nodes:
+        if n.parent is not None:
+            assert nodes[n.id]["enumeration_index"]["kind"] == enumeration_index(plan, n.id).kind
+
+
+def test_dot_is_a_digraph_with_every_node_and_edge():
+    plan = plan_pattern(seq_within(3))
+    dot = plans_to_dot([plan])
+    assert dot.startswith("digraph cep_plans {") and dot.rstrip().endswith("}")
+    for n in plan.nodes:
+        assert f"p0n{n.id} [" in dot
+        if n.parent is not None:
+            assert f"p0n{n.parent} -> p0n{n.id}" in dot
+    assert "residual" in dot
+    assert dot.count("{") == dot.count("}")
+
+
+def test_unknown_format_is_an_error():
+    out, err = io.StringIO(), io.StringIO()
+    assert run_explain([], "yaml", out, err) == 2
+    assert "unknown format" in err.getvalue()
+
+
+# -- over real pattern files (needs the front end)
+
+PATTERN_FILES = sorted(glob.glob(os.path.join(REPO, "patterns", "*.pattern")))
+
+
+def _front_end():
+    pytest.importorskip("cep.parser")
+
+
+@pytest.mark.parametrize("fmt", ["text", "json", "dot"])
+def test_explain_shipped_patterns(fmt):
+    _front_end()
+    assert PATTERN_FILES
+    out, err = io.StringIO(), io.StringIO()
+    assert run_explain(PATTERN_FILES, fmt, out, err) == 0, err.getvalue()
+    if fmt == "json":
+        doc = json.loads(out.getvalue())
+        assert doc["version"] == 1
+        assert len(doc["patterns"]) >= len(PATTERN_FILES)
+        for p in doc["patterns"]:
+            assert set(p) == PATTERN_KEYS
+    else:
+        assert out.getvalue()
+
+
+def test_explain_bad_file_exits_2(tmp_path):
+    _front_end()
+    bad = tmp_path / "bad.pattern"
+    bad.write_text("PATTERN p\n  SEQ(A a, B b\n")
+    out, err = io.StringIO(), io.StringIO()
+    assert run_explain([str(bad)], "text", out, err) == 2
+    assert "bad.pattern:" in err.getvalue()
