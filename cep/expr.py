@@ -54,7 +54,7 @@ from __future__ import annotations
 import keyword
 import math
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 from cep import ast
 from cep.values import FALSE, TRUE, SqlBool
@@ -137,6 +137,15 @@ def _is_num_literal(v: Any) -> bool:
 
 
 # ---------------------------------------------------------------- codegen
+
+
+class _Dyn(NamedTuple):
+    """A comparison of two dynamic values: a numeric fast path, then a class dispatch."""
+
+    num_guard: str
+    num_cmp: str
+    guard: str
+    cmp: str
 
 
 class _Gen:
@@ -279,7 +288,7 @@ class _Gen:
 
     # -- comparisons: (guard, cmp) with T = guard and cmp, F = guard and not cmp
 
-    def compare_parts(self, op: str, left: ast.Expr, right: ast.Expr) -> tuple[str, str] | None:
+    def compare_parts(self, op: str, left: ast.Expr, right: ast.Expr) -> tuple[str, str] | _Dyn | None:
         """``None`` when the comparison is unknown whatever the values."""
         ls, lk = self.value(left)
         rs, rk = self.value(right)
@@ -292,7 +301,7 @@ class _Gen:
         t = self.tmp()
         return f"({t} := {src})", t
 
-    def compare_src(self, op: str, ls: str, lk: str, rs: str, rk: str) -> tuple[str, str] | None:
+    def compare_src(self, op: str, ls: str, lk: str, rs: str, rk: str) -> tuple[str, str] | _Dyn | None:
         pyop = _CMP_PY[op]
         if lk == _NULL or rk == _NULL:
             return None
@@ -300,13 +309,15 @@ class _Gen:
         if lc is not None and rc is not None and lc != rc:
             return None
         if lc is None and rc is None:
-            # both dynamic: dispatch on the runtime classes
-            lf, ln = self.bind(ls, lk)
-            rf, rn = self.bind(rs, rk)
+            # both dynamic (attribute values, plain names): numbers first, then a
+            # dispatch on the runtime classes
+            ln, rn = ls, rs
             k = self.tmp()
-            guard = f"({k} := _K.get(type({lf}))) is not None and {k} == _K.get(type({rf}))"
+            num = (f"(type({ln}) is int or type({ln}) is float) and "
+                   f"(type({rn}) is int or type({rn}) is float)")
+            guard = f"({k} := _K.get(type({ln}))) is not None and {k} == _K.get(type({rn}))"
             cmp = f"({ln} {pyop} {rn} if {k} != 2 else bool({ln}) {pyop} bool({rn}))"
-            return guard, cmp
+            return _Dyn(num, f"({ln} {pyop} {rn})", guard, cmp)
         cls = lc if lc is not None else rc
         guards = []
         names = []
@@ -363,9 +374,13 @@ class _Gen:
         return "False"
 
     @staticmethod
-    def _tf(parts: tuple[str, str] | None, want: bool) -> str:
+    def _tf(parts: tuple[str, str] | _Dyn | None, want: bool) -> str:
         if parts is None:
             return "False"
+        if isinstance(parts, _Dyn):
+            fast = parts.num_cmp if want else f"not {parts.num_cmp}"
+            slow = f"{parts.cmp}" if want else f"not {parts.cmp}"
+            return f"({fast} if {parts.num_guard} else ({parts.guard} and {slow}))"
         guard, cmp = parts
         body = cmp if want else f"not {cmp}"
         return f"({guard} and {body})" if guard else f"({body})"
@@ -440,6 +455,9 @@ class _Gen:
             parts = self.compare_parts(e.op, e.left, e.right)
             if parts is None:
                 return "None"
+            if isinstance(parts, _Dyn):
+                return (f"({parts.num_cmp} if {parts.num_guard} else "
+                        f"({parts.cmp} if {parts.guard} else None))")
             guard, cmp = parts
             return f"({cmp} if {guard} else None)" if guard else cmp
         if isinstance(e, ast.Not):
