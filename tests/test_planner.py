@@ -208,3 +208,86 @@ def test_equality_cycle_is_split_never_rejected():
         assert a.attrs == b.attrs
     # nothing but the split equalities can be residual here
     assert set(plan.residual) <= {p.id for p in added}
+
+
+# -- over real pattern texts (the compiler and parser)
+
+import glob  # noqa: E402
+import os  # noqa: E402
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+SPEC_CARD_TESTING = """
+PATTERN card_testing
+  SEQ(Txn s1, Txn s2, Txn big)
+  WHERE s1.amount < 100 AND s2.amount < 100 AND big.amount > 400
+  PARTITION BY card
+  WITHIN 1 hour
+  EMIT s1.card AS card, s1.ts AS first_ts, big.amount AS amount
+"""
+
+MORE_TEXTS = """
+PATTERN and3 AND(A a, B b, C c) PARTITION BY k WITHIN 10 s
+PATTERN cross SEQ(A a, B b, C c)
+PATTERN where_cycle SEQ(A a, B b, C c) WHERE a.v < c.v AND b.w > a.w PARTITION BY k
+PATTERN eq_cycle AND(A a, B b, C c) WHERE a.x = b.x AND b.y = c.y AND c.z = a.z
+PATTERN three_way SEQ(A a, B b, C c) WHERE a.v + b.v < c.v WITHIN 5
+PATTERN single SEQ(A a) WHERE a.v > 1
+"""
+
+
+def _compile(text):
+    pytest.importorskip("cep.parser")
+    from cep.compiler import compile_text
+
+    return compile_text(text)
+
+
+def test_spec_card_testing_plan():
+    (cp,) = _compile(SPEC_CARD_TESTING)
+    plan = plan_pattern(cp)
+    assert validate_plan(plan) == []
+    assert [cp.predicates[p].origin for p in plan.residual] == ["span"]
+    on_edges = {cp.predicates[pid].origin for n in plan.nodes for pid in n.preds}
+    assert on_edges == {"seq", "within"}
+    assert plan.query_class == "cyclic with residuals"
+    # root -> {card} -> {card, big.ts}, guard path to big's leaf
+    root = plan.nodes[plan.root]
+    (part,) = root.children
+    assert plan.nodes[part].vars == cp.partition_vars
+    n = part
+    while plan.nodes[n].children:
+        n = plan.nodes[n].children[0]
+    assert cp.atoms[plan.nodes[n].atom].alias == "big"
+    for node in plan.nodes:
+        if node.preds:
+            assert enumeration_index(plan, node.id).kind == "band"
+
+
+def test_more_pattern_texts():
+    cps = {cp.name: cp for cp in _compile(MORE_TEXTS)}
+    plans = {name: plan_pattern(cp) for name, cp in cps.items()}
+    for plan in plans.values():
+        assert validate_plan(plan) == []
+    assert {cps["and3"].predicates[p].origin for p in plans["and3"].residual} == {"span"}
+    assert plans["cross"].residual == ()
+    assert any("one group" in n for n in plans["cross"].notes)
+    wc = plans["where_cycle"]
+    assert all(cps["where_cycle"].predicates[p].origin == "where" for p in wc.residual)
+    assert plans["eq_cycle"].pattern is not cps["eq_cycle"]
+    tw = plans["three_way"]
+    assert any(len(tw.pattern.predicates[p].vars) == 3 for p in tw.residual)
+    assert plans["single"].query_class == "q-hierarchical"
+
+
+@pytest.mark.parametrize(
+    "path", sorted(glob.glob(os.path.join(REPO, "patterns", "*.pattern"))), ids=os.path.basename
+)
+def test_shipped_patterns_plan_validly(path):
+    with open(path) as f:
+        cps = _compile(f.read())
+    for cp in cps:
+        plan = plan_pattern(cp)
+        assert validate_plan(plan) == []
+        # a SEQ's order is never residual
+        assert all(cp.predicates[p].origin != "seq" for p in plan.residual)
