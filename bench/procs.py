@@ -1,0 +1,116 @@
+"""Child processes for the measured runs: cep in-process loop, `cep run` end to end, the Esper runner.
+
+Why: each run is a fresh process, so its peak resident memory (``ru_maxrss`` from ``wait4``) is its own
+and comparable across systems, and the wall time of `cep run` includes everything a user waits for.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import orjson
+
+BENCH_DIR = Path(__file__).resolve().parent
+REPO = BENCH_DIR.parent
+ESPER_DIR = BENCH_DIR / "esper"
+ESPER_CLASSPATH = f"{ESPER_DIR / 'target' / 'classes'}{os.pathsep}{ESPER_DIR / 'target' / 'dependency' / '*'}"
+
+
+CEP_MAIN = "import sys; sys.argv[0] = 'cep'; from cep.cli import main; sys.exit(main())"
+
+
+class RunFailed(RuntimeError):
+    """A measured child process failed; the message carries its stderr tail."""
+
+
+def run_measured(cmd: list[str], timeout: float, env: dict | None = None) -> dict:
+    """Run ``cmd``; return its wall time, its own peak RSS (MiB, from ``wait4``), exit status, output."""
+    import tempfile
+    import threading
+
+    with tempfile.TemporaryFile() as fo, tempfile.TemporaryFile() as fe:
+        t0 = time.perf_counter()
+        p = subprocess.Popen(cmd, stdout=fo, stderr=fe, cwd=REPO, env=env)
+        timer = threading.Timer(timeout, p.kill)
+        timer.start()
+        try:
+            _, status, ru = os.wait4(p.pid, 0)
+        finally:
+            timer.cancel()
+        wall = time.perf_counter() - t0
+        p.returncode = os.waitstatus_to_exitcode(status)
+        fo.seek(0)
+        fe.seek(0)
+        out, err = fo.read(), fe.read()
+    if wall >= timeout:
+        raise RunFailed(f"timed out after {timeout:.0f} s: {' '.join(cmd)}")
+    return {"wall_s": wall, "rc": p.returncode, "stdout": out.decode(errors="replace"),
+            "stderr": err.decode(errors="replace"), "maxrss_mb": ru.ru_maxrss / 1024.0}
+
+
+def _json_tail(text: str) -> dict:
+    for line in reversed(text.strip().splitlines()):
+        if line.startswith("{"):
+            return orjson.loads(line)
+    raise RunFailed("no JSON result on stdout")
+
+
+def run_cep_inprocess(patterns: list[Path], input_path: Path, output: str = "/dev/null",
+                      time_unit: str = "s", timeout: float = 900, profile: str | None = None) -> dict:
+    """The measured cep loop (bench.run_cep) in a fresh interpreter."""
+    cmd = [sys.executable, "-m", "bench.run_cep", *map(str, patterns), "-i", str(input_path), "-o", output,
+           "--time-unit", time_unit]
+    if profile:
+        cmd += ["--profile", profile]
+    r = run_measured(cmd, timeout)
+    if r["rc"] != 0:
+        raise RunFailed(f"bench.run_cep exited {r['rc']}: {r['stderr'][-2000:]}")
+    res = _json_tail(r["stdout"])
+    res["wall_s"] = r["wall_s"]
+    return res
+
+
+def run_cep_cli(patterns: list[Path], input_path: Path, output: str = "/dev/null",
+                time_unit: str = "s", timeout: float = 900) -> dict:
+    """`cep run` end to end as a user runs it (process start, imports, compile, read, detect, write)."""
+    cmd = [sys.executable, "-c", CEP_MAIN, "run", *map(str, patterns), "-i", str(input_path), "-o", output,
+           "--time-unit", time_unit]
+    r = run_measured(cmd, timeout)
+    if r["rc"] != 0:
+        raise RunFailed(f"cep run exited {r['rc']}: {r['stderr'][-2000:]}")
+    return {"system": "cep run", "wall_s": r["wall_s"], "run_s": r["wall_s"], "maxrss_mb": r["maxrss_mb"],
+            "stderr": r["stderr"][-500:]}
+
+
+def esper_built() -> bool:
+    return (ESPER_DIR / "target" / "classes" / "cepbench" / "EsperRunner.class").exists() and (
+        ESPER_DIR / "target" / "dependency").is_dir()
+
+
+def build_esper(timeout: float = 900) -> None:
+    """``mvn -q package`` in bench/esper (downloads Esper from Maven Central on the first build)."""
+    sources = list((ESPER_DIR / "src").rglob("*.java")) + [ESPER_DIR / "pom.xml"]
+    cls = ESPER_DIR / "target" / "classes" / "cepbench" / "EsperRunner.class"
+    if esper_built() and all(s.stat().st_mtime <= cls.stat().st_mtime for s in sources):
+        return
+    p = subprocess.run(["mvn", "-q", "package"], cwd=ESPER_DIR, capture_output=True, timeout=timeout)
+    if p.returncode != 0 or not esper_built():
+        raise RunFailed(f"mvn -q package failed in {ESPER_DIR}: {p.stdout.decode()[-2000:]}")
+
+
+def run_esper(epl: Path, input_path: Path, output: str = "/dev/null", time_scale: float = 1000,
+              timeout: float = 900, heap: str = "4g") -> dict:
+    """The Esper runner on the same file; ``time_scale`` converts the time field to milliseconds."""
+    cmd = ["java", f"-Xmx{heap}", "-XX:+UseSerialGC", "-cp", ESPER_CLASSPATH, "cepbench.EsperRunner",
+           "--epl", str(epl), "--input", str(input_path), "--output", output, "--time-scale", str(time_scale)]
+    r = run_measured(cmd, timeout)
+    if r["rc"] != 0:
+        raise RunFailed(f"EsperRunner exited {r['rc']}: {r['stderr'][-2000:]}")
+    res = _json_tail(r["stdout"])
+    res["wall_s"] = r["wall_s"]
+    res["peak_rss_mb"] = r["maxrss_mb"]
+    return res
