@@ -62,7 +62,7 @@ def test_late_event_raises_and_is_not_processed():
 
 
 def test_retraction_emits_minus_with_the_same_id():
-    eng = Engine(compile_text(CARD))
+    eng = Engine(compile_text(CARD), lateness=100)
     plus = run(eng, [txn(1, 0, "c1", 10), txn(2, 10, "c1", 20), txn(3, 30, "c1", 500)])
     minus = eng.push(txn(4, 10, "c1", 20, op="-"))
     assert [o.op for o in minus] == ["-"]
