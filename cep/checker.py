@@ -170,7 +170,7 @@ class _Checker:
             self.expr(p.where)
         seen_attr: dict[str, ast.Loc] = {}
         locs = p.partition_locs or (ast.NOLOC,) * len(p.partition_by)
-        for attr, loc in zip(p.partition_by, locs):
+        for attr, loc in zip(p.partition_by, locs, strict=True):
             if attr in seen_attr:
                 self.error(loc, f"attribute '{attr}' is listed twice in PARTITION BY")
             else:

@@ -93,19 +93,28 @@ _TEXT_RE = re.compile(r"""'(?:[^'\\\n]|\\.)*'|"(?:[^"\\\n]|\\.)*"|(?:--|\#)[^\n]
 def item_text(source: str) -> str:
     """An EMIT item's text (its default output name): the source without whitespace.
 
-    Whitespace inside string literals is kept (it is data) and comments are
-    dropped; everything else is kept as written (``x.a==1`` stays ``x.a==1``).
+    Whitespace inside string literals is kept (it is data), comments are
+    dropped and keywords are upper-cased (``x.a in (1)`` -> ``x.aIN(1)``, but
+    ``x.in`` stays: a word after ``.`` is an attribute); everything else is
+    kept as written (``x.a==1`` stays ``x.a==1``).
     """
-    out = []
+    out: list[str] = []
     for m in _TEXT_RE.finditer(source):
         t = m.group()
-        if t[0] in "'\"":
-            out.append(t)
-        elif t.isspace() or t.startswith(("--", "#")):
+        if t.isspace() or t.startswith(("--", "#")):
             continue
-        else:
-            out.append(t)
+        if t[0] not in "'\"" and not (out and out[-1].endswith(".")):
+            t = _WORD_RE.sub(_upper_keyword, t)
+        out.append(t)
     return "".join(out)
+
+
+_WORD_RE = re.compile(r"(?<![.\w])\w+")
+
+
+def _upper_keyword(m: re.Match) -> str:
+    w = m.group()
+    return w.upper() if w.upper() in KEYWORDS else w
 
 
 _SPLIT_RE = re.compile(
@@ -489,7 +498,7 @@ def _recover(text: str, filename: str, first_error: UnexpectedInput):
     else:
         if _TRIVIA_RE.fullmatch(text, 0, starts[0]) is None:
             pieces.append((0, starts[0]))
-        pieces.extend(zip(starts, starts[1:] + [len(text)]))
+        pieces.extend(zip(starts, starts[1:] + [len(text)], strict=True))
     patterns: list[ast.Pattern] = []
     issues: list[Issue] = []
     name_locs: dict[int, ast.Loc] = {}

@@ -1,0 +1,163 @@
+"""Canonical pattern text from a syntax tree: the inverse of ``cep.parser``.
+
+Why: ``cep explain``, the compiler's predicate texts and the round-trip tests
+need one printed form per tree.  Keywords are upper case, clauses come in a
+fixed order (WHERE, PARTITION BY, WITHIN, EMIT, USING), operators are
+normalized (``=``, ``!=``), and parentheses appear exactly where the tree's
+shape needs them (binary operators associate to the left; comparisons do not
+chain).
+
+The property (tested with hypothesis): ``parse_text(format_pattern(p))[0] == p``
+for every valid pattern ``p`` (phase-2 constructs with ``allow_phase2``).
+EmitItem.text (an item's default output name) survives too: an item is
+printed from its own text when that text, re-spaced, parses back to the same
+expression (``x.a==1`` prints as ``x.a == 1``); otherwise it is printed in
+canonical form, whose text is ``cep.parser.item_text(format_expr(expr))``.
+An item whose text is neither (a hand-built tree with an arbitrary text) keeps
+its expression but not its text; give such items an ``AS`` name.
+"""
+
+from __future__ import annotations
+
+import re
+
+from cep import ast
+
+_PREC_OR, _PREC_AND, _PREC_NOT, _PREC_CMP, _PREC_ADD, _PREC_MUL, _PREC_NEG, _PREC_ATOM = range(1, 9)
+
+
+def format_literal(value: object) -> str:
+    """A literal as pattern text (strings in single quotes, with backslash escapes)."""
+    if value is None:
+        return "NULL"
+    if value is True:
+        return "TRUE"
+    if value is False:
+        return "FALSE"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        return repr(value)
+    s = str(value)
+    s = s.replace("\\", "\\\\").replace("'", "\\'").replace("\n", "\\n").replace("\r", "\\r").replace("\t", "\\t")
+    return f"'{s}'"
+
+
+def _fmt(e: ast.Expr, min_prec: int) -> str:
+    s, prec = _fmt_prec(e)
+    return f"({s})" if prec < min_prec else s
+
+
+def _fmt_prec(e: ast.Expr) -> tuple[str, int]:
+    if isinstance(e, ast.Literal):
+        s = format_literal(e.value)
+        return s, (_PREC_NEG if s.startswith("-") else _PREC_ATOM)
+    if isinstance(e, ast.Attr):
+        return (f"{e.alias}.{e.name}" if e.name else e.alias), _PREC_ATOM
+    if isinstance(e, ast.Call):
+        return f"{e.name}({', '.join(_fmt(a, _PREC_OR) for a in e.args)})", _PREC_ATOM
+    if isinstance(e, ast.Neg):
+        inner, prec = _fmt_prec(e.operand)
+        number = isinstance(e.operand, ast.Literal) and isinstance(e.operand.value, (int, float))
+        if prec < _PREC_NEG or inner.startswith("-") or number:
+            # "-(5)" stays Neg(5) (a bare "-5" is the literal -5); "--" would start a comment
+            inner = f"({inner})"
+        return f"-{inner}", _PREC_NEG
+    if isinstance(e, ast.Arith):
+        if e.op in "+-":
+            return f"{_fmt(e.left, _PREC_ADD)} {e.op} {_fmt(e.right, _PREC_MUL)}", _PREC_ADD
+        return f"{_fmt(e.left, _PREC_MUL)} {e.op} {_fmt(e.right, _PREC_NEG)}", _PREC_MUL
+    if isinstance(e, ast.Compare):
+        return f"{_fmt(e.left, _PREC_ADD)} {e.op} {_fmt(e.right, _PREC_ADD)}", _PREC_CMP
+    if isinstance(e, ast.InList):
+        items = ", ".join(_fmt(i, _PREC_OR) for i in e.items)
+        kw = "NOT IN" if e.negated else "IN"
+        return f"{_fmt(e.operand, _PREC_ADD)} {kw} ({items})", _PREC_CMP
+    if isinstance(e, ast.Not):
+        return f"NOT {_fmt(e.operand, _PREC_NOT)}", _PREC_NOT
+    if isinstance(e, ast.And):
+        return f"{_fmt(e.left, _PREC_AND)} AND {_fmt(e.right, _PREC_NOT)}", _PREC_AND
+    if isinstance(e, ast.Or):
+        return f"{_fmt(e.left, _PREC_OR)} OR {_fmt(e.right, _PREC_AND)}", _PREC_OR
+    raise TypeError(f"not an expression: {e!r}")
+
+
+def format_expr(e: ast.Expr) -> str:
+    """Canonical text of an expression (parses back to an equal tree)."""
+    return _fmt(e, _PREC_OR)
+
+
+def format_duration(d: ast.Duration) -> str:
+    value = format_literal(d.value)
+    return f"{value} {d.unit}" if d.unit else value
+
+
+def format_structure(s: ast.Structure) -> str:
+    parts = []
+    for el in s.elements:
+        if el.kind == "nested":
+            assert el.nested is not None
+            parts.append(format_structure(el.nested))
+        elif el.kind == "not":
+            parts.append(f"NOT {el.type} {el.alias}")
+        elif el.kind == "kleene":
+            parts.append(f"{el.type}+ {el.alias}")
+        else:
+            parts.append(f"{el.type} {el.alias}")
+    return f"{s.op}({', '.join(parts)})"
+
+
+_TOKEN_RE = re.compile(
+    r"""'(?:[^'\\\n]|\\.)*'|"(?:[^"\\\n]|\\.)*"|\d+(?:\.\d+)?(?:[eE][+-]?\d+)?|\w+"""
+    r"""|==|!=|<>|<=|>=|[-+*/%=<>(),.]|\S"""
+)
+
+
+def _respaced(text: str) -> str:
+    """``text`` with a space between tokens (``x.a==1`` -> ``x.a == 1``)."""
+    out = ""
+    for tok in _TOKEN_RE.findall(text):
+        if out and tok != "." and not out.endswith("."):
+            out += " "
+        out += tok
+    return out
+
+
+def format_item(item: ast.EmitItem) -> str:
+    """One EMIT item, printed so that its text survives a round trip when it can."""
+    if item.star is not None:
+        return f"{item.star}.*"
+    assert item.expr is not None
+    from cep.errors import PatternError
+    from cep.parser import item_text, parse_expr
+
+    body = format_expr(item.expr)
+    if item_text(body) != item.text and item.text:
+        candidate = _respaced(item.text)
+        try:
+            if item_text(candidate) == item.text and parse_expr(candidate) == item.expr:
+                body = candidate
+        except PatternError:
+            pass
+    return f"{body} AS {item.name}" if item.name is not None else body
+
+
+def format_pattern(p: ast.Pattern) -> str:
+    """Canonical text of one pattern: ``PATTERN name``, the structure, one clause per line."""
+    lines = [f"PATTERN {p.name}", f"  {format_structure(p.structure)}"]
+    if p.where is not None:
+        lines.append(f"  WHERE {format_expr(p.where)}")
+    if p.partition_by:
+        lines.append(f"  PARTITION BY {', '.join(p.partition_by)}")
+    if p.within is not None:
+        lines.append(f"  WITHIN {format_duration(p.within)}")
+    if p.emit is not None:
+        lines.append(f"  EMIT {', '.join(format_item(i) for i in p.emit)}")
+    if p.using is not None:
+        lines.append(f"  USING {p.using}")
+    return "\n".join(lines) + "\n"
+
+
+def format_patterns(patterns: list[ast.Pattern]) -> str:
+    """Several patterns as one file's text, separated by blank lines."""
+    return "\n".join(format_pattern(p) for p in patterns)
