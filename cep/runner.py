@@ -129,7 +129,10 @@ class _Run:
         if o.time_unit not in ("s", "ms", "us"):
             raise RunError(f"unknown time unit {o.time_unit!r} (use s, ms or us)")
         lateness = parse_duration(o.lateness, o.time_unit) if o.lateness else 0
-        patterns = compile_files(o.patterns, o.time_unit)  # PatternError -> exit 2
+        try:
+            patterns = compile_files(o.patterns, o.time_unit)  # PatternError -> exit 2
+        except OSError as e:
+            raise RunError(f"cannot read pattern file {e.filename or ''}: {e.strerror or e}") from None
         for cp in patterns:
             for w in getattr(cp, "warnings", None) or []:
                 self.err.write((w.format() if hasattr(w, "format") else str(w)) + "\n")

@@ -270,7 +270,7 @@ class CsvSource:
                 yield pos, BadRow(f"expected {width} cells (the header's), got {len(cells)}", text)
                 continue
             rec: dict[str, Any] = {}
-            for k, c in zip(header, cells):
+            for k, c in zip(header, cells, strict=True):
                 s = c.strip()
                 if not s:
                     rec[k] = None

@@ -1,0 +1,55 @@
+"""Every example under examples/ produces its expected.jsonl (compared as multisets).
+
+The command is taken from the example's own run.sh (the line ``exec cep run
+...``), so the documented command is the one tested.
+"""
+
+from __future__ import annotations
+
+import shlex
+
+import pytest
+from cephelp import EXAMPLES, PATTERNS, cep, lines, multiset
+
+EXAMPLE_DIRS = sorted(p for p in EXAMPLES.iterdir() if (p / "run.sh").exists())
+
+
+def example_args(d) -> list[str]:
+    for line in (d / "run.sh").read_text().splitlines():
+        if line.startswith("exec cep run "):
+            args = shlex.split(line[len("exec cep "):])
+            return [a for a in args if a != "$@"]
+    raise AssertionError(f"{d}/run.sh has no 'exec cep run' line")
+
+
+def test_there_are_examples_for_at_least_six_patterns():
+    assert len(EXAMPLE_DIRS) >= 6
+    used = {a for d in EXAMPLE_DIRS for a in example_args(d) if a.endswith(".pattern")}
+    for p in PATTERNS.glob("*.pattern"):
+        assert f"patterns/{p.name}" in used, f"{p.name} has no example"
+
+
+@pytest.mark.parametrize("d", EXAMPLE_DIRS, ids=[d.name for d in EXAMPLE_DIRS])
+def test_example_output_matches_expected(d):
+    r = cep(*example_args(d), "--quiet")
+    assert r.returncode == 0, r.stderr.decode()
+    expected = lines((d / "expected.jsonl").read_bytes())
+    assert expected, "an example should produce at least one match"
+    assert multiset(lines(r.stdout)) == multiset(expected)
+
+
+@pytest.mark.parametrize("p", sorted(PATTERNS.glob("*.pattern")), ids=lambda p: p.name)
+def test_pattern_files_start_with_an_explaining_comment(p):
+    first = p.read_text().splitlines()[0]
+    assert first.startswith("--") and len(first) > 10
+
+
+def test_card_testing_is_the_spec_example():
+    text = (PATTERNS / "card_testing.pattern").read_text()
+    spec = """PATTERN card_testing
+  SEQ(Txn s1, Txn s2, Txn big)
+  WHERE s1.amount < 100 AND s2.amount < 100 AND big.amount > 400
+  PARTITION BY card
+  WITHIN 1 hour
+  EMIT s1.card AS card, s1.ts AS first_ts, big.amount AS amount"""
+    assert spec in text

@@ -1,0 +1,200 @@
+"""Readers and writers: JSON lines, CSV, times, ops, bad records, output encoding."""
+
+from __future__ import annotations
+
+import io
+
+import orjson
+import pytest
+
+from cep.event import Output
+from cep.io.readers import (
+    BadRecord,
+    CsvSource,
+    JsonlSource,
+    csv_decoder,
+    iso_to_units,
+    make_decoder,
+    number_or_none,
+    parse_only,
+)
+from cep.io.writers import encode_output, open_file_sink, raw_line
+
+
+def test_jsonl_record_becomes_event():
+    d = make_decoder()
+    e = d("1", b'{"type": "Txn", "ts": 1700000000, "card": "4111-1", "amount": 12.5}\n')
+    assert (e.type, e.ts, e.pos, e.op) == ("Txn", 1700000000, "1", "+")
+    assert e.fields == {"type": "Txn", "ts": 1700000000, "card": "4111-1", "amount": 12.5}
+
+
+def test_op_field_is_removed_and_read():
+    d = make_decoder(op_field="kind")
+    e = d("4", b'{"type": "A", "ts": 1, "kind": "-", "x": null}')
+    assert e.op == "-" and e.fields == {"type": "A", "ts": 1, "x": None}
+    assert make_decoder()("5", b'{"type": "A", "ts": 1, "op": "+"}').op == "+"
+
+
+def test_custom_type_and_time_fields():
+    d = make_decoder(type_field="kind", time_field="when")
+    e = d("1", b'{"kind": "B", "when": 5, "type": "ignored"}')
+    assert e.type == "B" and e.ts == 5
+
+
+@pytest.mark.parametrize(
+    ("unit", "text", "expected"),
+    [
+        ("s", "2024-03-01T12:00:00Z", 1709294400),
+        ("ms", "2024-03-01T12:00:00Z", 1709294400000),
+        ("us", "2024-03-01T12:00:00Z", 1709294400000000),
+        ("ms", "2024-03-01T12:00:00.250Z", 1709294400250),
+        ("s", "2024-03-01T12:00:00.5Z", 1709294400.5),
+        ("s", "2024-03-01T13:00:00+01:00", 1709294400),
+        ("s", "2024-03-01T12:00:00", 1709294400),  # naive = UTC
+        ("s", "1970-01-01T00:00:00Z", 0),
+    ],
+)
+def test_iso_times_in_the_time_unit(unit, text, expected):
+    d = make_decoder(time_unit=unit)
+    e = d("1", orjson.dumps({"type": "A", "ts": text}))
+    assert e.ts == expected and type(e.ts) is type(expected)
+    assert e.fields["ts"] == text  # the record stays as read
+
+
+def test_iso_exact_integer_arithmetic():
+    assert iso_to_units("2024-03-01T12:00:00.000001Z", 1_000_000) == 1709294400000001
+
+
+def test_numeric_time_string_is_a_number():
+    assert make_decoder()("1", b'{"type": "A", "ts": "12"}').ts == 12
+
+
+@pytest.mark.parametrize(
+    ("raw", "reason"),
+    [
+        (b"not json", "not valid JSON"),
+        (b"[1, 2]", "not a JSON object"),
+        (b'"str"', "not a JSON object"),
+        (b'{"ts": 1}', "missing type field 'type'"),
+        (b'{"type": "", "ts": 1}', "bad type value"),
+        (b'{"type": 3, "ts": 1}', "bad type value"),
+        (b'{"type": "A"}', "missing time field 'ts'"),
+        (b'{"type": "A", "ts": null}', "missing time field 'ts'"),
+        (b'{"type": "A", "ts": true}', "bad time value"),
+        (b'{"type": "A", "ts": "yesterday"}', "bad time value"),
+        (b'{"type": "A", "ts": "2024-13-01T00:00:00Z"}', "bad time value"),
+        (b'{"type": "A", "ts": 1, "op": "x"}', "bad op"),
+        (b'{"type": "A", "ts": 1, "op": null}', "bad op"),
+        (b'{"type": "A", "ts": 1, "v": [1]}', "not a scalar"),
+        (b'{"type": "A", "ts": 1, "v": {"a": 1}}', "not a scalar"),
+    ],
+)
+def test_bad_records(raw, reason):
+    with pytest.raises(BadRecord, match=reason):
+        make_decoder()("1", raw)
+
+
+def test_brackets_inside_strings_are_fine():
+    e = make_decoder()("1", b'{"type": "A", "ts": 1, "s": "[x] {y}"}')
+    assert e.fields["s"] == "[x] {y}"
+
+
+def test_unknown_time_unit_rejected():
+    with pytest.raises(ValueError):
+        make_decoder(time_unit="h")
+
+
+def test_number_or_none():
+    assert number_or_none("12") == 12 and type(number_or_none("12")) is int
+    assert number_or_none("-1.5") == -1.5
+    assert number_or_none("1e3") == 1000.0
+    assert number_or_none(" 7 ") == 7
+    for s in ("", "abc", "1.2.3", "nan", "inf", "0x10", "1,5"):
+        assert number_or_none(s) is None
+
+
+def test_jsonl_source_positions_and_seek():
+    data = b'{"type":"A","ts":1}\n\n{"type":"A","ts":2}\n{"type":"A","ts":3}'
+    src = JsonlSource(io.BytesIO(data), "x", seekable=True)
+    it = src.records()
+    assert next(it) == ("1", b'{"type":"A","ts":1}\n')
+    pos = src.position()
+    assert pos["offset"] == 20 and pos["record"] == 1
+    rest = list(it)
+    assert [p for p, _ in rest] == ["2", "3", "4"]  # the blank line keeps its number
+    src2 = JsonlSource(io.BytesIO(data), "x", seekable=True)
+    src2.seek(pos)
+    assert [p for p, _ in src2.records()] == ["2", "3", "4"]
+
+
+def test_csv_source_numbers_nulls_quotes_and_lines():
+    data = (
+        b'type,ts,name,v,note\n'
+        b'A,1,x,12,plain\n'
+        b'A,2.5,"multi\nline",-1.5e1,""\n'
+        b'B,3,y,,"a ""quoted"" cell"\n'
+        b'B,4,only-three\n'
+    )
+    src = CsvSource(io.BytesIO(data), "c", seekable=True)
+    d = csv_decoder(make_decoder())
+    got = []
+    lines_seen = []
+    for pos, raw in src.records():
+        lines_seen.append(src.line_of(pos))
+        try:
+            got.append(d(pos, raw))
+        except BadRecord as e:
+            got.append(str(e))
+    assert got[0].fields == {"type": "A", "ts": 1, "name": "x", "v": 12, "note": "plain"}
+    assert got[1].fields["name"] == "multi\nline" and got[1].fields["v"] == -15.0 and got[1].ts == 2.5
+    assert got[1].fields["note"] is None
+    assert got[2].fields["v"] is None and got[2].fields["note"] == 'a "quoted" cell'
+    assert "expected 5 cells" in got[3]
+    assert [e.pos for e in got[:3]] == ["1", "2", "3"]
+    assert lines_seen == [2, 3, 5, 6]
+
+
+def test_csv_seek_rereads_header():
+    data = b"type,ts,v\nA,1,1\nA,2,2\nA,3,3\n"
+    src = CsvSource(io.BytesIO(data), "c", seekable=True)
+    it = src.records()
+    next(it)
+    pos = src.position()
+    src2 = CsvSource(io.BytesIO(data), "c", seekable=True)
+    src2.seek(pos)
+    assert [(p, r["v"]) for p, r in src2.records()] == [("2", 2), ("3", 3)]
+
+
+def test_parse_only_counts_good_records(tmp_path):
+    p = tmp_path / "in.jsonl"
+    p.write_bytes(b'{"type":"A","ts":1}\nbad\n{"type":"A","ts":2}\n')
+    assert parse_only(str(p)) == 2
+
+
+def test_encode_output_keeps_integers():
+    o = Output("p", "+", "abc", {"n": 3, "f": 512.0, "s": "x", "b": True, "z": None})
+    line = encode_output(o)
+    assert line.endswith(b"\n")
+    assert line == b'{"pattern":"p","op":"+","id":"abc","match":{"n":3,"f":512.0,"s":"x","b":true,"z":null}}\n'
+
+
+def test_raw_line():
+    assert raw_line(b'{"a":1}') == b'{"a":1}\n'
+    assert raw_line(b'{"a":1}\n') == b'{"a":1}\n'
+    assert raw_line({"a": 1}) == b'{"a":1}\n'
+
+
+def test_file_sink_buffers_until_flush_and_truncates_on_resume(tmp_path):
+    p = tmp_path / "out.jsonl"
+    s = open_file_sink(str(p))
+    s.write(b"one\n")
+    assert p.read_bytes() == b""
+    s.flush()
+    assert p.read_bytes() == b"one\n" and s.size == 4
+    s.write(b"two\n")
+    s.close()
+    assert p.read_bytes() == b"one\ntwo\n"
+    s2 = open_file_sink(str(p), truncate_to=4)
+    s2.write(b"three\n")
+    s2.close()
+    assert p.read_bytes() == b"one\nthree\n"
