@@ -194,7 +194,7 @@ class _Checker:
                     )
                 else:
                     names[name] = item.loc
-        if p.using is not None:
+        if p.using is not None and p.using in STRATEGIES:  # (an unknown one is a parser error)
             self.phase2(p.using_loc, "USING")
 
 

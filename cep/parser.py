@@ -175,7 +175,7 @@ _TERMINAL_TEXT = {
     "$END": "end of input",
 }
 _ORDER = [
-    "NAME", "NUMBER", "STRING", "LPAR", "RPAR", "COMMA", "DOT", "STAR", "PLUS", "MINUS", "SLASH",
+    "NAME", "NUMBER", "STRING", "LPAR", "COMMA", "RPAR", "DOT", "STAR", "PLUS", "MINUS", "SLASH",
     "PERCENT", "COMPOP", *sorted(KEYWORDS), "$END",
 ]  # fmt: skip
 
