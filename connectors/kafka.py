@@ -1,0 +1,310 @@
+"""Kafka source and sink for ``cep run`` (kafka-python), implementing the run loop's Source/Sink protocol.
+
+Why a thin layer: the run loop owns parsing, the engine, checkpoints and output formatting; this module only
+moves bytes. A source reads every partition of one topic by manual assignment (no consumer-group rebalancing, so
+a checkpoint's per-partition offsets are the whole truth) and yields ``("p<partition>:<offset>", value)``; its
+position is ``{"topic": T, "offsets": {"<partition>": next offset}}``. A sink produces each output line with
+the key the run loop gives it (the pattern's partition key), ``acks=all``.
+
+URLs: ``kafka://HOST:PORT[,HOST:PORT...]/TOPIC?group=G&from=earliest|latest&until=end``
+
+* ``from``: where to start when there is neither a checkpoint nor a committed offset of ``group``
+  (default ``latest``, as Kafka consumers do).
+* ``group``: offsets are committed to this consumer group at a clean close, and read from it at start when there
+  is no checkpoint. The checkpoint, when there is one, wins.
+* ``until=end``: stop once every partition has been read to its end (for batch jobs and tests); by default the
+  source follows the topic until the run is interrupted.
+
+An unreachable broker or a missing topic raises ``KafkaConnectorError`` after a few bounded retries.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from urllib.parse import parse_qs, unquote, urlsplit
+
+RETRIES = 3
+RETRY_BACKOFF_S = 0.5
+CONNECT_TIMEOUT_MS = 3000
+REQUEST_TIMEOUT_MS = 15000
+POLL_TIMEOUT_MS = 500
+
+
+class KafkaConnectorError(RuntimeError):
+    """A Kafka URL, broker or topic problem, with a message meant for the user."""
+
+
+@dataclass
+class KafkaURL:
+    servers: list[str]
+    topic: str
+    group: str | None = None
+    start: str = "latest"
+    until_end: bool = False
+    options: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def where(self) -> str:
+        return ",".join(self.servers)
+
+
+def parse_url(url: str) -> KafkaURL:
+    """``kafka://HOST:PORT[,HOST:PORT]/TOPIC?group=G&from=earliest|latest&until=end``."""
+    parts = urlsplit(url)
+    if parts.scheme != "kafka":
+        raise KafkaConnectorError(f"not a kafka:// URL: {url!r}")
+    servers = [s for s in parts.netloc.split(",") if s]
+    topic = unquote(parts.path.lstrip("/"))
+    if not servers or not topic or "/" in topic:
+        raise KafkaConnectorError(f"a Kafka URL is kafka://HOST:PORT/TOPIC, got {url!r}")
+    for s in servers:
+        host, _, port = s.rpartition(":")
+        if not host or not port.isdigit():
+            raise KafkaConnectorError(f"bad Kafka broker address {s!r} in {url!r} (want HOST:PORT)")
+    q = {k: v[-1] for k, v in parse_qs(parts.query, keep_blank_values=True).items()}
+    known = {"group", "from", "until"}
+    unknown = sorted(set(q) - known)
+    if unknown:
+        raise KafkaConnectorError(f"unknown Kafka URL option(s) {', '.join(unknown)} in {url!r} "
+                                  f"(known: {', '.join(sorted(known))})")
+    start = q.get("from", "latest")
+    if start not in ("earliest", "latest"):
+        raise KafkaConnectorError(f"from= must be earliest or latest, got {start!r}")
+    until = q.get("until", "")
+    if until not in ("", "end"):
+        raise KafkaConnectorError(f"until= must be end, got {until!r}")
+    return KafkaURL(servers, topic, q.get("group") or None, start, until == "end", q)
+
+
+_UNREACHABLE = {"NoBrokersAvailable", "KafkaConnectionError", "KafkaTimeoutError", "MetadataEmptyBrokerList"}
+
+
+def _retrying(what: str, where: str, fn):
+    """Call ``fn`` up to RETRIES times; turn the last failure into a KafkaConnectorError."""
+    from kafka.errors import KafkaConfigurationError
+
+    last: Exception | None = None
+    for attempt in range(RETRIES):
+        try:
+            return fn()
+        except KafkaConfigurationError as e:
+            raise KafkaConnectorError(f"bad Kafka configuration: {e}") from None
+        except KafkaConnectorError:
+            raise
+        except Exception as e:  # noqa: BLE001 - transient network/metadata errors are retried, then reported
+            last = e
+        if attempt + 1 < RETRIES:
+            time.sleep(RETRY_BACKOFF_S * (attempt + 1))
+    if type(last).__name__ in _UNREACHABLE:
+        raise KafkaConnectorError(f"cannot reach a Kafka broker at {where} ({what}; {RETRIES} attempts)") from None
+    raise KafkaConnectorError(f"Kafka {what} failed at {where} after {RETRIES} attempts: {last!r}") from None
+
+
+def _quiet_kafka_logs() -> None:
+    # kafka-python logs every failed connection attempt at ERROR/WARNING: the user gets our one message instead
+    logging.getLogger("kafka").setLevel(logging.CRITICAL)
+
+
+def _partitions(client, u: KafkaURL) -> list[int]:
+    """The topic's partitions, or a clear error when it does not exist (never auto-creates it)."""
+
+    def look():
+        topics = client.topics() if hasattr(client, "topics") else set(client.list_topics())
+        if u.topic not in topics:
+            raise LookupError(u.topic)
+        parts = client.partitions_for_topic(u.topic)
+        if not parts:
+            raise LookupError(u.topic)
+        return sorted(parts)
+
+    last: Exception | None = None
+    for attempt in range(RETRIES):
+        try:
+            return look()
+        except LookupError as e:  # the topic may be being created: retry a little, then report
+            last = e
+        except Exception as e:  # noqa: BLE001
+            last = e
+        if attempt + 1 < RETRIES:
+            time.sleep(RETRY_BACKOFF_S * (attempt + 1))
+    if isinstance(last, LookupError):
+        raise KafkaConnectorError(f"Kafka topic {u.topic!r} does not exist on {u.where} "
+                                  f"(create it first; cep does not create topics)")
+    raise KafkaConnectorError(f"cannot read the metadata of Kafka topic {u.topic!r} at {u.where}: {last!r}")
+
+
+class KafkaSource:
+    """Every partition of one topic, read in offset order per partition; resumable by per-partition offsets."""
+
+    def __init__(self, url: str) -> None:
+        from kafka import KafkaConsumer
+
+        _quiet_kafka_logs()
+        self.url = parse_url(url)
+        u = self.url
+        self.consumer = _retrying("connect", u.where, lambda: KafkaConsumer(
+            bootstrap_servers=u.servers, group_id=u.group, enable_auto_commit=False,
+            allow_auto_create_topics=False, auto_offset_reset=u.start, client_id="cep-source",
+            request_timeout_ms=REQUEST_TIMEOUT_MS, bootstrap_timeout_ms=CONNECT_TIMEOUT_MS,
+            max_poll_records=2000, fetch_max_wait_ms=200))
+        self.partitions = _partitions(self.consumer, u)
+        self._next: dict[int, int] = {}
+        self._seek_to: dict[int, int] | None = None
+        self._started = False
+        self._closed = False
+
+    def _tps(self, parts=None):
+        from kafka import TopicPartition
+
+        return [TopicPartition(self.url.topic, p) for p in (self.partitions if parts is None else parts)]
+
+    def _start(self) -> None:
+        u = self.url
+        tps = self._tps()
+        self.consumer.assign(tps)
+        given = self._seek_to or {}
+        missing = [tp for tp in tps if tp.partition not in given]
+        committed: dict[int, int] = {}
+        if u.group and missing:
+            for tp in missing:
+                off = _retrying("read committed offsets", u.where, lambda tp=tp: self.consumer.committed(tp))
+                if off is not None:
+                    committed[tp.partition] = off
+        rest = [tp for tp in missing if tp.partition not in committed]
+        if rest:
+            ends = _retrying("list offsets", u.where, lambda: (
+                self.consumer.beginning_offsets(rest) if u.start == "earliest" else self.consumer.end_offsets(rest)))
+            committed.update({tp.partition: off for tp, off in ends.items()})
+        for tp in tps:
+            off = given.get(tp.partition, committed.get(tp.partition))
+            self.consumer.seek(tp, off)
+            self._next[tp.partition] = off
+        self._started = True
+
+    def _at_end(self) -> bool:
+        tps = self._tps()
+        ends = _retrying("list offsets", self.url.where, lambda: self.consumer.end_offsets(tps))
+        return all(self.consumer.position(tp) >= ends.get(tp, 0) for tp in tps)
+
+    def records(self) -> Iterator[tuple[str, bytes]]:
+        if not self._started:
+            self._start()
+        u = self.url
+        while not self._closed:
+            batch = self.consumer.poll(timeout_ms=POLL_TIMEOUT_MS)
+            if not batch:
+                if u.until_end and self._at_end():
+                    return
+                continue
+            for tp in sorted(batch, key=lambda t: t.partition):
+                for rec in batch[tp]:
+                    self._next[tp.partition] = rec.offset + 1
+                    if rec.value is None:  # a tombstone carries no event
+                        continue
+                    yield f"p{tp.partition}:{rec.offset}", rec.value
+
+    def position(self) -> dict:
+        if not self._started:
+            return {"topic": self.url.topic, "offsets": {str(p): o for p, o in (self._seek_to or {}).items()}}
+        return {"topic": self.url.topic, "offsets": {str(p): o for p, o in sorted(self._next.items())}}
+
+    def seek(self, position) -> None:
+        if not isinstance(position, dict) or "offsets" not in position:
+            raise KafkaConnectorError(f"not a Kafka source position: {position!r}")
+        if position.get("topic") not in (None, self.url.topic):
+            raise KafkaConnectorError(f"the checkpoint was taken on Kafka topic {position.get('topic')!r}, "
+                                      f"not {self.url.topic!r}")
+        self._seek_to = {int(p): int(o) for p, o in position["offsets"].items()}
+        if self._started:
+            self._start()
+
+    def commit(self) -> None:
+        """Commit the current positions to the consumer group (if any)."""
+        if not self.url.group or not self._started:
+            return
+        from kafka import OffsetAndMetadata, TopicPartition
+
+        offsets = {TopicPartition(self.url.topic, p): OffsetAndMetadata(o, "", -1) for p, o in self._next.items()}
+        _retrying("commit offsets", self.url.where, lambda: self.consumer.commit(offsets))
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            self.commit()
+        finally:
+            self.consumer.close()
+
+
+class KafkaSink:
+    """Produces each output line (without its newline) to one topic, keyed as the run loop says."""
+
+    def __init__(self, url: str) -> None:
+        from kafka import KafkaAdminClient, KafkaProducer
+
+        _quiet_kafka_logs()
+        self.url = parse_url(url)
+        u = self.url
+        if u.group or u.until_end or "from" in u.options:
+            raise KafkaConnectorError("group=, from= and until= are input options; an output URL is "
+                                      "kafka://HOST:PORT/TOPIC")
+        admin = _retrying("connect", u.where, lambda: KafkaAdminClient(
+            bootstrap_servers=u.servers, request_timeout_ms=REQUEST_TIMEOUT_MS,
+            bootstrap_timeout_ms=CONNECT_TIMEOUT_MS, client_id="cep-sink-admin"))
+        try:
+            if u.topic not in _retrying("list topics", u.where, lambda: set(admin.list_topics())):
+                raise KafkaConnectorError(f"Kafka topic {u.topic!r} does not exist on {u.where} "
+                                          f"(create it first; cep does not create topics)")
+        finally:
+            admin.close()
+        self.producer = _retrying("connect", u.where, lambda: KafkaProducer(
+            bootstrap_servers=u.servers, acks="all", linger_ms=5, client_id="cep-sink",
+            allow_auto_create_topics=False, max_block_ms=REQUEST_TIMEOUT_MS,
+            request_timeout_ms=REQUEST_TIMEOUT_MS, delivery_timeout_ms=60000,
+            bootstrap_timeout_ms=CONNECT_TIMEOUT_MS, retries=5))
+        self._pending: list = []
+        self.written = 0
+
+    def write(self, line: bytes, key: bytes | None) -> None:
+        if line.endswith(b"\n"):
+            line = line[:-1]
+        try:
+            self._pending.append(self.producer.send(self.url.topic, value=line, key=key))
+        except Exception as e:  # noqa: BLE001 - e.g. metadata timeout: report which topic and broker
+            raise KafkaConnectorError(f"cannot produce to Kafka topic {self.url.topic!r} at {self.url.where}: "
+                                      f"{e!r}") from None
+        self.written += 1
+        if len(self._pending) >= 10000:
+            self.flush()
+
+    def flush(self) -> None:
+        """Block until every line written so far is acknowledged; raise if any was not."""
+        self.producer.flush(timeout=REQUEST_TIMEOUT_MS / 1000 * 4)
+        pending, self._pending = self._pending, []
+        for f in pending:
+            if not f.is_done:
+                raise KafkaConnectorError(f"Kafka did not acknowledge output to {self.url.topic!r} at "
+                                          f"{self.url.where} in time")
+            if f.exception is not None:
+                raise KafkaConnectorError(f"Kafka refused output to {self.url.topic!r} at {self.url.where}: "
+                                          f"{f.exception!r}")
+
+    def close(self) -> None:
+        try:
+            self.flush()
+        finally:
+            self.producer.close(timeout=5)
+
+
+def open_source(url: str) -> KafkaSource:
+    """The run loop's entry point for ``-i kafka://...``."""
+    return KafkaSource(url)
+
+
+def open_sink(url: str) -> KafkaSink:
+    """The run loop's entry point for ``-o kafka://...``."""
+    return KafkaSink(url)

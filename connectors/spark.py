@@ -1,0 +1,402 @@
+"""cep on Spark Structured Streaming: ``detect(events, patterns, ...)`` -> a DataFrame of composite events.
+
+Why this shape: the engine core (``cep.engine.Engine``) is a plain Python object whose state pickles, so Spark
+only has to (1) route every input record to the group(s) that need it and (2) keep one engine state per group in
+its state store. A group is ``(pattern, partition key value)``: the compiler's partition analysis
+(``CompiledPattern.partition_vars`` and each atom's ``attrs``) says which attribute of each event type holds the
+key, so events of one key meet in one engine and different keys run on different executors. A pattern without a
+partition key runs as one group (one task). State lives in the state store (``applyInPandasWithState``, state =
+``Engine.dumps()`` bytes), checkpointed with the query, so a restart resumes the same state; an event-time
+timeout drops a key's state once the watermark has passed its window.
+
+Stages:
+
+1. ``_route`` (``mapInPandas``): decode each record exactly as ``cep run`` does (``cep.io.readers.make_decoder``),
+   emit one row per pattern that uses its type: ``(g, key, tus, pos, value)``, ``tus`` = event time in us.
+2. ``withWatermark`` on the event time (delay = lateness + 1 ms, so Spark drops exactly the rows ``cep run``
+   would call late with respect to the watermark at the start of the micro-batch).
+3. ``groupBy(g, key).applyInPandasWithState(_handler)``: per group, load the engine, advance its watermark to
+   Spark's, push the batch's rows in event-time order, emit the composite events, save the state.
+
+Output columns: ``pattern, op, id, match`` (match as a JSON string), ``key`` (the partition key as the Kafka
+record key, null without one) and ``value`` (the output line exactly as ``cep run`` writes it, no newline).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+ROUTE_SCHEMA = "g int, key string, tus long, pos string, value string"
+OUT_SCHEMA = "pattern string, op string, id string, match string, key string, value string"
+STATE_SCHEMA = "blob binary"
+TIME_US = {"s": 1_000_000, "ms": 1_000, "us": 1}
+
+
+class SparkPathError(ValueError):
+    """A pattern set or input the Spark path cannot run, with a message for the user."""
+
+
+# ---------------------------------------------------------------------------------------------- pattern specs
+
+
+@dataclass
+class PatternSpec:
+    """What the workers need to rebuild the compiled patterns (compiled objects hold code and do not pickle)."""
+
+    sources: list[tuple[str, str]]  # (filename, text) of each pattern file
+    time_unit: str = "s"
+    type_field: str = "type"
+    time_field: str = "ts"
+    op_field: str = "op"
+    lateness: int | float = 0  # in time units
+    on_error: str = "fail"  # fail | skip
+    names: list[str] = field(default_factory=list)
+
+    def compile(self) -> list:
+        key = (tuple(self.sources), self.time_unit)
+        cached = _COMPILED.get(key)
+        if cached is None:
+            from cep.compiler import compile_text
+
+            cached = []
+            for fname, text in self.sources:
+                cached.extend(compile_text(text, fname, self.time_unit))
+            _COMPILED[key] = cached
+        return cached
+
+
+_COMPILED: dict[Any, list] = {}
+
+
+def pattern_spec(patterns: str | os.PathLike | Sequence[str | os.PathLike], **kw: Any) -> PatternSpec:
+    """Pattern files (paths) or pattern text -> a spec; compiles once here so errors surface on the driver."""
+    if isinstance(patterns, (str, os.PathLike)):
+        patterns = [patterns]
+    sources = []
+    for p in patterns:
+        s = str(p)
+        if "\n" not in s and Path(s).is_file():
+            sources.append((s, Path(s).read_text()))
+        elif "\n" in s or s.lstrip().upper().startswith("PATTERN"):
+            sources.append(("<pattern>", s))
+        else:
+            raise SparkPathError(f"no such pattern file: {s}")
+    spec = PatternSpec(sources, **kw)
+    if spec.time_unit not in TIME_US:
+        raise SparkPathError(f"unknown time unit {spec.time_unit!r} (use s, ms or us)")
+    if spec.on_error not in ("fail", "skip"):
+        raise SparkPathError(f"on_error must be fail or skip, got {spec.on_error!r}")
+    cps = spec.compile()
+    names = [cp.name for cp in cps]
+    dup = sorted({n for n in names if names.count(n) > 1})
+    if dup:
+        raise SparkPathError(f"pattern names must be unique: {', '.join(dup)}")
+    spec.names = names
+    return spec
+
+
+def partition_attrs(cp) -> dict[str, tuple[str, ...]] | None:
+    """Per event type, the attributes holding the partition key; None when the pattern runs as one group.
+
+    None when the pattern has no partition variable, or when two atoms of the same type read the key from
+    different attributes (then an event's key depends on the alias it plays, and one group per event would
+    not be enough).
+    """
+    pvars = tuple(getattr(cp, "partition_vars", ()) or ())
+    if not pvars:
+        return None
+    by_type: dict[str, tuple[str, ...]] = {}
+    for atom in cp.atoms:
+        try:
+            attrs = tuple(atom.attrs[atom.vars.index(v)] for v in pvars)
+        except ValueError:
+            return None
+        prev = by_type.setdefault(atom.type, attrs)
+        if prev != attrs:
+            return None
+    return by_type
+
+
+def _canon_key(values: Sequence[Any]) -> str:
+    """The group key: numbers by value (1 == 1.0), booleans apart from numbers, as compact JSON."""
+    import orjson
+
+    out = []
+    for v in values:
+        if type(v) is float and v.is_integer():
+            v = int(v)
+        out.append(v)
+    return orjson.dumps(out).decode()
+
+
+def kafka_key(values: Sequence[Any]) -> str:
+    """The output record key of a composite event: the partition key value (a string as is, else JSON)."""
+    import orjson
+
+    if len(values) == 1:
+        v = values[0]
+        if type(v) is str:
+            return v
+        if type(v) is float and v.is_integer():
+            v = int(v)
+        return orjson.dumps(v).decode()
+    return _canon_key(values)
+
+
+# ---------------------------------------------------------------------------------------------- stage 1: route
+
+
+def _router(spec: PatternSpec):
+    from cep.gcq import TIME_ATTR
+    from cep.io.readers import BadRecord, make_decoder
+
+    cps = spec.compile()
+    decode = make_decoder(spec.type_field, spec.time_field, spec.time_unit, spec.op_field)
+    factor = TIME_US[spec.time_unit]
+    # type -> [(g, attrs or None)]
+    routes: dict[str, list[tuple[int, tuple[str, ...] | None]]] = {}
+    for g, cp in enumerate(cps):
+        attrs = partition_attrs(cp)
+        for t in dict.fromkeys(a.type for a in cp.atoms):
+            routes.setdefault(t, []).append((g, None if attrs is None else attrs[t]))
+
+    def route(pos: str, value: str) -> list[tuple]:
+        raw = value.encode() if isinstance(value, str) else bytes(value)
+        try:
+            ev = decode(pos, raw)
+        except BadRecord as e:
+            if not raw.strip():
+                return []
+            if spec.on_error == "skip":
+                return []
+            raise SparkPathError(f"bad input record at {pos}: {e}") from None
+        targets = routes.get(ev.type)
+        if not targets:
+            return []
+        tus = int(round(ev.ts * factor))
+        rows = []
+        for g, attrs in targets:
+            if attrs is None:
+                key = ""
+            else:
+                key = _canon_key([ev.ts if a == TIME_ATTR else ev.fields.get(a) for a in attrs])
+            rows.append((g, key, tus, pos, raw.decode()))
+        return rows
+
+    return route
+
+
+def _route_batches(spec: PatternSpec):
+    def fn(batches: Iterator[Any]) -> Iterator[Any]:
+        import pandas as pd
+
+        route = _router(spec)
+        cols = ["g", "key", "tus", "pos", "value"]
+        for pdf in batches:
+            rows = []
+            for pos, value in zip(pdf["pos"], pdf["value"], strict=True):
+                if value is None:
+                    continue
+                rows.extend(route(pos, value))
+            if rows:
+                yield pd.DataFrame(rows, columns=cols)
+
+    return fn
+
+
+# ---------------------------------------------------------------------------------------------- stage 2: state
+
+
+def _handler(spec: PatternSpec):
+    def fn(key, pdfs, state) -> Iterator[Any]:
+        import orjson
+        import pandas as pd
+
+        from cep.engine import Engine
+        from cep.errors import LateEventError, UnknownRetractionError
+        from cep.io.readers import make_decoder
+        from cep.io.writers import encode_output
+
+        g, k = int(key[0]), key[1]
+        cps = spec.compile()
+        cp = cps[g]
+        factor = TIME_US[spec.time_unit]
+        wm_ms = state.getCurrentWatermarkMs()
+
+        eng = Engine.loads(bytes(state.get[0]), [cp]) if state.exists else Engine([cp], lateness=spec.lateness)
+        if wm_ms > 0:
+            # Spark's watermark is (max event time - lateness - 1 ms); the engine's is max - lateness
+            eng.advance_watermark(_from_us((wm_ms + 1) * 1000, factor))
+
+        rows: list[tuple] = []
+        if not state.hasTimedOut:
+            decode = make_decoder(spec.type_field, spec.time_field, spec.time_unit, spec.op_field)
+            events = []
+            for pdf in pdfs:
+                for pos, value in zip(pdf["pos"], pdf["value"], strict=True):
+                    events.append(decode(pos, value.encode()))
+            events.sort(key=lambda e: (e.ts, e.op == "-"))
+            out_key = kafka_key(orjson.loads(k)) if k else None
+            for ev in events:
+                try:
+                    outs = eng.push(ev)
+                except LateEventError:
+                    continue
+                except UnknownRetractionError:
+                    if spec.on_error == "skip":
+                        continue
+                    raise SparkPathError(f"input record {ev.pos}: retraction of an event that was never "
+                                         "inserted (or was already retracted or expired)") from None
+                for o in outs:
+                    line = encode_output(o).decode().rstrip("\n")
+                    rows.append((o.pattern, o.op, o.id, orjson.dumps(o.match, default=_json_default).decode(),
+                                 out_key, line))
+
+        if eng.retained_events == 0:
+            if state.exists:
+                state.remove()
+        else:
+            state.update((eng.dumps(),))
+            if cp.within is not None:
+                newest = max((e.ts for e in eng.events.values()), default=eng.max_ts)
+                deadline_ms = -(-int((newest + cp.within) * factor) // 1000) + 1
+                state.setTimeoutTimestamp(max(deadline_ms, wm_ms + 1))
+        if rows:
+            yield pd.DataFrame(rows, columns=["pattern", "op", "id", "match", "key", "value"])
+
+    return fn
+
+
+def _from_us(us: int, factor: int) -> int | float:
+    if factor == 1:
+        return us
+    q, r = divmod(us, factor)
+    return q if r == 0 else us / factor
+
+
+def _json_default(v: Any) -> Any:
+    from cep.io.writers import _default
+
+    return _default(v)
+
+
+# ---------------------------------------------------------------------------------------------- public API
+
+
+def detect(
+    events,
+    patterns,
+    *,
+    time_field: str = "ts",
+    type_field: str = "type",
+    op_field: str = "op",
+    time_unit: str = "s",
+    lateness: int | float = 0,
+    on_error: str = "fail",
+):
+    """Composite events of ``patterns`` over the streaming (or batch) DataFrame ``events``.
+
+    ``events`` either has a ``value`` column holding each record as JSON (string or binary, as from Kafka or a
+    text source) or is a structured DataFrame whose columns are the record's fields (turned into JSON here).
+    Each record also needs a position, which names it in composite-event ids: a ``pos`` string column, or
+    Kafka's ``partition`` and ``offset`` columns (``pos = "p<partition>:<offset>"``, as ``cep run`` on Kafka).
+
+    ``patterns``: pattern file path(s), pattern text, or a ``PatternSpec``. ``lateness`` is in time units.
+    Returns a DataFrame with columns pattern, op, id, match (JSON), key, value (the ``cep run`` output line).
+    """
+    from pyspark.sql import functions as F
+    from pyspark.sql.streaming.state import GroupStateTimeout
+    from pyspark.sql.types import BinaryType
+
+    spec = patterns if isinstance(patterns, PatternSpec) else pattern_spec(
+        patterns, time_unit=time_unit, type_field=type_field, time_field=time_field, op_field=op_field,
+        lateness=lateness, on_error=on_error)
+    cols = set(events.columns)
+    if "value" in cols:
+        value = F.col("value")
+        if isinstance(events.schema["value"].dataType, BinaryType):
+            value = value.cast("string")
+    else:
+        data = [c for c in events.columns if c not in ("pos", "partition", "offset")]
+        value = F.to_json(F.struct(*[F.col(f"`{c}`") for c in data]))
+    if "pos" in cols:
+        pos = F.col("pos").cast("string")
+    elif {"partition", "offset"} <= cols:
+        pos = F.concat(F.lit("p"), F.col("partition").cast("string"), F.lit(":"), F.col("offset").cast("string"))
+    else:
+        raise SparkPathError("detect() needs each record's position: a 'pos' column, or Kafka's 'partition' "
+                             "and 'offset' columns (composite-event ids are derived from positions)")
+    routed = events.select(pos.alias("pos"), value.alias("value")).mapInPandas(_route_batches(spec), ROUTE_SCHEMA)
+    routed = routed.withColumn("evt", F.timestamp_micros("tus"))
+    delay_ms = int(-(-spec.lateness * TIME_US[spec.time_unit] // 1000)) + 1
+    if events.isStreaming:
+        routed = routed.withWatermark("evt", f"{delay_ms} milliseconds")
+    return routed.groupBy("g", "key").applyInPandasWithState(
+        _handler(spec), OUT_SCHEMA, STATE_SCHEMA, "append", GroupStateTimeout.EventTimeTimeout)
+
+
+# ---------------------------------------------------------------------------------------------- session
+
+
+def repo_root() -> str:
+    return str(Path(__file__).resolve().parent.parent)
+
+
+def make_session(master: str = "local[2]", state_partitions: int = 4, *, kafka: bool = True,
+                 rocksdb: bool = True, app: str = "cep", extra: dict[str, str] | None = None):
+    """A SparkSession set up for cep: workers can import cep, state partitions, UTC, Kafka connector jars."""
+    from pyspark.sql import SparkSession
+
+    root = repo_root()
+    pp = os.environ.get("PYTHONPATH", "")
+    if root not in pp.split(os.pathsep):
+        os.environ["PYTHONPATH"] = root + (os.pathsep + pp if pp else "")
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    b = (SparkSession.builder.master(master).appName(app)
+         .config("spark.ui.enabled", "false")
+         .config("spark.ui.showConsoleProgress", "false")
+         .config("spark.sql.shuffle.partitions", str(state_partitions))
+         .config("spark.sql.session.timeZone", "UTC")
+         .config("spark.sql.execution.arrow.pyspark.enabled", "true")
+         .config("spark.driver.memory", "2g")
+         .config("spark.sql.streaming.stateStore.stateSchemaCheck", "true"))
+    if rocksdb:
+        b = b.config("spark.sql.streaming.stateStore.providerClass",
+                     "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider")
+    if kafka:
+        from connectors import jars
+
+        jars.check_spark_version()
+        b = b.config("spark.jars", ",".join(jars.spark_kafka_jars()))
+    for k, v in (extra or {}).items():
+        b = b.config(k, v)
+    spark = b.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
+
+
+def checkpoint_state_partitions(checkpoint: str) -> int | None:
+    """The state-partition count a checkpoint was created with (fixed for its life), or None if new."""
+    import json
+
+    d = Path(checkpoint) / "offsets"
+    if not d.is_dir():
+        return None
+    files = sorted((p for p in d.iterdir() if p.name.isdigit()), key=lambda p: int(p.name))
+    if not files:
+        return None
+    lines = files[-1].read_text().splitlines()
+    for line in lines[1:2]:
+        try:
+            conf = json.loads(line).get("conf", {})
+        except ValueError:
+            return None
+        v = conf.get("spark.sql.shuffle.partitions")
+        return int(v) if v is not None else None
+    return None
