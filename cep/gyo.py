@@ -140,24 +140,34 @@ class _Forest:
 
     # -- one reduction step; False when in normal form
     def step(self) -> bool:
-        hyp = self.hyp()
+        by_label: dict[frozenset[str], list[int]] = {}
+        for r in self.roots:
+            v = self.tree.nodes[r].vars
+            if v:
+                by_label.setdefault(v, []).append(r)
+        self._by_label = by_label
+        rank = {e: max(self.rank[r] for r in rs) for e, rs in by_label.items()}
+        hyp = sorted(by_label, key=lambda e: (rank[e], _fmt(e)))
         count: dict[str, int] = {}
         for e in hyp:
             for v in e:
                 count[v] = count.get(v, 0) + 1
         jv = {v for v, c in count.items() if c >= 2} | self.out
         pvars: set[str] = set()
+        preds_of: dict[str, list[frozenset[str]]] = {}
         for vs in self.preds.values():
             pvars |= vs
+            for v in vs:
+                preds_of.setdefault(v, []).append(vs)
         isol = set(count) - jv - pvars
 
         # FLT: predicates covered by one hyperedge become filters on an edge
         for pid in sorted(self.preds):
             vs = self.preds[pid]
-            for e in sorted(hyp, key=self._edge_key):
+            for e in hyp:
                 if vs <= e:
                     theta = sorted(p for p, ws in self.preds.items() if ws <= e)
-                    rs = self._roots_of(e)
+                    rs = by_label[e]
                     n = self.tree.add(TNode(e))
                     for i, r in enumerate(rs):
                         self.tree.attach(n, r, theta if i == 0 else ())
@@ -168,17 +178,25 @@ class _Forest:
                     return True
 
         # ISO of ordinary variables first, CSE next, ISO of keep-last variables last
-        for e in sorted(hyp, key=self._edge_key):
+        for e in hyp:
             x = (e & isol) - self.keep_last
             if x:
                 self._iso(e, x)
                 return True
         best = None
         for e in hyp:
+            je = e & jv
             for f in hyp:
-                if e == f or not self._cond_subset(e, f, jv):
+                if e == f or not je <= f:
                     continue
-                key = (self._rank_of(e), -self._rank_of(f), -len(f & e), _fmt(e), _fmt(f))
+                d = e - f
+                ext: set[str] = set()
+                for v in d:
+                    for vs in preds_of.get(v, ()):
+                        ext |= vs
+                if not (ext - d) <= f:
+                    continue
+                key = (rank[e], -rank[f], -len(f & e), _fmt(e), _fmt(f))
                 if best is None or key < best[0]:
                     best = (key, e, f)
         if best is not None:
@@ -194,7 +212,7 @@ class _Forest:
                 del self.preds[q]
             self.tree.steps.append(f"CSE {_fmt(e)} into {_fmt(f)}" + (f" with {_fmt(removed)}" if removed else ""))
             return True
-        for e in sorted(hyp, key=self._edge_key):
+        for e in hyp:
             x = e & isol
             if x:
                 self._iso(e, x)
@@ -207,22 +225,6 @@ class _Forest:
         self.tree.attach(p, n)
         self._replace_root([n], p)
         self.tree.steps.append(f"ISO {_fmt(x)} from {_fmt(e)}")
-
-    def _cond_subset(self, e: frozenset[str], f: frozenset[str], jv: set[str]) -> bool:
-        if not (e & jv) <= f:
-            return False
-        d = e - f
-        ext: set[str] = set()
-        for vs in self.preds.values():
-            if vs & d:
-                ext |= vs
-        return (ext - d) <= f
-
-    def _rank_of(self, e: frozenset[str]) -> float:
-        return max(self.rank[r] for r in self._roots_of(e))
-
-    def _edge_key(self, e: frozenset[str]):
-        return (self._rank_of(e), _fmt(e))
 
     def run(self) -> None:
         while self.step():

@@ -175,13 +175,16 @@ def validate_tree(
 ) -> list[str]:
     """The same checks on a plain-set ``cep.gyo.Tree`` (out None: var(N) unchecked)."""
     live = tree.live()
+    dead = tree.connex - set(live)
+    if dead:
+        return [f"N holds nodes outside the tree: {sorted(dead)}"]
     nodes = {
         i: _N(
             t.vars,
             t.atom,
             tuple(t.children),
             t.parent if i != tree.root else None,
-            tuple(t.preds) if i != tree.root else tuple(t.preds),
+            tuple(t.preds),
             i in tree.connex,
         )
         for i, t in ((i, tree.nodes[i]) for i in live)

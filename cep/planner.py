@@ -72,12 +72,28 @@ def build_gjt_pair(
     else:
         if not reduce_gcq(atoms, {}).acyclic:
             raise ValueError("the atoms alone form a cyclic hypergraph")
-        for p in order:
-            trial = {q: preds[q] for q in kept + [p]}
-            if reduce_gcq(atoms, trial).acyclic:
-                kept.append(p)
-            else:
-                residual.append(p)
+        # greedy in priority order, done by bisection: the longest acyclic extension
+        # of the kept set by the next predicates, then the one that fails goes residual
+        # (acyclicity is closed under removing predicates, so extensions are monotone)
+        def ok(extra: list[int]) -> bool:
+            return reduce_gcq(atoms, {q: preds[q] for q in kept + extra}).acyclic
+
+        i = 0
+        while i < len(order):
+            rest = order[i:]
+            if ok(rest):
+                kept.extend(rest)
+                break
+            lo, hi = 0, len(rest) - 1  # rest[:lo] fits; rest (all) does not
+            while lo < hi:
+                mid = (lo + hi + 1) // 2
+                if ok(rest[:mid]):
+                    lo = mid
+                else:
+                    hi = mid - 1
+            kept.extend(rest[:lo])
+            residual.append(rest[lo])
+            i += lo + 1
     red = reduce_gcq(atoms, {q: preds[q] for q in kept}, out, rank=rank, keep_last=keep_last)
     assert red.tree is not None
     tree = red.tree
