@@ -291,3 +291,50 @@ def test_shipped_patterns_plan_validly(path):
         assert validate_plan(plan) == []
         # a SEQ's order is never residual
         assert all(cp.predicates[p].origin != "seq" for p in plan.residual)
+
+
+def test_cyclic_plans_run_correctly_on_the_engine():
+    """Residual filters and split equalities, end to end: engine matches == brute force."""
+    import itertools
+    import random
+
+    cps = _compile(
+        """
+        PATTERN eq_cycle AND(A a, B b, C c) WHERE a.x = b.x AND b.y = c.y AND c.z = a.z
+        PATTERN where_cycle SEQ(A a, B b, C c) WHERE a.x < c.x AND b.y > a.y PARTITION BY z
+        PATTERN span SEQ(A a, B b, C c) PARTITION BY z WITHIN 3
+        PATTERN and3 AND(A a, B b, C c) WITHIN 2
+        """
+    )
+    engine = pytest.importorskip("cep.engine")
+    from cep.event import Event
+
+    def brute(name, a, b, c):
+        f = lambda e, k: e.fields[k]  # noqa: E731
+        if name == "eq_cycle":
+            return f(a, "x") == f(b, "x") and f(b, "y") == f(c, "y") and f(c, "z") == f(a, "z")
+        same_z = f(a, "z") == f(b, "z") == f(c, "z")
+        if name == "where_cycle":
+            return a.ts < b.ts < c.ts and f(a, "x") < f(c, "x") and f(b, "y") > f(a, "y") and same_z
+        if name == "span":
+            return a.ts < b.ts < c.ts and c.ts - a.ts <= 3 and same_z
+        return max(a.ts, b.ts, c.ts) - min(a.ts, b.ts, c.ts) <= 2
+
+    rnd = random.Random(7)
+    for _ in range(8):
+        evs = []
+        for i in range(20):
+            t = rnd.choice("ABC")
+            fields = {"type": t, "ts": i, "x": rnd.randint(0, 2), "y": rnd.randint(0, 2), "z": rnd.randint(0, 1)}
+            evs.append(Event(t, i, fields, str(i)))
+        eng = engine.Engine(cps)
+        got = {cp.name: 0 for cp in cps}
+        for e in evs:
+            for o in eng.push(e):
+                got[o.pattern] += 1 if o.op == "+" else -1
+        by = {t: [e for e in evs if e.type == t] for t in "ABC"}
+        expected = {
+            cp.name: sum(1 for a, b, c in itertools.product(by["A"], by["B"], by["C"]) if brute(cp.name, a, b, c))
+            for cp in cps
+        }
+        assert got == expected
