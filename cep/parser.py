@@ -87,7 +87,7 @@ def _lark() -> Lark:
 
 # ----------------------------------------------------------------- text helpers
 
-_TEXT_RE = re.compile(r"""'(?:[^'\\\n]|\\.)*'|"(?:[^"\\\n]|\\.)*"|(?:--|\#)[^\n]*|\s+|[^'"\s\#-]+|.""")
+_TEXT_RE = re.compile(r"""'(?:[^'\\\n]|\\.|'')*'|"(?:[^"\\\n]|\\.|"")*"|(?:--|\#)[^\n]*|\s+|[^'"\s\#-]+|.""")
 
 
 def item_text(source: str) -> str:
@@ -118,7 +118,7 @@ def _upper_keyword(m: re.Match) -> str:
 
 
 _SPLIT_RE = re.compile(
-    r"""(?:--|\#)[^\n]*|'(?:[^'\\\n]|\\.)*'?|"(?:[^"\\\n]|\\.)*"?|\.\s*\w*"""
+    r"""(?:--|\#)[^\n]*|'(?:[^'\\\n]|\\.|'')*'?|"(?:[^"\\\n]|\\.|"")*"?|\.\s*\w*"""
     r"""|(?P<kw>(?<!\w)pattern(?!\w))|\w+|[^\w'"\#.-]+|.""",
     re.IGNORECASE,
 )
@@ -135,11 +135,15 @@ def _printable(s: str, limit: int = 40) -> str:
 
 
 _ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "\\": "\\", "'": "'", '"': '"'}
-_ESC_RE = re.compile(r"\\(.)", re.DOTALL)
+_ESC_RE = {q: re.compile(r"\\(.)|" + q + q, re.DOTALL) for q in "'\""}
 
 
-def _unescape(body: str) -> str:
-    return _ESC_RE.sub(lambda m: _ESCAPES.get(m.group(1), "\\" + m.group(1)), body)
+def _unescape(token: str) -> str:
+    """A string token's value: backslash escapes, and a doubled quote as in SQL (``'it''s'``)."""
+    q = token[0]
+    return _ESC_RE[q].sub(
+        lambda m: q if m.group(1) is None else _ESCAPES.get(m.group(1), "\\" + m.group(1)), token[1:-1]
+    )
 
 
 def _tok_loc(t: Token) -> ast.Loc:
@@ -418,7 +422,7 @@ class _Builder:
         return ast.Literal(self.number(kids[0]), _node_loc(node))
 
     def b_string(self, node: Tree, kids: list) -> ast.Literal:
-        return ast.Literal(_unescape(str(kids[0])[1:-1]), _node_loc(node))
+        return ast.Literal(_unescape(str(kids[0])), _node_loc(node))
 
     def b_true(self, node: Tree, kids: list) -> ast.Literal:
         return ast.Literal(True, _node_loc(node))
