@@ -98,6 +98,11 @@ def build_gjt_pair(
     assert red.tree is not None
     tree = red.tree
     normalise(tree)
+    all_vars = frozenset().union(*atoms) if atoms else frozenset()
+    if out is None or frozenset(out) == all_vars:
+        # a full query: every node is in N (Alg. 8 leaves nodes below a filter out of N;
+        # N = all nodes is also connex, sibling-closed and has var(N) = out)
+        tree.connex = set(tree.live())
     return GJTPair(tree, sorted(kept), sorted(residual), red)
 
 

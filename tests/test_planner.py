@@ -233,6 +233,7 @@ PATTERN where_cycle SEQ(A a, B b, C c) WHERE a.v < c.v AND b.w > a.w PARTITION B
 PATTERN eq_cycle AND(A a, B b, C c) WHERE a.x = b.x AND b.y = c.y AND c.z = a.z
 PATTERN three_way SEQ(A a, B b, C c) WHERE a.v + b.v < c.v WITHIN 5
 PATTERN single SEQ(A a) WHERE a.v > 1
+PATTERN unary SEQ(A a, B b) WHERE a.k = b.k AND a.k < b.k + 1 AND a.v + b.v > a.k
 """
 
 
@@ -278,6 +279,11 @@ def test_more_pattern_texts():
     tw = plans["three_way"]
     assert any(len(tw.pattern.predicates[p].vars) == 3 for p in tw.residual)
     assert plans["single"].query_class == "q-hierarchical"
+    # a predicate over one shared variable is a filter (FLT) on an edge; N is every node
+    un = plans["unary"]
+    assert un.residual == () and all(n.in_connex for n in un.nodes)
+    (flt,) = [n for n in un.nodes if 0 in n.preds]
+    assert un.pattern.predicates[0].vars == ("a.k",)
 
 
 @pytest.mark.parametrize(

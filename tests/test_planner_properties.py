@@ -75,8 +75,10 @@ def test_random_plans_are_valid(cp):
         assert plan.residual and plan.query_class == "cyclic with residuals"
         for p in plan.residual:
             assert not reduce_gcq(atoms, {**kept, p: preds[p]}).acyclic
-    # leaves carry the atoms' variables and every interior node is binary
+    # leaves carry the atoms' variables and every interior node is binary; full query:
+    # every node is in N
     for n in plan.nodes:
+        assert n.in_connex
         assert len(n.children) <= 2
         if n.atom is not None:
             assert n.vars == pattern.atoms[n.atom].vars
