@@ -63,7 +63,7 @@ def select(profile: str, names: set[str] | None, sizes: list[int] | None, data_d
     if want_all or qnames:
         out += workloads.thesis_workloads(profile, data_dir, qnames, sizes)
     cep_names = None if want_all or "cep" in names else {n for n in names if n in workloads.CEP_EPL}
-    if want_all or cep_names:
+    if want_all or "cep" in names or cep_names:
         out += workloads.cep_workloads(profile, data_dir, cep_names)
     if want_all or "sweep" in names:
         out += workloads.sweep_workloads(profile, data_dir)
@@ -136,6 +136,9 @@ def run_workload(w: Workload, systems: set[str], out_dir: Path, timeout: float, 
         attempt("cep run", cli)
     if "esper" in systems and w.epl is not None:
         attempt("esper", lambda: procs.run_esper(w.epl, path, timeout=timeout, time_scale=w.esper_time_scale))
+        for system, epl in w.epl_variants.items():
+            attempt(system, lambda epl=epl: procs.run_esper(epl, path, timeout=timeout,
+                                                            time_scale=w.esper_time_scale))
     floor = next((r.get("floor_s") for r in rows if r["system"] == "cep" and r.get("floor_s")), None)
     for r in rows:
         if r["system"] == "cep run" and floor and r.get("run_s"):

@@ -37,10 +37,30 @@ def run_measured(cmd: list[str], timeout: float, env: dict | None = None) -> dic
         p = subprocess.Popen(cmd, stdout=fo, stderr=fe, cwd=REPO, env=env)
         timer = threading.Timer(timeout, p.kill)
         timer.start()
+        hwm = [0.0]
+        done = threading.Event()
+
+        def sample() -> None:  # VmHWM of the child's own image (ru_maxrss includes ours, see run_cep)
+            path = f"/proc/{p.pid}/status"
+            while not done.is_set():
+                try:
+                    with open(path) as f:
+                        for line in f:
+                            if line.startswith("VmHWM:"):
+                                hwm[0] = max(hwm[0], int(line.split()[1]) / 1024.0)
+                                break
+                except (OSError, ValueError):
+                    pass
+                done.wait(0.05)
+
+        sampler = threading.Thread(target=sample, daemon=True)
+        sampler.start()
         try:
             _, status, ru = os.wait4(p.pid, 0)
         finally:
+            done.set()
             timer.cancel()
+            sampler.join()
         wall = time.perf_counter() - t0
         p.returncode = os.waitstatus_to_exitcode(status)
         fo.seek(0)
@@ -49,7 +69,8 @@ def run_measured(cmd: list[str], timeout: float, env: dict | None = None) -> dic
     if wall >= timeout:
         raise RunFailed(f"timed out after {timeout:.0f} s: {' '.join(cmd)}")
     return {"wall_s": wall, "rc": p.returncode, "stdout": out.decode(errors="replace"),
-            "stderr": err.decode(errors="replace"), "maxrss_mb": ru.ru_maxrss / 1024.0}
+            "stderr": err.decode(errors="replace"), "maxrss_mb": ru.ru_maxrss / 1024.0,
+            "sampled_hwm_mb": hwm[0]}
 
 
 def _json_tail(text: str) -> dict:
@@ -82,7 +103,7 @@ def run_cep_cli(patterns: list[Path], input_path: Path, output: str = "/dev/null
     r = run_measured(cmd, timeout)
     if r["rc"] != 0:
         raise RunFailed(f"cep run exited {r['rc']}: {r['stderr'][-2000:]}")
-    return {"system": "cep run", "wall_s": r["wall_s"], "run_s": r["wall_s"], "maxrss_mb": r["maxrss_mb"],
+    return {"system": "cep run", "wall_s": r["wall_s"], "run_s": r["wall_s"], "peak_rss_mb": r["sampled_hwm_mb"],
             "stderr": r["stderr"][-500:]}
 
 
@@ -112,5 +133,5 @@ def run_esper(epl: Path, input_path: Path, output: str = "/dev/null", time_scale
         raise RunFailed(f"EsperRunner exited {r['rc']}: {r['stderr'][-2000:]}")
     res = _json_tail(r["stdout"])
     res["wall_s"] = r["wall_s"]
-    res["peak_rss_mb"] = r["maxrss_mb"]
+    res["peak_rss_mb"] = res.get("vmhwm_mb") if (res.get("vmhwm_mb") or -1) > 0 else r["maxrss_mb"]
     return res

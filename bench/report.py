@@ -93,7 +93,7 @@ def cep_table(rows: list[dict]) -> list[str]:
              "p50/p99 µs | peak RSS MB | peak retained events | max events in one window |",
              "|---|---|---|---|---|---|---|---|---|---|---|"]
     for name, sysrows in groups.items():
-        for system in ("cep", "cep run", "esper"):
+        for system in ("cep", "cep run", "esper", "esper join"):
             r = sysrows.get(system)
             if r is None:
                 continue
@@ -272,9 +272,9 @@ def plots(rows: list[dict], out_dir: Path) -> list[str]:
         names = list(cep_rows)
         fig, ax = plt.subplots(figsize=(9, 4))
         xs = range(len(names))
-        for off, system in ((-0.27, "cep"), (0.0, "cep run"), (0.27, "esper")):
+        for off, system in ((-0.3, "cep"), (-0.1, "cep run"), (0.1, "esper"), (0.3, "esper join")):
             vals = [(cep_rows[n].get(system) or {}).get("events_per_s") or 0 for n in names]
-            ax.bar([x + off for x in xs], vals, 0.27, label=system)
+            ax.bar([x + off for x in xs], vals, 0.2, label=system)
         ax.axhline(50_000, color="k", ls="--", lw=0.8, label="50k events/s target")
         ax.set_xticks(list(xs))
         ax.set_xticklabels(names, rotation=20, ha="right", fontsize=7)

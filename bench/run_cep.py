@@ -29,6 +29,18 @@ def percentile(sorted_values, q: float) -> float:
 
 
 def rss_mb() -> float:
+    """Peak resident memory of this process image: VmHWM.
+
+    Not ``ru_maxrss``: Linux carries the parent's high-water mark across fork+exec, so a child started
+    by a big parent would report the parent's size. VmHWM belongs to the memory map made by exec.
+    """
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024.0
+    except OSError:  # pragma: no cover
+        pass
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
 

@@ -174,8 +174,23 @@ public final class EsperRunner {
                 + ",\"p50_us\":" + p50
                 + ",\"p99_us\":" + p99
                 + ",\"peak_heap_mb\":" + (peakHeap / 1048576.0)
+                + ",\"vmhwm_mb\":" + vmHwmMb()
                 + ",\"esper_version\":\"" + com.espertech.esper.runtime.client.util.RuntimeVersion.RUNTIME_VERSION + "\"}");
         runtime.destroy();
+    }
+
+    /** Peak resident memory of this process (VmHWM; ru_maxrss would include the parent's, see run_cep.py). */
+    private static double vmHwmMb() {
+        try {
+            for (String line : Files.readAllLines(Path.of("/proc/self/status"))) {
+                if (line.startsWith("VmHWM:")) {
+                    return Long.parseLong(line.replaceAll("[^0-9]", "")) / 1024.0;
+                }
+            }
+        } catch (IOException | NumberFormatException e) {
+            return -1;
+        }
+        return -1;
     }
 
     private static BufferedReader reader(String path) throws IOException {
