@@ -145,7 +145,6 @@ class _Forest:
             v = self.tree.nodes[r].vars
             if v:
                 by_label.setdefault(v, []).append(r)
-        self._by_label = by_label
         rank = {e: max(self.rank[r] for r in rs) for e, rs in by_label.items()}
         hyp = sorted(by_label, key=lambda e: (rank[e], _fmt(e)))
         count: dict[str, int] = {}
