@@ -113,3 +113,28 @@ def test_random_projected_pairs(q):
     assert validate_tree(pair.tree, atoms, preds, pair.residual, out=red.stage1_vars) == []
     assert set(pair.kept) | set(pair.residual) == set(preds)
     assert (pair.residual == []) == reduce_gcq(atoms, preds).acyclic
+
+
+@settings(max_examples=200, deadline=None)
+@given(plain_gcqs(), st.randoms(use_true_random=False))
+def test_prop16_transforms_keep_var_n(q, rnd):
+    """Any connex N of an Alg. 8 tree -> sibling-closed, binary, same var(N) (Prop. 16)."""
+    from cep.binarize import binarize, sibling_close, tidy
+
+    atoms, preds, _ = q
+    red = reduce_gcq(atoms, preds)
+    if not red.acyclic:
+        return
+    tree = red.tree
+    # a random connex subset: the root plus a random parent-closed set of nodes
+    connex = {tree.root}
+    for n in tree.live():
+        if n != tree.root and tree.nodes[n].parent in connex and rnd.random() < 0.6:
+            connex.add(n)
+    tree.connex = connex
+    var_n = set().union(*(tree.nodes[n].vars for n in connex))
+    sibling_close(tree)
+    assert validate_tree(tree, atoms, preds, out=var_n, binary=False) == []
+    binarize(tree)
+    tidy(tree)
+    assert validate_tree(tree, atoms, preds, out=var_n) == []
