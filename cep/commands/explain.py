@@ -212,7 +212,9 @@ def plan_to_text(plan: Plan) -> str:
     lines.append(f"  class: {qc.name} ({qc.detail})")
     lines.append(f"    update: {qc.update}; delay: {qc.delay}")
     if cp.partition_vars:
-        lines.append("  partition key: " + ", ".join(cp.partition_vars))
+        by = getattr(cp.source, "partition_by", None) if cp.source is not None else None
+        suffix = f"  (PARTITION BY {', '.join(by)})" if by else ""
+        lines.append("  partition key: " + ", ".join(cp.partition_vars) + suffix)
     else:
         lines.append("  partition key: none: runs as one group")
     for note in plan.notes:
