@@ -51,7 +51,7 @@ def test_oracle_matches_brute_force(name: str) -> None:
 
 
 def test_card_stream_deterministic_and_oracle() -> None:
-    spec = streams.CepStream("cards", 3000, 20)
+    spec = streams.CepStream("cards", 3000, 200)
     a = list(streams.cards(spec))
     assert a == list(streams.cards(spec))
     assert [r["ts"] for r in a] == sorted({r["ts"] for r in a})  # strictly increasing
@@ -68,7 +68,7 @@ def test_tiny_workloads_end_to_end_through_cep(tmp_path: Path) -> None:
     card = workloads.Workload(
         family="cep", name="card tiny", query="card_testing", order="time", n=2000,
         patterns=[workloads.PATTERNS_DIR / "card_testing.pattern"], epl=None,
-        make_input=lambda: streams.write_stream(streams.CepStream("cards", 2000, 10), tmp_path),
+        make_input=lambda: streams.write_stream(streams.CepStream("cards", 2000, 50), tmp_path),
         expected=streams.card_testing_count, window=3600)
     rows = harness.run_all([w, card], {"cep"}, tmp_path, timeout=120, show_progress=False)
     assert {r["system"] for r in rows} == {"cep", "cep SEQ"}
