@@ -74,25 +74,37 @@ def build_gjt_pair(
             raise ValueError("the atoms alone form a cyclic hypergraph")
         # greedy in priority order, done by bisection: the longest acyclic extension
         # of the kept set by the next predicates, then the one that fails goes residual
-        # (acyclicity is closed under removing predicates, so extensions are monotone)
-        def ok(extra: list[int]) -> bool:
-            return reduce_gcq(atoms, {q: preds[q] for q in kept + extra}).acyclic
+        # (acyclicity is closed under removing predicates, so extensions are monotone).
+        # Predicates over the same variable set behave identically in the reduction,
+        # so they are decided together (AND windows come in pairs).
+        groups: dict[frozenset[str], list[int]] = {}
+        for p in order:
+            groups.setdefault(preds[p], []).append(p)
+        glist = list(groups.values())
+
+        def ok(extra: list[list[int]]) -> bool:
+            trial = {q: preds[q] for q in kept}
+            for g in extra:
+                trial.update((q, preds[q]) for q in g)
+            return reduce_gcq(atoms, trial).acyclic
 
         i = 0
-        while i < len(order):
-            rest = order[i:]
+        while i < len(glist):
+            rest = glist[i:]
             if ok(rest):
-                kept.extend(rest)
-                break
-            lo, hi = 0, len(rest) - 1  # rest[:lo] fits; rest (all) does not
-            while lo < hi:
-                mid = (lo + hi + 1) // 2
-                if ok(rest[:mid]):
-                    lo = mid
-                else:
-                    hi = mid - 1
-            kept.extend(rest[:lo])
-            residual.append(rest[lo])
+                lo = len(rest)
+            else:
+                lo, hi = 0, len(rest) - 1  # rest[:lo] fits; rest (all) does not
+                while lo < hi:
+                    mid = (lo + hi + 1) // 2
+                    if ok(rest[:mid]):
+                        lo = mid
+                    else:
+                        hi = mid - 1
+            for g in rest[:lo]:
+                kept.extend(g)
+            if lo < len(rest):
+                residual.extend(rest[lo])
             i += lo + 1
     red = reduce_gcq(atoms, {q: preds[q] for q in kept}, out, rank=rank, keep_last=keep_last)
     assert red.tree is not None
