@@ -26,7 +26,15 @@ from typing import IO, Any
 from cep import checkpoint as ckpt
 from cep.errors import LateEventError, PatternError, UnknownRetractionError
 from cep.io.readers import BadRecord, BadSeek, SourceError, csv_decoder, make_decoder, open_source
-from cep.io.writers import SinkError, StreamSink, encode_output, encode_record, open_sink, raw_line
+from cep.io.writers import (
+    SinkError,
+    StreamSink,
+    encode_output,
+    encode_record,
+    make_key_fn,
+    open_sink,
+    raw_line,
+)
 
 EXIT_OK = 0
 EXIT_OTHER = 1
@@ -171,6 +179,8 @@ class _Run:
                 self.resumed_at = (state.position or {}).get("record") if isinstance(state.position, dict) else None
         except (SourceError, BadSeek) as e:
             raise RunError(str(e)) from None
+        except Exception as e:  # noqa: BLE001 - connector errors (unreachable broker, missing topic)
+            raise RunError(f"input {o.input}: {e}") from None
         sizes = state.sizes if state is not None else {}
         try:
             self.sinks["output"] = open_sink(o.output, sizes.get("output") if state else None)
@@ -180,6 +190,8 @@ class _Run:
                 self.sinks["errors"] = open_sink(o.errors, sizes.get("errors") if state else None)
         except SinkError as e:
             raise RunError(str(e)) from None
+        except Exception as e:  # noqa: BLE001 - connector errors (unreachable broker, missing topic)
+            raise RunError(f"output: {e}") from None
 
     # ------------------------------------------------------------- the loop
 
@@ -191,11 +203,12 @@ class _Run:
             decode = csv_decoder(decode)
         push = self.engine.push
         out = self.sinks["output"]
-        if isinstance(out, StreamSink):
+        keyed = not isinstance(out, StreamSink)
+        if not keyed:
             write_line = out.write_line
-        else:
-            def write_line(line: bytes, _w=out.write) -> None:
-                _w(line, None)
+        else:  # a keyed sink (Kafka): each composite event carries its partition key
+            keys = {cp.name: make_key_fn(cp) for cp in self.patterns}
+            write_out = out.write
         flush = out.flush
         encode = encode_output
         skip = o.on_error == "skip"
@@ -243,8 +256,13 @@ class _Run:
                         return EXIT_RECORD
                     continue
                 if outs:
-                    for x in outs:
-                        write_line(encode(x))
+                    if keyed:
+                        for x in outs:
+                            kf = keys.get(x.pattern)
+                            write_out(encode(x), kf(x) if kf is not None else None)
+                    else:
+                        for x in outs:
+                            write_line(encode(x))
                     flush()
                     nout += len(outs)
                 if n >= next_tick:

@@ -130,3 +130,79 @@ def open_file_sink(path: str, truncate_to: int | None = None) -> StreamSink:
 
 class SinkError(Exception):
     """An output cannot be opened or written."""
+
+
+# ---------------------------------------------------------------------------
+# record keys for keyed sinks (Kafka): the partition key of the composite event
+
+
+def kafka_key(values: list[Any]) -> bytes:
+    """The key bytes of a partition key value: a string as is, else compact JSON (1.0 -> 1).
+
+    The same rule as the Spark path (``connectors.spark.kafka_key``), so both
+    paths key a composite event alike.
+    """
+    vals = [int(v) if type(v) is float and v.is_integer() else v for v in values]
+    if len(vals) == 1:
+        v = vals[0]
+        if type(v) is str:
+            return v.encode()
+        return orjson.dumps(v, default=_default)
+    return orjson.dumps(vals, default=_default)
+
+
+def _getter(name: str):
+    def get(m: dict) -> Any:
+        return m.get(name)
+
+    return get
+
+
+def _nested_getter(alias: str, attr: str):
+    def get(m: dict) -> Any:
+        ev = m.get(alias)
+        return ev.get(attr) if isinstance(ev, dict) else None
+
+    return get
+
+
+def make_key_fn(cp: Any):
+    """``Output -> key bytes`` for a compiled pattern, or None when its outputs have no key.
+
+    The key is the pattern's partition key value, read back from the match:
+    without EMIT from the first alias's event; with EMIT from an item that is
+    exactly ``alias.attr`` (or ``alias.*``) for an attribute of the partition
+    key.  A pattern with no PARTITION BY-like equality, or whose EMIT drops the
+    key, gets no key (None).
+    """
+    pvars = tuple(getattr(cp, "partition_vars", ()) or ())
+    if not pvars:
+        return None
+    getters = []
+    for v in pvars:
+        refs = cp.variables[v].refs if v in cp.variables else ()
+        g = None
+        if cp.emit is None:
+            atom = cp.atoms[0]
+            if v in atom.vars:
+                alias, attr = atom.alias, atom.attrs[atom.vars.index(v)]
+                g = _nested_getter(alias, attr)
+        else:
+            for alias, attr in refs:
+                for spec in cp.emit:
+                    if spec.fn is not None and spec.text.replace(" ", "") == f"{alias}.{attr}":
+                        g = _getter(spec.name)
+                        break
+                    if spec.star is not None and cp.atoms[spec.star].alias == alias:
+                        g = _getter(f"{alias}.{attr}")
+                        break
+                if g is not None:
+                    break
+        if g is None:
+            return None
+        getters.append(g)
+
+    def key(o: Output) -> bytes | None:
+        return kafka_key([g(o.match) for g in getters])
+
+    return key
