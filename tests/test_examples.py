@@ -53,3 +53,33 @@ def test_card_testing_is_the_spec_example():
   WITHIN 1 hour
   EMIT s1.card AS card, s1.ts AS first_ts, big.amount AS amount"""
     assert spec in text
+
+
+def _readme_commands() -> list[str]:
+    from cephelp import ROOT
+
+    text = (ROOT / "README.md").read_text()
+    return [line for line in text.splitlines() if line.startswith("python3 -m pip install -e ")]
+
+
+def test_ci_runs_exactly_the_readme_test_command():
+    from cephelp import ROOT
+
+    cmds = _readme_commands()
+    test_cmd = [c for c in cmds if "pytest" in c]
+    assert len(test_cmd) == 1
+    ci = [line for line in (ROOT / ".ci" / "run").read_text().splitlines()
+          if line.strip() and not line.startswith("#")]
+    assert ci[0] == "set -euo pipefail"
+    assert ci[-1] == test_cmd[0]
+
+
+def test_readme_example_command_gives_the_expected_output():
+    cmds = [c for c in _readme_commands() if " cep run " in c]
+    assert len(cmds) == 1
+    args = shlex.split(cmds[0].split(" && ", 1)[1])
+    assert args[:2] == ["cep", "run"]
+    r = cep(*args[1:], "-q")
+    assert r.returncode == 0, r.stderr.decode()
+    expected = lines((EXAMPLES / "card_testing" / "expected.jsonl").read_bytes())
+    assert multiset(lines(r.stdout)) == multiset(expected)
