@@ -59,6 +59,36 @@ def _numeric_key(v):
     return None
 
 
+def _numeric_range(bounds: list[tuple[Bound, int]]) -> Callable | None:
+    """A generated range function for a numeric sort variable with at most one
+    lower and one upper bound (the SEQ order plus a WITHIN band): no loop, no calls."""
+    lower = [(b, p) for b, p in bounds if b.op in _LOWER]
+    upper = [(b, p) for b, p in bounds if b.op in _UPPER]
+    if len(lower) > 1 or len(upper) > 1:
+        return None
+    lines = ["def rng(u):"]
+    seen: dict[int, str] = {}
+    for _b, pos in bounds:
+        if pos not in seen:
+            name = f"v{len(seen)}"
+            seen[pos] = name
+            lines.append(f" {name} = u[{pos}]")
+            lines.append(f" if type({name}) is not int and type({name}) is not float: return None")
+
+    def expr(b: Bound, pos: int) -> str:
+        v = seen[pos]
+        if b.scale == 1 and b.offset == 0:
+            return v
+        return f"({b.scale!r} * {v} + {b.offset!r})"
+
+    lo = f"{expr(*lower[0])}, {_LOWER[lower[0][0].op]}" if lower else "None, True"
+    hi = f"{expr(*upper[0])}, {_UPPER[upper[0][0].op]}" if upper else "None, True"
+    lines.append(f" return ({lo}, {hi})")
+    env: dict[str, Any] = {}
+    exec("\n".join(lines), env)  # noqa: S102 - generated from the plan's bounds
+    return env["rng"]
+
+
 def _tuple_getter(positions: list[int]) -> Callable[[tuple], tuple]:
     """A function returning the tuple of the given positions (always a tuple)."""
     if not positions:
@@ -123,6 +153,10 @@ class NodeIndex:
             self.numeric = spec.sort_var in numeric
             self.sort_key = _numeric_key if self.numeric else rank_key
             self.bounds = [(b, probe_pos[b.other]) for b in spec.bounds]
+            if self.numeric:
+                fast = _numeric_range(self.bounds)
+                if fast is not None:
+                    self._range = fast  # type: ignore[method-assign]
         probe_only = [preds[i] for i in spec.filter_preds if set(preds[i].vars) <= set(probe_pos)]
         cand = [preds[i] for i in spec.filter_preds if not set(preds[i].vars) <= set(probe_pos)]
         self.check_probe = _checker(probe_only, [("u", probe_pos)])
@@ -134,22 +168,18 @@ class NodeIndex:
     def update(self, t: tuple, delta: int) -> None:
         key = self.key_of_own(t)
         if self.sorted:
-            sk = self.sort_key(t[self.sort_pos])
-            if sk is None:
-                return
+            if self.numeric:
+                sk = t[self.sort_pos]
+            else:
+                sk = rank_key(t[self.sort_pos])
+                if sk is None:
+                    return
             g = self.groups.get(key)
             if g is None:
                 g = self.groups[key] = SumSortedMap()
-            payload = g.add(sk, delta)
-            m = payload.get(t, 0) + delta
-            if m:
-                payload[t] = m
-            else:
-                del payload[t]
-                if not payload:
-                    g.discard(sk)
-                    if not len(g):
-                        del self.groups[key]
+            g.incr(sk, t, delta)
+            if not g._len:
+                del self.groups[key]
         else:
             g = self.groups.get(key)
             if g is None:
@@ -254,14 +284,18 @@ class _Node:
 
     __slots__ = (
         "id", "vars", "pos", "parent", "sibling", "children", "is_guard", "atom",
-        "P", "S", "proj", "edge_check", "delta_key", "delta_check", "pspec",
+        "P", "S", "S_shared", "P_shared", "stores", "proj", "edge_check", "delta_key", "delta_probe_key", "delta_check", "pspec",
     )
 
 
 class PatternRuntime:
     """The (T, N)-representation of one compiled pattern, and its operations."""
 
-    def __init__(self, plan: Plan, events: dict[int, Any], keep_all_gmrs: bool = False) -> None:
+    def __init__(self, plan: Plan, events: dict[int, Any], keep_all_gmrs: bool = False,
+                 merge_pass_through: bool = True) -> None:
+        self.logical_plan = plan
+        if merge_pass_through:
+            plan = merge_pass_through_nodes(plan)
         self.plan = plan
         self.pattern: CompiledPattern = plan.pattern
         self.events = events  # serial -> Event, shared with the engine
@@ -294,7 +328,9 @@ class PatternRuntime:
         self.nodes = nodes
         for n in nodes:
             n.P = n.S = None
-            n.proj = n.edge_check = n.delta_key = n.delta_check = None
+            n.S_shared = n.P_shared = False
+            n.stores = ()
+            n.proj = n.edge_check = n.delta_key = n.delta_probe_key = n.delta_check = None
             n.is_guard = False
             if n.parent is None:
                 continue
@@ -306,6 +342,7 @@ class PatternRuntime:
             edge_preds = [preds[i] for i in plan.nodes[n.id].preds]
             # delta enumeration: group deltas like P, check every edge predicate
             n.delta_key = _key_getter([n.pos[v] for v in pspec.key_vars])
+            n.delta_probe_key = _key_getter([p.pos[v] for v in pspec.key_vars])
             n.delta_check = _checker(edge_preds, [("u", p.pos), ("t", n.pos)])
             if n.sibling is None:
                 # single child (always a guard): delta_p = proj(sigma_edge(delta_n))
@@ -316,6 +353,28 @@ class PatternRuntime:
                 assert sspec is not None
                 m = plan.nodes[n.sibling]
                 n.S = NodeIndex(sspec, n.pos, {v: i for i, v in enumerate(m.vars)}, numeric, preds)
+                if sspec.key_vars == pspec.key_vars and sspec.sort_var == pspec.sort_var:
+                    # same layout: one storage, two probe views (maintained once, through P)
+                    n.S.groups = n.P.groups
+                    n.S.totals = n.P.totals
+                    n.S_shared = True
+                elif (
+                    pspec.sort_var is None
+                    and not pspec.filter_preds
+                    and sspec.sort_var is not None
+                    and set(pspec.key_vars) == set(sspec.key_vars) | {sspec.sort_var}
+                ):
+                    # P groups on S's key plus S's sort variable: serve P from S's storage
+                    # with an equality seek on the sort variable (one storage, not two)
+                    view = IndexSpec(n.id, pspec.probe_vars, sspec.key_vars, sspec.sort_var,
+                                     (Bound(sspec.sort_var, "=", sspec.sort_var),), (), "band")
+                    n.P = NodeIndex(view, n.pos, p.pos, numeric, preds)
+                    n.P.groups = n.S.groups
+                    n.P.totals = n.S.totals
+                    n.P_shared = True
+            n.stores = tuple(
+                x for x, shared in ((n.P, n.P_shared), (n.S, n.S_shared)) if x is not None and not shared
+            )
         for n in nodes:
             if n.sibling is not None:
                 m = nodes[n.sibling]
@@ -393,10 +452,8 @@ class PatternRuntime:
                 del rho[t]
             else:  # pragma: no cover - deletions of absent tuples are refused upstream
                 raise AssertionError("negative multiplicity in the T-reduct")
-        if n.P is not None:
-            n.P.update(t, delta)
-        if n.S is not None:
-            n.S.update(t, delta)
+        for idx in n.stores:
+            idx.update(t, delta)
 
     def _propagate(self, leaf: int, t: tuple, delta: int) -> dict[int, dict[tuple, int]] | None:
         """Algorithm 7 for one leaf tuple; returns the deltas of the path nodes.
@@ -559,7 +616,7 @@ class PatternRuntime:
         def candidates(c: _Node, u: tuple):
             if c.id in dindex:
                 check = c.delta_check
-                for t in dindex[c.id].get(c.P.key_of_probe(u), ()):
+                for t in dindex[c.id].get(c.delta_probe_key(u), ()):
                     if check is None or check(u, t):
                         yield t
             else:
@@ -602,10 +659,51 @@ class PatternRuntime:
         """Tuples stored over all nodes (a memory measure)."""
         total = 0
         for n in self.nodes:
-            for idx in (n.P, n.S):
-                if idx is not None:
-                    total += idx.size()
+            for idx in n.stores:
+                total += idx.size()
         return total
+
+
+def merge_pass_through_nodes(plan: Plan) -> Plan:
+    """The physical plan: every pass-through node merged into its only child.
+
+    A non-root node ``n`` with a single child ``c`` and no predicate on the edge
+    has ``rho_n = proj(rho_c)``, so any index on ``rho_n`` (grouped and sorted on
+    variables of ``n``) can be kept over ``rho_c`` instead, with the same range
+    sums of multiplicities.  ``c`` takes ``n``'s place (and its edge predicates)
+    under ``n``'s parent; the result is still a generalized join tree (``c``
+    guards wherever ``n`` did, since var(n) is a subset of var(c)).  This removes
+    the projections GYO puts above every atom, one index update per event and
+    level.  ``cep explain`` prints the logical plan.
+    """
+    from dataclasses import replace
+
+    nodes = {pn.id: replace(pn) for pn in plan.nodes}
+    for nid in plan.bottom_up():
+        n = nodes[nid]
+        if nid == plan.root or len(n.children) != 1:
+            continue
+        c = nodes[n.children[0]]
+        if c.preds:
+            continue
+        p = nodes[n.parent]  # type: ignore[index]
+        c.parent = n.parent
+        c.preds = n.preds
+        c.in_connex = c.in_connex or n.in_connex
+        p.children = tuple(c.id if x == nid else x for x in p.children)
+        del nodes[nid]
+    # renumber densely, keeping the order
+    ids = {old: new for new, old in enumerate(sorted(nodes))}
+    out = []
+    for old in sorted(nodes):
+        n = nodes[old]
+        out.append(replace(
+            n,
+            id=ids[old],
+            parent=None if n.parent is None else ids[n.parent],
+            children=tuple(ids[c] for c in n.children),
+        ))
+    return Plan(plan.pattern, out, ids[plan.root], plan.residual, plan.query_class, list(plan.notes))
 
 
 def _canon_scalar(v):

@@ -144,6 +144,83 @@ class SumSortedMap:
             self._split(b)
         return p
 
+    def incr(self, key, item, delta: int) -> None:
+        """Add ``delta`` to ``item``'s multiplicity in the payload of ``key``.
+
+        The payload is ``{item: multiplicity}`` and the key's weight is the sum
+        of those multiplicities; an item (and a key, and a block) whose weight
+        drops to zero is removed.  One bisect per call: this is the index
+        maintenance hot path.
+        """
+        maxes = self._maxes
+        nb = len(maxes)
+        if nb == 0:
+            if delta <= 0:
+                raise KeyError(key)
+            self._keys.append([key])
+            self._weights.append([delta])
+            self._payloads.append([{item: delta}])
+            maxes.append(key)
+            self._len = 1
+            self._fen = [0, delta]
+            return
+        b = bisect_left(maxes, key)
+        if b == nb:
+            # beyond every key: an append to the last block (events in time order)
+            if delta <= 0:
+                raise KeyError(key)
+            b -= 1
+            keys = self._keys[b]
+            keys.append(key)
+            self._weights[b].append(delta)
+            self._payloads[b].append({item: delta})
+            maxes[b] = key
+            self._len += 1
+        else:
+            keys = self._keys[b]
+            i = bisect_left(keys, key)
+            if keys[i] == key:
+                payload = self._payloads[b][i]
+                m = payload.get(item, 0) + delta
+                if m:
+                    payload[item] = m
+                else:
+                    del payload[item]
+                weights = self._weights[b]
+                w = weights[i] + delta
+                if w:
+                    weights[i] = w
+                else:
+                    # the key is gone (window expiry pops from the front)
+                    del keys[i]
+                    del weights[i]
+                    del self._payloads[b][i]
+                    self._len -= 1
+                    if not keys:
+                        del self._keys[b]
+                        del self._weights[b]
+                        del self._payloads[b]
+                        del maxes[b]
+                        if maxes:
+                            self._rebuild()
+                        else:
+                            self._fen = [0]
+                        return
+                    maxes[b] = keys[-1]
+            else:
+                if delta <= 0:
+                    raise KeyError(key)
+                keys.insert(i, key)
+                self._weights[b].insert(i, delta)
+                self._payloads[b].insert(i, {item: delta})
+                self._len += 1
+        if nb == 1:
+            self._fen[1] += delta
+        else:
+            self._fen_add(b, delta)
+        if len(keys) > LOAD:
+            self._split(b)
+
     def discard(self, key) -> None:
         """Remove ``key`` (its weight must be zero: the caller keeps weights exact)."""
         maxes = self._maxes
@@ -205,6 +282,12 @@ class SumSortedMap:
 
     def range_sum(self, lo, lo_incl: bool, hi, hi_incl: bool) -> int:
         """Total weight of keys in the range; ``None`` bounds are open ends."""
+        if len(self._maxes) == 1:
+            # one block (most groups): two bisects and a C sum
+            keys = self._keys[0]
+            i = 0 if lo is None else (bisect_left if lo_incl else bisect_right)(keys, lo)
+            j = len(keys) if hi is None else (bisect_right if hi_incl else bisect_left)(keys, hi)
+            return sum(self._weights[0][i:j]) if j > i else 0
         upper = self.total() if hi is None else self.prefix_sum(hi, hi_incl)
         lower = 0 if lo is None else self.prefix_sum(lo, not lo_incl)
         # an empty range (lo above hi) gives upper <= lower; weights are positive

@@ -52,3 +52,35 @@ def test_pickles_and_rebuilds_sums():
     m2 = pickle.loads(pickle.dumps(m))
     assert m2.range_sum(100, True, 900, False) == m.range_sum(100, True, 900, False)
     assert m2.total() == sum(k % 7 + 1 for k in range(1000))
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 40), st.integers(0, 3), st.booleans()), max_size=400))
+def test_incr_keeps_payloads_and_weights(steps):
+    old = sumlist.LOAD
+    sumlist.LOAD = 4
+    try:
+        m = SumSortedMap()
+        ref: dict[int, dict[int, int]] = {}
+        for key, item, insert in steps:
+            cur = ref.get(key, {})
+            if insert:
+                m.incr(key, item, 1)
+                ref.setdefault(key, {})[item] = cur.get(item, 0) + 1
+            elif item in cur:
+                m.incr(key, item, -1)
+                cur[item] -= 1
+                if not cur[item]:
+                    del cur[item]
+                if not cur:
+                    del ref[key]
+            assert [(k, w, dict(p)) for k, w, p in m.items()] == [
+                (k, sum(v.values()), v) for k, v in sorted(ref.items())
+            ]
+            assert m.total() == sum(sum(v.values()) for v in ref.values())
+            assert m.range_sum(10, True, 30, False) == sum(
+                sum(v.values()) for k, v in ref.items() if 10 <= k < 30
+            )
+            assert len(m) == len(ref)
+    finally:
+        sumlist.LOAD = old
