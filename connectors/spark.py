@@ -212,19 +212,53 @@ def _route_batches(spec: PatternSpec):
 # ---------------------------------------------------------------------------------------------- stage 2: state
 
 
+def _push_all(spec: PatternSpec, eng, cp, k: str, pdfs) -> list[tuple]:
+    """Push one group's rows of a micro-batch in event-time order; return the output rows."""
+    import orjson
+
+    from cep.errors import LateEventError, UnknownRetractionError
+    from cep.io.readers import make_decoder
+    from cep.io.writers import encode_output
+
+    decode = make_decoder(spec.type_field, spec.time_field, spec.time_unit, spec.op_field)
+    events = []
+    for pdf in pdfs:
+        for pos, value in zip(pdf["pos"], pdf["value"], strict=True):
+            events.append(decode(pos, value.encode()))
+    # rows of a group arrive in no guaranteed order: event time, inserts before retractions of equal time
+    events.sort(key=lambda e: (e.ts, e.op == "-"))
+    out_key = kafka_key(orjson.loads(k)) if k else None
+    rows: list[tuple] = []
+    for ev in events:
+        try:
+            outs = eng.push(ev)
+        except LateEventError:
+            continue
+        except UnknownRetractionError:
+            if spec.on_error == "skip":
+                continue
+            raise SparkPathError(f"input record {ev.pos}: retraction of an event that was never "
+                                 "inserted (or was already retracted or expired)") from None
+        for o in outs:
+            line = encode_output(o).decode().rstrip("\n")
+            rows.append((o.pattern, o.op, o.id, orjson.dumps(o.match, default=_json_default).decode(),
+                         out_key, line))
+    return rows
+
+
+OUT_COLS = ["pattern", "op", "id", "match", "key", "value"]
+
+
 def _handler(spec: PatternSpec):
+    """applyInPandasWithState: one group's engine state in the state store, expired by event-time timeout."""
+
     def fn(key, pdfs, state) -> Iterator[Any]:
-        import orjson
         import pandas as pd
 
         from cep.engine import Engine
-        from cep.errors import LateEventError, UnknownRetractionError
-        from cep.io.readers import make_decoder
-        from cep.io.writers import encode_output
 
         g, k = int(key[0]), key[1]
-        cps = spec.compile()
-        cp = cps[g]
+        cp = spec.compile()[g]
         factor = TIME_US[spec.time_unit]
         wm_ms = state.getCurrentWatermarkMs()
 
@@ -232,30 +266,7 @@ def _handler(spec: PatternSpec):
         if wm_ms > 0:
             # Spark's watermark is (max event time - lateness - 1 ms); the engine's is max - lateness
             eng.advance_watermark(_from_us((wm_ms + 1) * 1000, factor))
-
-        rows: list[tuple] = []
-        if not state.hasTimedOut:
-            decode = make_decoder(spec.type_field, spec.time_field, spec.time_unit, spec.op_field)
-            events = []
-            for pdf in pdfs:
-                for pos, value in zip(pdf["pos"], pdf["value"], strict=True):
-                    events.append(decode(pos, value.encode()))
-            events.sort(key=lambda e: (e.ts, e.op == "-"))
-            out_key = kafka_key(orjson.loads(k)) if k else None
-            for ev in events:
-                try:
-                    outs = eng.push(ev)
-                except LateEventError:
-                    continue
-                except UnknownRetractionError:
-                    if spec.on_error == "skip":
-                        continue
-                    raise SparkPathError(f"input record {ev.pos}: retraction of an event that was never "
-                                         "inserted (or was already retracted or expired)") from None
-                for o in outs:
-                    line = encode_output(o).decode().rstrip("\n")
-                    rows.append((o.pattern, o.op, o.id, orjson.dumps(o.match, default=_json_default).decode(),
-                                 out_key, line))
+        rows = [] if state.hasTimedOut else _push_all(spec, eng, cp, k, pdfs)
 
         if eng.retained_events == 0:
             if state.exists:
@@ -267,7 +278,23 @@ def _handler(spec: PatternSpec):
                 deadline_ms = -(-int((newest + cp.within) * factor) // 1000) + 1
                 state.setTimeoutTimestamp(max(deadline_ms, wm_ms + 1))
         if rows:
-            yield pd.DataFrame(rows, columns=["pattern", "op", "id", "match", "key", "value"])
+            yield pd.DataFrame(rows, columns=OUT_COLS)
+
+    return fn
+
+
+def _batch_handler(spec: PatternSpec):
+    """applyInPandas for a static DataFrame: one fresh engine per group over all its rows."""
+
+    def fn(key, pdf):
+        import pandas as pd
+
+        from cep.engine import Engine
+
+        g, k = int(key[0]), key[1]
+        cp = spec.compile()[g]
+        rows = _push_all(spec, Engine([cp], lateness=spec.lateness), cp, k, [pdf])
+        return pd.DataFrame(rows, columns=OUT_COLS)
 
     return fn
 
@@ -334,8 +361,9 @@ def detect(
     routed = events.select(pos.alias("pos"), value.alias("value")).mapInPandas(_route_batches(spec), ROUTE_SCHEMA)
     routed = routed.withColumn("evt", F.timestamp_micros("tus"))
     delay_ms = int(-(-spec.lateness * TIME_US[spec.time_unit] // 1000)) + 1
-    if events.isStreaming:
-        routed = routed.withWatermark("evt", f"{delay_ms} milliseconds")
+    if not events.isStreaming:
+        return routed.groupBy("g", "key").applyInPandas(_batch_handler(spec), OUT_SCHEMA)
+    routed = routed.withWatermark("evt", f"{delay_ms} milliseconds")
     return routed.groupBy("g", "key").applyInPandasWithState(
         _handler(spec), OUT_SCHEMA, STATE_SCHEMA, "append", GroupStateTimeout.EventTimeTimeout)
 
