@@ -455,8 +455,8 @@ class PatternRuntime:
         for idx in n.stores:
             idx.update(t, delta)
 
-    def _propagate(self, leaf: int, t: tuple, delta: int) -> dict[int, dict[tuple, int]] | None:
-        """Algorithm 7 for one leaf tuple; returns the deltas of the path nodes.
+    def _propagate(self, leaf: int, t: tuple, delta: int) -> list | None:
+        """Algorithm 7 for one leaf tuple; returns the path's deltas (see ``path_deltas``).
 
         The common case stays one tuple all the way up (each step is a
         projection or a guard-side range sum); a non-guard step that fans out
@@ -464,10 +464,10 @@ class PatternRuntime:
         """
         nodes = self.nodes
         n = nodes[leaf]
-        path: dict[int, dict[tuple, int]] = {}
+        path: list = []  # (node, tuple, multiplicity) per level; dicts are built only to enumerate
         c = delta
         while True:
-            path[n.id] = {t: c}
+            path.append((n.id, t, c))
             self._apply(n, t, c)
             p = n.parent
             if p is None:
@@ -502,7 +502,7 @@ class PatternRuntime:
                 rest = self._propagate_batch(p, d)
                 if rest is None:
                     return None
-                path.update(rest)
+                path.append(rest)
                 return path
             n = nodes[p]
 
@@ -584,10 +584,21 @@ class PatternRuntime:
 
     def delta_matches(self) -> Iterator[list]:
         """The matches the last insert or delete added or removed (slots of leaf tuples)."""
-        path = self._last_path
-        if not path:
+        chain = self._last_path
+        if not chain:
             return iter(())
-        return self._enumerate(path)
+        return self._enumerate(self.path_deltas(chain))
+
+    @staticmethod
+    def path_deltas(chain: list | None) -> dict[int, dict[tuple, int]]:
+        """The deltas of the updated path as ``{node: {tuple: multiplicity}}``."""
+        path: dict[int, dict[tuple, int]] = {}
+        for item in chain or ():
+            if type(item) is dict:
+                path.update(item)
+            else:
+                path[item[0]] = {item[1]: item[2]}
+        return path
 
     def all_matches(self) -> Iterator[list]:
         return self._enumerate(None)
