@@ -1,0 +1,265 @@
+"""Hypothesis strategies: random v1 patterns and random event streams.
+
+Patterns cover the whole v1 language: SEQ and AND with 1-4 elements, WHERE
+with equalities between aliases, inequalities with arithmetic and constants,
+IN / NOT IN, OR and NOT, PARTITION BY, WITHIN (with and without units), EMIT
+with ``x.*``, ``AS`` and default names.  Streams use a small type set and small
+value domains so that matches happen, with duplicates, nulls, missing
+attributes, mixed types, disorder within the lateness (and a few late
+records), and retractions of earlier on-time inserts.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from hypothesis import strategies as st
+
+TYPES = ["A", "B", "C", "D"]
+ALIASES = ["a", "b", "c", "d"]
+ATTRS = ["x", "y", "s", "f"]
+
+# attribute value domains: small, so equalities and ranges hit
+NUMS = [0, 1, 2, 3, 1.0, 2.5, -1]
+VALUES = {
+    "x": NUMS + [None, "1", True],
+    "y": NUMS + [None, "u", False],
+    "s": ["u", "v", "w", None, 1],
+    "f": [True, False, None, 0],
+}
+MISSING = object()
+
+
+# ------------------------------------------------------------------ patterns
+
+
+def _num_lit(draw) -> str:
+    return draw(st.sampled_from(["0", "1", "2", "3", "1.5", "-1", "2.0"]))
+
+
+def _const(draw, attr: str) -> str:
+    if attr == "s":
+        return draw(st.sampled_from(["'u'", "'v'", '"w"', "'u'", "1", "null"]))
+    if attr == "f":
+        return draw(st.sampled_from(["true", "false", "0", "null"]))
+    return draw(st.sampled_from(["0", "1", "2", "1.5", "2", "1", "-1", "2.0", "'1'", "true", "null"]))
+
+
+def _ref(draw, aliases: list[str], attrs=ATTRS, ts: bool = True) -> tuple[str, str]:
+    a = draw(st.sampled_from(aliases))
+    choices = list(attrs) + (["ts"] if ts else [])
+    return a, draw(st.sampled_from(choices))
+
+
+def _num_expr(draw, aliases: list[str]) -> str:
+    """A numeric term: attribute, attribute with arithmetic, or a small linear form."""
+    a, at = _ref(draw, aliases, ["x", "y"])
+    base = f"{a}.{at}"
+    form = draw(st.integers(0, 5))
+    if form == 0:
+        return base
+    if form == 1:
+        return f"{base} + {_num_lit(draw)}"
+    if form == 2:
+        return f"{base} * {draw(st.sampled_from(['2', '0.5', '-1', '1.1']))}"
+    if form == 3:
+        return f"-{base}"
+    if form == 4:
+        return f"({base} - {_num_lit(draw)}) / {draw(st.sampled_from(['2', '0', '1']))}"
+    b, bt = _ref(draw, aliases, ["x", "y"])
+    return f"{base} {draw(st.sampled_from(['+', '-', '%']))} {b}.{bt}"
+
+
+def _atom(draw, aliases: list[str]) -> str:
+    kind = draw(st.integers(0, 7))
+    op = draw(st.sampled_from(["=", "==", "!=", "<>", "<", "<=", ">", ">="]))
+    if kind == 0 and len(aliases) >= 2:  # equality between two aliases (a join)
+        a, b = draw(st.permutations(aliases))[:2]
+        at = draw(st.sampled_from(["x", "y", "s", "x"]))
+        bt = draw(st.sampled_from([at, at, "x", "y"]))
+        return f"{a}.{at} = {b}.{bt}"
+    if kind == 1:  # attribute vs constant
+        a, at = _ref(draw, aliases, ATTRS, ts=False)
+        return f"{a}.{at} {op} {_const(draw, at)}"
+    if kind == 2:  # inequality with arithmetic, possibly across aliases
+        return f"{_num_expr(draw, aliases)} {op} {_num_expr(draw, aliases)}"
+    if kind == 3 and len(aliases) >= 2:  # a time band
+        a, b = draw(st.permutations(aliases))[:2]
+        return f"{b}.ts - {a}.ts {draw(st.sampled_from(['<=', '<', '>=']))} {draw(st.integers(0, 4))}"
+    if kind == 4:  # IN
+        a, at = _ref(draw, aliases, ATTRS, ts=False)
+        items = [_const(draw, at) for _ in range(draw(st.integers(1, 3)))]
+        neg = draw(st.sampled_from(["", "", "NOT "]))
+        return f"{a}.{at} {neg}IN ({', '.join(items)})"
+    if kind == 5:  # a boolean attribute as a condition
+        a, _ = _ref(draw, aliases)
+        return f"{a}.f"
+    if kind == 6:  # numeric vs constant
+        a, at = _ref(draw, aliases, ["x", "y"], ts=True)
+        return f"{a}.{at} {op} {_num_lit(draw)}"
+    a, at = _ref(draw, aliases, ["x", "y"])
+    b, bt = _ref(draw, aliases, ["x", "y"])
+    return f"{a}.{at} {op} {b}.{bt}"
+
+
+def _condition(draw, aliases: list[str], depth: int = 0) -> str:
+    if depth >= 2:
+        return _atom(draw, aliases)
+    kind = draw(st.integers(0, 5))
+    if kind <= 2:
+        return _atom(draw, aliases)
+    if kind == 3:
+        return f"({_condition(draw, aliases, depth + 1)} OR {_condition(draw, aliases, depth + 1)})"
+    if kind == 4:
+        return f"NOT ({_condition(draw, aliases, depth + 1)})"
+    return f"({_condition(draw, aliases, depth + 1)} AND {_condition(draw, aliases, depth + 1)})"
+
+
+@st.composite
+def patterns(draw, name: str = "p") -> str:
+    """The text of one random v1 pattern."""
+    op = draw(st.sampled_from(["SEQ", "AND"]))
+    k = draw(st.integers(1, 4))
+    aliases = ALIASES[:k]
+    if op == "AND":
+        types = draw(st.permutations(TYPES))[:k]
+    else:
+        types = [draw(st.sampled_from(TYPES[:3])) for _ in range(k)]
+    elements = ", ".join(f"{t} {a}" for t, a in zip(types, aliases, strict=True))
+    lines = [f"PATTERN {name}", f"  {op}({elements})"]
+    clauses = []
+    n_conj = draw(st.sampled_from([0, 1, 1, 1, 2, 2, 3]))
+    if n_conj:
+        conj = [_condition(draw, aliases) for _ in range(n_conj)]
+        clauses.append("  WHERE " + " AND ".join(conj))
+    if draw(st.booleans()):
+        attrs = draw(st.lists(st.sampled_from(["x", "s", "f"]), min_size=1, max_size=2, unique=True))
+        clauses.append("  PARTITION BY " + ", ".join(attrs))
+    if draw(st.booleans()):
+        clauses.append("  WITHIN " + draw(st.sampled_from(["3", "5", "2 s", "4 seconds", "1 min", "1", "3 ms", "0.004 s"])))
+    if draw(st.booleans()):
+        items = []
+        names = set()
+        starred = set()
+        for _ in range(draw(st.integers(1, 4))):
+            kind = draw(st.integers(0, 4))
+            a, at = _ref(draw, aliases)
+            if kind == 0:
+                if a in starred or any(n.startswith(f"{a}.") for n in names):
+                    continue
+                starred.add(a)
+                items.append(f"{a}.*")
+                names.update(f"{a}.{x}" for x in ATTRS + ["type", "ts"])
+                continue
+            if kind == 1:
+                text = f"{a}.{at}"
+            elif kind == 2:
+                text = _num_expr(draw, aliases)
+            elif kind == 3:
+                text = _atom(draw, aliases)
+            else:
+                text = f"{a}.{at}"
+            alias_name = draw(st.sampled_from([None, "out", "v1", "v2", "first_ts"]))
+            out = alias_name if alias_name is not None else text.replace(" ", "")
+            if out in names or any(out.startswith(f"{s}.") for s in starred):
+                continue
+            names.add(out)
+            items.append(f"{text} AS {alias_name}" if alias_name else text)
+        if items:
+            clauses.append("  EMIT " + ", ".join(items))
+    order = draw(st.permutations(clauses))
+    return "\n".join(lines + list(order)) + "\n"
+
+
+@st.composite
+def pattern_files(draw) -> str:
+    """One or two patterns in one file (several patterns over one pass)."""
+    n = draw(st.integers(1, 2))
+    return "".join(draw(patterns(name=f"p{i}")) for i in range(n))
+
+
+# ------------------------------------------------------------------- streams
+
+
+@dataclass
+class Case:
+    text: str
+    records: list[dict]
+    lateness: int
+    time_field: str = "ts"
+    time_unit: str = "s"
+
+    def __repr__(self) -> str:  # readable in hypothesis failure reports
+        recs = "\n".join(f"  {i}: {r}" for i, r in enumerate(self.records, 1))
+        return (f"Case(lateness={self.lateness}, time_field={self.time_field!r}, "
+                f"time_unit={self.time_unit!r})\n{self.text}records:\n{recs}")
+
+
+def _record_key(rec: dict):
+    def vk(v):
+        if type(v) is bool:
+            return ("bool", v)
+        if type(v) in (int, float):
+            return ("num", v)
+        return (type(v).__name__, v)
+
+    return tuple(sorted((k, vk(v)) for k, v in rec.items()))
+
+
+@st.composite
+def streams(draw, lateness: int, time_field: str = "ts", max_len: int = 28) -> list[dict]:
+    """Records in arrival order: inserts (some equal), retractions, disorder within the lateness."""
+    n = draw(st.sampled_from([0, 1, 3, 6] + list(range(max_len // 3, max_len + 1))))
+    records: list[dict] = []
+    present: list[dict] = []  # on-time inserted, not yet retracted (record without op)
+    max_ts = None
+    for _ in range(n):
+        wm = None if max_ts is None else max_ts - lateness
+        action = draw(st.sampled_from(["new"] * 10 + ["dup", "retract", "retract"]))
+        if action == "retract" and present:
+            rec = draw(st.sampled_from(present))
+            if wm is not None and rec[time_field] < wm and draw(st.booleans()):
+                continue  # mostly retract only what is still on time
+            out = dict(rec)
+            out["op"] = "-"
+            records.append(out)
+            on_time = wm is None or rec[time_field] >= wm
+            if on_time:
+                key = _record_key(rec)
+                for j, r in enumerate(present):
+                    if _record_key(r) == key:
+                        del present[j]
+                        break
+            continue
+        if action == "dup" and records:
+            rec = dict(draw(st.sampled_from(records)))
+            rec.pop("op", None)
+        else:
+            lo = 0 if max_ts is None else max(0, max_ts - lateness - 1)
+            hi = 0 if max_ts is None else max_ts + 2
+            ts = draw(st.integers(lo, hi))
+            rec = {"type": draw(st.sampled_from(TYPES)), time_field: ts}
+            for attr in ATTRS:
+                v = draw(st.sampled_from(VALUES[attr] + [MISSING]))
+                if v is not MISSING:
+                    rec[attr] = v
+            if time_field != "ts" and draw(st.booleans()):
+                rec["ts"] = draw(st.sampled_from([0, 100, "x"]))  # an attribute named ts
+        on_time = max_ts is None or rec[time_field] >= max_ts - lateness
+        if draw(st.integers(0, 5)) == 0:
+            rec["op"] = "+"  # an explicit insert op
+        records.append(rec)
+        if on_time:
+            max_ts = rec[time_field] if max_ts is None else max(max_ts, rec[time_field])
+            present.append({k: v for k, v in rec.items() if k != "op"})
+    return records
+
+
+@st.composite
+def cases(draw, max_len: int = 28) -> Case:
+    text = draw(pattern_files())
+    lateness = draw(st.sampled_from([0, 0, 1, 2, 4]))
+    time_field = draw(st.sampled_from(["ts", "ts", "ts", "t"]))
+    time_unit = draw(st.sampled_from(["s", "s", "s", "ms"]))
+    records = draw(streams(lateness, time_field, max_len))
+    return Case(text, records, lateness, time_field, time_unit)

@@ -1,0 +1,153 @@
+"""Property tests: the engine against the brute-force reference (tests/reference.py).
+
+Random v1 patterns and random streams (tests/strategies.py) are fed to
+``cep.engine.Engine`` in arrival order.  Checked, for every example:
+
+* the records the engine rejects as late are exactly the reference's late ones;
+* the net multiset of outputs (``+`` minus ``-``) equals the reference's
+  multiset of matches over all on-time inserted minus retracted events, keyed
+  by (pattern, positions, match); positions are compared through the id
+  (``cep.event.match_id``), and ids of different matches differ;
+* a ``-`` carries the id and match of an earlier ``+`` still outstanding;
+* ``matches()`` and ``match_count()`` give the current matches: those whose
+  events are all still retained (with ``WITHIN w``, events older than
+  ``watermark - w`` have left the state).
+
+Examples: ``CEP_HYPOTHESIS_PROFILE=long`` runs many more.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+
+import pytest
+import reference
+from hypothesis import HealthCheck, given, settings
+from strategies import Case, cases
+
+# Fail loudly (ImportError) until the compiler and the engine exist.
+from cep.compiler import compile_text  # noqa: E402
+from cep.engine import Engine  # noqa: E402
+from cep.errors import LateEventError  # noqa: E402
+from cep.event import Event, match_id  # noqa: E402
+
+settings.register_profile("default_props", max_examples=150, deadline=None,
+                          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+settings.register_profile("long", max_examples=3000, deadline=None,
+                          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+PROFILE = "long" if os.environ.get("CEP_HYPOTHESIS_PROFILE") == "long" else "default_props"
+
+
+def to_event(rec: dict, pos: int, time_field: str) -> Event:
+    fields = {k: v for k, v in rec.items() if k != "op"}
+    return Event(rec["type"], rec[time_field], fields, str(pos), rec.get("op", "+"))
+
+
+def run_engine(case: Case):
+    cps = compile_text(case.text, time_unit=case.time_unit)
+    eng = Engine(cps, lateness=case.lateness)
+    outs = []
+    late = []
+    for i, rec in enumerate(case.records, 1):
+        try:
+            outs.extend(eng.push(to_event(rec, i, case.time_field)))
+        except LateEventError:
+            late.append(str(i))
+    return eng, cps, outs, late
+
+
+def check_case(case: Case) -> None:
+    ref = reference.evaluate(case.text, case.records, case.lateness, time_field=case.time_field,
+                             time_unit=case.time_unit)
+    assert ref.bad == [], "the strategy generates only valid retractions"
+    eng, cps, outs, late = run_engine(case)
+    assert late == ref.late
+
+    # the reference's matches, keyed by id
+    expected: Counter = Counter()
+    id_of: dict[tuple, str] = {}
+    for (pat, positions, frozen), n in ref.matches.items():
+        mid = match_id(pat, positions)
+        assert id_of.setdefault((pat, mid), positions) == positions, "two matches share an id"
+        id_of[(pat, mid)] = positions
+        expected[(pat, mid, frozen)] += n
+
+    # the engine's net output, and the +/- discipline
+    net: Counter = Counter()
+    outstanding: Counter = Counter()
+    for o in outs:
+        key = (o.pattern, o.id, reference.freeze_match(o.match))
+        if o.op == "+":
+            net[key] += 1
+            outstanding[key] += 1
+        else:
+            assert o.op == "-"
+            assert outstanding[key] > 0, f"a '-' without an outstanding '+': {o}"
+            outstanding[key] -= 1
+            net[key] -= 1
+    net = Counter({k: v for k, v in net.items() if v})
+    missing = expected - net
+    extra = net - expected
+    assert not missing and not extra, _explain(missing, extra, id_of)
+
+    # current matches: all events still retained
+    for cp in cps:
+        cur = Counter()
+        for (pat, positions, frozen), n in ref.current.items():
+            if pat == cp.name:
+                cur[(pat, match_id(pat, positions), frozen)] += n
+        got = Counter((o.pattern, o.id, reference.freeze_match(o.match)) for o in eng.matches(cp.name))
+        assert got == cur, _explain(cur - got, got - cur, id_of)
+        assert eng.match_count(cp.name) == sum(cur.values())
+
+
+def _explain(missing: Counter, extra: Counter, id_of: dict) -> str:
+    lines = []
+    for title, c in (("missing (reference has, engine not)", missing), ("extra (engine has, reference not)", extra)):
+        for (pat, mid, frozen), n in sorted(c.items(), key=repr)[:8]:
+            lines.append(f"{title}: {pat} positions={id_of.get((pat, mid), '?')} x{n} {dict(frozen)}")
+    return "\n".join(lines)
+
+
+@settings(settings.get_profile(PROFILE))
+@given(cases())
+def test_engine_agrees_with_reference(case: Case) -> None:
+    check_case(case)
+
+
+# A few fixed cases, so a regression shows without hypothesis' search.
+FIXED = [
+    Case(
+        "PATTERN card_testing\n  SEQ(Txn s1, Txn s2, Txn big)\n"
+        "  WHERE s1.amount < 100 AND s2.amount < 100 AND big.amount > 400\n"
+        "  PARTITION BY card\n  WITHIN 1 hour\n"
+        "  EMIT s1.card AS card, s1.ts AS first_ts, big.amount AS amount\n",
+        [
+            {"type": "Txn", "ts": 0, "card": "c1", "amount": 10},
+            {"type": "Txn", "ts": 5, "card": "c1", "amount": 20},
+            {"type": "Txn", "ts": 6, "card": "c2", "amount": 20},
+            {"type": "Txn", "ts": 10, "card": "c1", "amount": 500},
+            {"type": "Txn", "ts": 5, "card": "c1", "amount": 20, "op": "-"},
+            {"type": "Txn", "ts": 4000, "card": "c1", "amount": 900},
+        ],
+        lateness=10,
+    ),
+    Case(
+        "PATTERN p AND(A a, B b) WHERE a.x = b.x AND NOT (a.y > b.y) EMIT a.*, b.y AS b_y\n",
+        [
+            {"type": "A", "ts": 3, "x": 1, "y": None},
+            {"type": "B", "ts": 1, "x": 1.0, "y": 0},
+            {"type": "B", "ts": 2, "x": True, "y": 5},
+            {"type": "A", "ts": 2, "x": 1, "y": 5},
+            {"type": "A", "ts": 2, "x": 1, "y": 5},
+            {"type": "A", "ts": 2, "x": 1, "y": 5, "op": "-"},
+        ],
+        lateness=2,
+    ),
+]
+
+
+@pytest.mark.parametrize("case", FIXED, ids=["card_testing", "and_nulls_dups"])
+def test_fixed_cases(case: Case) -> None:
+    check_case(case)
