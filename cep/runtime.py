@@ -263,6 +263,29 @@ class NodeIndex:
                 if check is None or check(u, t):
                     yield t, m
 
+    def probe_all(self, u: tuple) -> list[tuple[tuple, int]]:
+        """``probe`` as a list: update propagation consumes every match at once."""
+        if self.check_probe is not None and not self.check_probe(u):
+            return []
+        g = self.groups.get(self.key_of_probe(u))
+        if g is None:
+            return []
+        check = self.check_pair
+        out = []
+        if self.sorted:
+            r = self._range(u)
+            if r is None:
+                return out
+            for payload in g.range_payloads(*r):
+                for t, m in payload.items():
+                    if check is None or check(u, t):
+                        out.append((t, m))
+        else:
+            for t, m in g.items():
+                if check is None or check(u, t):
+                    out.append((t, m))
+        return out
+
     def probe_sum(self, u: tuple) -> int:
         """Total multiplicity of the tuples joining ``u`` (only when ``summable``)."""
         if self.check_probe is not None and not self.check_probe(u):
@@ -483,7 +506,7 @@ class PatternRuntime:
                     s = S.probe_sum(t)
                 else:
                     s = 0
-                    for _u, mu in S.probe(t):
+                    for _u, mu in S.probe_all(t):
                         s += mu
                 if not s:
                     return None
@@ -493,7 +516,7 @@ class PatternRuntime:
                 S = nodes[n.sibling].S
                 proj = n.proj
                 dp: dict[tuple, int] = {}
-                for u, mu in S.probe(t):
+                for u, mu in S.probe_all(t):
                     k = proj(u)
                     dp[k] = dp.get(k, 0) + c * mu
                 d = {k: v for k, v in dp.items() if v}
@@ -543,14 +566,14 @@ class PatternRuntime:
                 elif n.is_guard:
                     for tt, c in d.items():
                         s = 0
-                        for _u, mu in S.probe(tt):
+                        for _u, mu in S.probe_all(tt):
                             s += mu
                         if s:
                             k = proj(tt)
                             dp[k] = dp.get(k, 0) + c * s
                 else:
                     for tt, c in d.items():
-                        for u, mu in S.probe(tt):
+                        for u, mu in S.probe_all(tt):
                             k = proj(u)
                             dp[k] = dp.get(k, 0) + c * mu
             d = {k: v for k, v in dp.items() if v}

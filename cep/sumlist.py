@@ -293,6 +293,15 @@ class SumSortedMap:
         # an empty range (lo above hi) gives upper <= lower; weights are positive
         return upper - lower if upper > lower else 0
 
+    def range_payloads(self, lo, lo_incl: bool, hi, hi_incl: bool) -> list[Any]:
+        """Payloads of the keys in the range, as a list (slices when in one block)."""
+        if len(self._maxes) == 1:
+            keys = self._keys[0]
+            i = 0 if lo is None else (bisect_left if lo_incl else bisect_right)(keys, lo)
+            j = len(keys) if hi is None else (bisect_right if hi_incl else bisect_left)(keys, hi)
+            return self._payloads[0][i:j] if j > i else []
+        return list(self.irange(lo, lo_incl, hi, hi_incl))
+
     def irange(self, lo, lo_incl: bool, hi, hi_incl: bool) -> Iterator[Any]:
         """Payloads of the keys in the range, in key order."""
         if lo is None:

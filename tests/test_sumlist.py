@@ -36,6 +36,7 @@ def test_matches_a_dict(steps):
             assert m.range_sum(lo, lo_incl, hi, hi_incl) == sum(v for k, v in ref.items() if inside(k))
             got = [next(iter(p)) for p in m.irange(lo, lo_incl, hi, hi_incl)]
             assert got == sorted(k for k in ref if inside(k))
+            assert [next(iter(p)) for p in m.range_payloads(lo, lo_incl, hi, hi_incl)] == got
             assert m.total() == sum(ref.values())
             assert len(m) == len(ref)
             assert m.range_sum(None, True, None, True) == m.total()
