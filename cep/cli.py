@@ -83,7 +83,7 @@ def run_cmd(patterns, input_, output, fmt, type_field, time_field, time_unit, op
         checkpoint_every=checkpoint_every, checkpoint_interval=checkpoint_interval, quiet=quiet,
         progress=not no_progress, max_records=max_records, crash=simulate_crash,
     )
-    sys.exit(run(opts, click.get_text_stream("stderr")))
+    sys.exit(run(opts, sys.stderr))
 
 
 @cli.command("check", context_settings=CONTEXT)
@@ -92,7 +92,7 @@ def check_cmd(patterns) -> None:
     """Validate pattern files; print each pattern's summary (status 2 on errors)."""
     from cep.commands.check import run_check
 
-    sys.exit(run_check(list(patterns), click.get_text_stream("stdout"), click.get_text_stream("stderr")))
+    sys.exit(run_check(list(patterns), sys.stdout, sys.stderr))
 
 
 @cli.command("explain", context_settings=CONTEXT)
@@ -103,8 +103,8 @@ def explain_cmd(patterns, fmt) -> None:
     """Print each pattern's compiled query and its join-tree plan."""
     from cep.commands.explain import run_explain
 
-    sys.exit(run_explain(list(patterns), fmt, click.get_text_stream("stdout"),
-                         click.get_text_stream("stderr")))
+    sys.exit(run_explain(list(patterns), fmt, sys.stdout,
+                         sys.stderr))
 
 
 @cli.command("spark", context_settings={**CONTEXT, "ignore_unknown_options": True,

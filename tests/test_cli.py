@@ -419,3 +419,42 @@ def test_progress_flag_accepted_without_terminal(tmp_path):
     assert b"\r" not in r.stderr  # stderr is not a terminal: no bar either way
     r = cep("run", CARD, "-i", inp)
     assert b"\r" not in r.stderr
+
+
+def test_progress_bar_on_a_terminal(tmp_path):
+    """With stderr on a terminal (a pty here), a file input shows a tqdm bar; --no-progress hides it."""
+    import fcntl
+    import os
+    import pty
+    import struct
+    import termios
+
+    inp = tmp_path / "in.jsonl"
+    inp.write_bytes(b"".join(rec(type="Txn", ts=i, card="c", amount=150) for i in range(3000)))
+
+    def stderr_on_pty(*extra):
+        master, slave = pty.openpty()
+        fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 100, 0, 0))  # a 100x24 terminal
+        env = dict(os.environ, PYTHONPATH=str(ROOT))
+        p = subprocess.Popen([sys.executable, "-m", "cep.cli", "run", CARD, "-i", str(inp), "-o", os.devnull,
+                              *extra], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=slave,
+                             cwd=str(ROOT), env=env)
+        os.close(slave)
+        chunks = []
+        while True:
+            try:
+                data = os.read(master, 65536)
+            except OSError:
+                break
+            if not data:
+                break
+            chunks.append(data)
+        p.wait(120)
+        os.close(master)
+        return p.returncode, b"".join(chunks)
+
+    rc, err = stderr_on_pty()
+    assert rc == 0
+    assert b"cep:" in err and b"%|" in err  # the bar: "cep:  42%|████ ..."
+    rc, err = stderr_on_pty("--no-progress")
+    assert rc == 0 and b"%|" not in err and b"3000 records" in err
