@@ -9,8 +9,6 @@ round-trip property the tests rely on).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Union
-
 
 @dataclass(frozen=True)
 class Loc:
@@ -116,7 +114,7 @@ class Call:
     loc: Loc = _loc()
 
 
-Expr = Union[Literal, Attr, Neg, Arith, Compare, InList, And, Or, Not, Call]
+Expr = Literal | Attr | Neg | Arith | Compare | InList | And | Or | Not | Call
 
 
 # ------------------------------------------------------------------- patterns

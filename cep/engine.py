@@ -240,7 +240,7 @@ class Engine:
         counts[op] += 1
         mid = match_id(cp.name, tuple(e.pos for e in events))
         if cp.emit is None:
-            match = {a.alias: e.fields for a, e in zip(cp.atoms, events)}
+            match = {a.alias: e.fields for a, e in zip(cp.atoms, events, strict=True)}
         else:
             match = {}
             for spec in cp.emit:
@@ -266,7 +266,7 @@ class Engine:
 
     def _build(self, cp: CompiledPattern, events: list[Event]) -> dict:
         if cp.emit is None:
-            return {a.alias: e.fields for a, e in zip(cp.atoms, events)}
+            return {a.alias: e.fields for a, e in zip(cp.atoms, events, strict=True)}
         match: dict[str, Any] = {}
         for spec in cp.emit:
             if spec.star is not None:

@@ -15,7 +15,8 @@ events, and each match names its events.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from cep import ast
 

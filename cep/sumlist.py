@@ -325,5 +325,5 @@ class SumSortedMap:
             i = 0
 
     def items(self) -> Iterator[tuple[Any, int, Any]]:
-        for keys, ws, ps in zip(self._keys, self._weights, self._payloads):
-            yield from zip(keys, ws, ps)
+        for keys, ws, ps in zip(self._keys, self._weights, self._payloads, strict=True):
+            yield from zip(keys, ws, ps, strict=True)

@@ -30,7 +30,7 @@ def test_matches_a_dict(steps):
                 payload = m.add(key, w)
                 payload[key] = ref[key]
 
-            def inside(k):
+            def inside(k, lo=lo, hi=hi, lo_incl=lo_incl, hi_incl=hi_incl):
                 return (k > lo or (lo_incl and k == lo)) and (k < hi or (hi_incl and k == hi))
 
             assert m.range_sum(lo, lo_incl, hi, hi_incl) == sum(v for k, v in ref.items() if inside(k))
