@@ -83,6 +83,8 @@ def test_numeric_time_string_is_a_number():
         (b'{"type": "A", "ts": true}', "bad time value"),
         (b'{"type": "A", "ts": "yesterday"}', "bad time value"),
         (b'{"type": "A", "ts": "2024-13-01T00:00:00Z"}', "bad time value"),
+        (b'{"type": "A", "ts": "1e999"}', "not a finite number"),
+        (b'{"type": "A", "ts": 1e999}', "not valid JSON"),
         (b'{"type": "A", "ts": 1, "op": "x"}', "bad op"),
         (b'{"type": "A", "ts": 1, "op": null}', "bad op"),
         (b'{"type": "A", "ts": 1, "v": [1]}', "not a scalar"),
@@ -245,3 +247,11 @@ def test_keyed_sink_gets_partition_keys(tmp_path, monkeypatch):
     assert rc == 0, err.getvalue()
     assert sink.got == [(b"x", "x"), (b"y", "y")]
     assert sink.flushes >= 2
+
+
+def test_csv_infinite_time_is_bad():
+    d = csv_decoder(make_decoder())
+    src = CsvSource(io.BytesIO(b"type,ts\nA,1e999\n"), "c")
+    (pos, raw), = list(src.records())
+    with pytest.raises(BadRecord, match="finite"):
+        d(pos, raw)

@@ -86,6 +86,8 @@ def convert_time(value: Any, factor: int, field: str = "ts") -> int | float:
     if t is str:
         n = number_or_none(value)
         if n is not None:
+            if n != n or n in (float("inf"), float("-inf")):
+                raise BadRecord(f"bad time value {value!r} in field {field!r}: not a finite number")
             return n
         if not value.strip():
             raise BadRecord(f"bad time value {value!r} in field {field!r}")
@@ -138,6 +140,8 @@ def make_decoder(
         tt = type(ts)
         if tt is not int and tt is not float:
             ts = convert_time(ts, factor, time_field)
+        elif tt is float and (ts != ts or ts in (float("inf"), float("-inf"))):
+            raise BadRecord(f"bad time value {ts!r} in field {time_field!r}: not a finite number")
         op = rec.pop(op_field, "+")
         if op != "+" and op != "-":
             raise BadRecord(f"bad op {op!r} in field {op_field!r}: must be \"+\" or \"-\"")
