@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+
 @dataclass(frozen=True)
 class Loc:
     """A 1-based source position: where a node starts (and ends) in its file."""

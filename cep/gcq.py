@@ -14,8 +14,8 @@ events, and each match names its events.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 from cep import ast
