@@ -265,3 +265,24 @@ def test_every_aggregate_and_strategy_prints():
     for s in STRATEGIES:
         p = ast.Pattern("p", ast.Structure("SEQ", (ast.Element("A", "a"),)), using=s)
         assert parse_text(format_pattern(p), allow_phase2=True) == [p]
+
+
+def _query_shape(cp) -> tuple:
+    return (
+        cp.name,
+        cp.op,
+        [(a.alias, a.type, a.vars, a.attrs, a.filter_text) for a in cp.atoms],
+        [(p.vars, p.text, p.origin, p.linear) for p in cp.predicates],
+        cp.within,
+        cp.partition_vars,
+        None if cp.emit is None else [(e.name, e.star, e.text) for e in cp.emit],
+    )
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
+@given(patterns())
+def test_compile_print_compile_gives_the_same_query(p):
+    compiler = pytest.importorskip("cep.compiler")
+    first = compiler.compile_pattern(p)
+    (again,) = compiler.compile_text(format_pattern(p))
+    assert _query_shape(again) == _query_shape(first)
