@@ -135,17 +135,13 @@ def _canon_key(values: Sequence[Any]) -> str:
 
 
 def kafka_key(values: Sequence[Any]) -> str:
-    """The output record key of a composite event: the partition key value (a string as is, else JSON)."""
-    import orjson
+    """The output record key of a composite event: the partition key value (a string as is, else JSON).
 
-    if len(values) == 1:
-        v = values[0]
-        if type(v) is str:
-            return v
-        if type(v) is float and v.is_integer():
-            v = int(v)
-        return orjson.dumps(v).decode()
-    return _canon_key(values)
+    The same rule as ``cep run`` on Kafka (``cep.io.writers.kafka_key``), so both paths key alike.
+    """
+    from cep.io.writers import kafka_key as key_bytes
+
+    return key_bytes(list(values)).decode()
 
 
 # ---------------------------------------------------------------------------------------------- stage 1: route
