@@ -25,7 +25,16 @@ from typing import IO, Any
 
 from cep import checkpoint as ckpt
 from cep.errors import LateEventError, PatternError, UnknownRetractionError
-from cep.io.readers import BadRecord, BadSeek, SourceError, csv_decoder, make_decoder, open_source
+from cep.io.readers import (
+    BadRecord,
+    BadSeek,
+    CsvSource,
+    JsonlSource,
+    SourceError,
+    csv_decoder,
+    make_decoder,
+    open_source,
+)
 from cep.io.writers import (
     SinkError,
     StreamSink,
@@ -218,7 +227,10 @@ class _Run:
         next_ck = every or 0
         interval = o.checkpoint_interval if o.checkpoint else None
         next_ck_time = time.monotonic() + interval if interval else 0.0
-        next_tick = min(TICK, next_ck) if every else TICK
+        # files: housekeeping every TICK records; a stream (Kafka) may trickle, so
+        # there the checkpoint timer is looked at after every record
+        tick = TICK if isinstance(src, (JsonlSource, CsvSource)) else 1
+        next_tick = min(tick, next_ck) if every else tick
         if o.max_records is not None:
             next_tick = min(next_tick, o.max_records)
         last_offset = 0
@@ -286,7 +298,7 @@ class _Run:
                         self.save_checkpoint()
                         next_ck_time = time.monotonic() + interval
                         next_ck = n + every if every else 0
-                    next_tick = n + TICK
+                    next_tick = n + tick
                     if every:
                         next_tick = min(next_tick, next_ck)
                     if o.max_records is not None:
@@ -377,6 +389,9 @@ class _Run:
                 sizes=sizes,
             ),
         )
+        commit = getattr(self.src, "commit", None)  # Kafka: the group's offsets follow the checkpoint
+        if commit is not None:
+            commit()
 
     def close(self) -> None:
         self._flush_all()
