@@ -187,3 +187,15 @@ def test_engine_state_mismatch_is_a_clear_error(tmp_path, stream):
 def test_checkpoint_needs_a_resumable_input(tmp_path):
     r = cep("run", CARD, "--checkpoint", tmp_path / "ck", input=b"")
     assert r.returncode == 1 and b"stdin cannot be resumed" in r.stderr
+
+
+def test_checkpoint_by_time(tmp_path, stream):
+    """With a tiny --checkpoint-interval the timer fires at every housekeeping tick (256 records)."""
+    inp, _ = stream
+    out, ck = tmp_path / "out.jsonl", tmp_path / "ck"
+    r = cep("run", CARD, "-i", inp, "-o", out, "--checkpoint", ck, "--checkpoint-every", "1000000",
+            "--checkpoint-interval", "0.000001", "--max-records", "600", "--simulate-crash")
+    assert r.returncode == 75
+    header = orjson.loads(ck.read_bytes().split(b"\n", 1)[0])
+    assert header["position"]["record"] == 512
+    assert header["sizes"]["output"] <= out.stat().st_size
