@@ -178,7 +178,7 @@ class NodeIndex:
             if g is None:
                 g = self.groups[key] = SumSortedMap()
             g.incr(sk, t, delta)
-            if not g._len:
+            if not len(g):
                 del self.groups[key]
         else:
             g = self.groups.get(key)
@@ -199,7 +199,7 @@ class NodeIndex:
     def size(self) -> int:
         """Tuples held (a memory measure)."""
         if self.sorted:
-            return sum(sum(len(p) for p in g._payloads for p in p) for g in self.groups.values())
+            return sum(len(g) for g in self.groups.values())
         return sum(len(g) for g in self.groups.values())
 
     # ------------------------------------------------------------------ probes
@@ -254,9 +254,11 @@ class NodeIndex:
             r = self._range(u)
             if r is None:
                 return
-            for payload in g.irange(*r):
-                for t, m in payload.items():
-                    if check is None or check(u, t):
+            if check is None:
+                yield from g.iter_range(*r)
+            else:
+                for t, m in g.iter_range(*r):
+                    if check(u, t):
                         yield t, m
         else:
             for t, m in g.items():
@@ -276,10 +278,11 @@ class NodeIndex:
             r = self._range(u)
             if r is None:
                 return out
-            for payload in g.range_payloads(*r):
-                for t, m in payload.items():
-                    if check is None or check(u, t):
-                        out.append((t, m))
+            if check is None:
+                return g.range_items(*r)
+            for t, m in g.range_items(*r):
+                if check(u, t):
+                    out.append((t, m))
         else:
             for t, m in g.items():
                 if check is None or check(u, t):
