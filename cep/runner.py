@@ -233,7 +233,7 @@ class _Run:
         next_tick = min(tick, next_ck) if every else tick
         if o.max_records is not None:
             next_tick = min(next_tick, o.max_records)
-        last_offset = 0
+        last_offset = getattr(src, "offset", 0)
         n = 0
         nout = 0
         self.t0 = time.perf_counter()
