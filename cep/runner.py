@@ -181,6 +181,8 @@ class _Run:
             self.engine = Engine(patterns, lateness=lateness)
         self.start_counts = {k: dict(v) for k, v in getattr(self.engine, "matches_emitted", {}).items()}
 
+        if o.fmt == "csv" and o.input.startswith("kafka://"):
+            raise RunError("--format csv reads files and stdin; Kafka records are JSON objects")
         try:
             self.src = open_source(o.input, o.fmt)
             if state is not None:
