@@ -74,11 +74,20 @@ class Engine:
         self.events: dict[int, Event] = {}
         self.runtimes = [PatternRuntime(plan_pattern(cp), self.events) for cp in self.patterns]
         self._by_name = {cp.name: i for i, cp in enumerate(self.patterns)}
-        self.route: dict[str, list[tuple[int, int, Any]]] = {}
+        # every (pattern, atom) is a bit; an event's holders are a bit mask (a small int),
+        # and its leaf tuples are recomputed from the event when it leaves
+        self.route: dict[str, list[tuple[int, int, Any, int]]] = {}
+        self._slots: list[tuple[int, int]] = []
+        self._pattern_mask = [0] * len(self.patterns)
         for ri, cp in enumerate(self.patterns):
             for ai, atom in enumerate(cp.atoms):
-                self.route.setdefault(atom.type, []).append((ri, ai, atom.filter))
-        self._holders: dict[int, list[tuple[int, int, tuple]]] = {}
+                bit = 1 << len(self._slots)
+                self._slots.append((ri, ai))
+                self._pattern_mask[ri] |= bit
+                self.route.setdefault(atom.type, []).append((ri, ai, atom.filter, bit))
+        self._windowed = [(ri, self._pattern_mask[ri]) for ri, cp in enumerate(self.patterns)
+                          if cp.within is not None]
+        self._holders: dict[int, int] = {}
         # record -> serials, built on the first retraction (insert-only streams never pay for it)
         self._by_fp: dict[Any, list[int]] = {}
         self._fp_enabled = False
@@ -124,39 +133,50 @@ class Engine:
     def _insert(self, event: Event, emit: bool = True, serial: int | None = None) -> list[Output]:
         if serial is None:
             serial = self._serial
-        self._serial = max(self._serial, serial + 1)
+            self._serial = serial + 1
+        elif serial >= self._serial:
+            self._serial = serial + 1
         self.events[serial] = event
-        holders: list[tuple[int, int, tuple]] = []
+        mask = 0
         outs: list[Output] = []
-        for ri, ai, flt in self.route.get(event.type, ()):
+        for ri, ai, flt, bit in self.route.get(event.type, ()):
             if flt is not None and not flt(event):
                 continue
             rt = self.runtimes[ri]
-            t = rt.insert(ai, event, serial)
-            if t is None:
+            if rt.insert(ai, event, serial) is None:
                 continue
-            holders.append((ri, ai, t))
+            mask |= bit
             if emit:
                 for slots in rt.delta_matches():
                     outs.append(self._output(ri, slots, "+"))
-        if not holders:
+        if not mask:
             del self.events[serial]
             return outs
-        self._holders[serial] = holders
+        self._holders[serial] = mask
         if self._fp_enabled:
             self._by_fp.setdefault(_fingerprint(event.fields), []).append(serial)
-        seen = set()
-        for ri, _, _ in holders:
-            if ri not in seen and self._windows[ri] is not None:
-                seen.add(ri)
+        for ri, pmask in self._windowed:
+            if mask & pmask:
                 heapq.heappush(self._expiry[ri], (event.ts, serial))
-        self.stats["inserted"] += 1
-        if len(self.events) > self.stats["peak_retained"]:
-            self.stats["peak_retained"] = len(self.events)
+        stats = self.stats
+        stats["inserted"] += 1
+        if len(self.events) > stats["peak_retained"]:
+            stats["peak_retained"] = len(self.events)
         return outs
 
+    def _leaf_tuples(self, serial: int, mask: int):
+        """(pattern, atom, leaf tuple) of each atom holding an event, in insertion order."""
+        event = self.events[serial]
+        j = 0
+        while mask:
+            if mask & 1:
+                ri, ai = self._slots[j]
+                yield ri, ai, self.runtimes[ri].extract[ai](event, serial)
+            mask >>= 1
+            j += 1
+
     def _would_keep(self, event: Event) -> bool:
-        for ri, ai, flt in self.route.get(event.type, ()):
+        for ri, ai, flt, _bit in self.route.get(event.type, ()):
             if flt is None or flt(event):
                 if self.runtimes[ri].extract[ai](event, -1) is not None:
                     return True
@@ -178,7 +198,7 @@ class Engine:
         if not serials:
             del self._by_fp[fp]
         outs: list[Output] = []
-        for ri, ai, t in self._holders.pop(serial):
+        for ri, ai, t in list(self._leaf_tuples(serial, self._holders.pop(serial))):
             rt = self.runtimes[ri]
             rt.delete(ai, t)
             for slots in rt.delta_matches():
@@ -190,27 +210,24 @@ class Engine:
     def _expire(self) -> None:
         wm = self.watermark
         for ri, heap in enumerate(self._expiry):
-            w = self._windows[ri]
-            if not heap or w is None:
+            if not heap:
                 continue
-            limit = wm - w
+            limit = wm - self._windows[ri]
             if heap[0][0] >= limit:
                 continue
             rt = self.runtimes[ri]
+            pmask = self._pattern_mask[ri]
             batches: dict[int, list[tuple]] = {}
             while heap and heap[0][0] < limit:
                 _, serial = heapq.heappop(heap)
-                holders = self._holders.get(serial)
-                if holders is None:
+                mask = self._holders.get(serial)
+                if mask is None:
                     continue  # already retracted
-                keep = []
-                for h in holders:
-                    if h[0] == ri:
-                        batches.setdefault(h[1], []).append(h[2])
-                    else:
-                        keep.append(h)
-                if keep:
-                    self._holders[serial] = keep
+                for _ri, ai, t in self._leaf_tuples(serial, mask & pmask):
+                    batches.setdefault(ai, []).append(t)
+                rest = mask & ~pmask
+                if rest:
+                    self._holders[serial] = rest
                 else:
                     self._forget(serial)
             # one batch of deletions per atom (Algorithm 7 on a batch), emitting nothing
