@@ -269,6 +269,13 @@ class _Run:
                         self.outputs = nout
                         return EXIT_RECORD
                     continue
+                except Exception as e:  # an engine failure: say which record, keep the output
+                    if os.environ.get("CEP_DEBUG"):
+                        raise
+                    self.records = n
+                    line = self._line_of(pos)
+                    where = f"input line {line}" if line is not None else f"input record {pos}"
+                    raise RunError(f"{where}: internal error: {type(e).__name__}: {e}") from None
                 if outs:
                     if keyed:
                         for x in outs:

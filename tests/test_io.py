@@ -255,3 +255,30 @@ def test_csv_infinite_time_is_bad():
     (pos, raw), = list(src.records())
     with pytest.raises(BadRecord, match="finite"):
         d(pos, raw)
+
+
+def test_engine_failure_names_the_record_and_keeps_output(tmp_path, monkeypatch):
+    from cephelp import PATTERNS
+
+    import cep.engine
+    import cep.runner as runner
+
+    class Boom:
+        def __init__(self, patterns, lateness=0):
+            self.stats, self.matches_emitted, self.retained_events = {}, {}, 0
+
+        def push(self, e):
+            if e.pos == "2":
+                raise TypeError("unhashable")
+            return [Output("p", "+", "id1", {"x": 1})]
+
+    monkeypatch.setattr(cep.engine, "Engine", Boom)
+    monkeypatch.delenv("CEP_DEBUG", raising=False)
+    inp, out = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
+    inp.write_bytes(b'{"type":"A","ts":1}\n{"type":"A","ts":2}\n')
+    err = io.StringIO()
+    rc = runner.run(runner.RunOptions(patterns=[str(PATTERNS / "card_testing.pattern")], input=str(inp),
+                                      output=str(out)), err)
+    assert rc == 1
+    assert "input line 2: internal error: TypeError: unhashable" in err.getvalue()
+    assert out.read_bytes().count(b"\n") == 1
