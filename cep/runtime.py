@@ -59,6 +59,16 @@ def _numeric_key(v):
     return None
 
 
+def _in_range(k, r) -> bool:
+    """Whether sort key ``k`` lies in the range ``(lo, lo_incl, hi, hi_incl)``."""
+    lo, lo_incl, hi, hi_incl = r
+    if lo is not None and (k < lo or (k == lo and not lo_incl)):
+        return False
+    if hi is not None and (k > hi or (k == hi and not hi_incl)):
+        return False
+    return True
+
+
 def _numeric_range(bounds: list[tuple[Bound, int]]) -> Callable | None:
     """A generated range function for a numeric sort variable with at most one
     lower and one upper bound (the SEQ order plus a WITHIN band): no loop, no calls."""
@@ -174,12 +184,34 @@ class NodeIndex:
                 sk = rank_key(t[self.sort_pos])
                 if sk is None:
                     return
-            g = self.groups.get(key)
+            groups = self.groups
+            g = groups.get(key)
             if g is None:
-                g = self.groups[key] = SumSortedMap()
-            g.incr(sk, t, delta)
-            if not len(g):
-                del self.groups[key]
+                # a group of one entry is a plain (key, tuple, multiplicity) triple: most
+                # groups of a partitioned stream hold one event, and a structure costs more
+                if delta <= 0:  # pragma: no cover - deletions of absent tuples are refused upstream
+                    raise KeyError(t)
+                groups[key] = (sk, t, delta)
+            elif type(g) is tuple:
+                if g[1] == t and g[0] == sk:
+                    m = g[2] + delta
+                    if m:
+                        groups[key] = (sk, t, m)
+                    else:
+                        del groups[key]
+                else:
+                    big = SumSortedMap()
+                    big.incr(g[0], g[1], g[2])
+                    big.incr(sk, t, delta)
+                    groups[key] = big
+            else:
+                g.incr(sk, t, delta)
+                n = len(g)
+                if n <= 1:
+                    if n:
+                        groups[key] = next(g.entries())
+                    else:
+                        del groups[key]
         else:
             g = self.groups.get(key)
             if g is None:
@@ -199,7 +231,7 @@ class NodeIndex:
     def size(self) -> int:
         """Tuples held (a memory measure)."""
         if self.sorted:
-            return sum(len(g) for g in self.groups.values())
+            return sum(1 if type(g) is tuple else len(g) for g in self.groups.values())
         return sum(len(g) for g in self.groups.values())
 
     # ------------------------------------------------------------------ probes
@@ -254,6 +286,10 @@ class NodeIndex:
             r = self._range(u)
             if r is None:
                 return
+            if type(g) is tuple:
+                if _in_range(g[0], r) and (check is None or check(u, g[1])):
+                    yield g[1], g[2]
+                return
             if check is None:
                 yield from g.iter_range(*r)
             else:
@@ -278,6 +314,10 @@ class NodeIndex:
             r = self._range(u)
             if r is None:
                 return out
+            if type(g) is tuple:
+                if _in_range(g[0], r) and (check is None or check(u, g[1])):
+                    out.append((g[1], g[2]))
+                return out
             if check is None:
                 return g.range_items(*r)
             for t, m in g.range_items(*r):
@@ -301,6 +341,8 @@ class NodeIndex:
             r = self._range(u)
             if r is None:
                 return 0
+            if type(g) is tuple:
+                return g[2] if _in_range(g[0], r) else 0
             return g.range_sum(*r)
         return self.totals.get(key, 0)
 
