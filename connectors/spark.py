@@ -2,38 +2,48 @@
 
 Why this shape: the engine core (``cep.engine.Engine``) is a plain Python object whose state pickles, so Spark
 only has to (1) route every input record to the group(s) that need it and (2) keep one engine state per group in
-its state store. A group is ``(pattern, partition key value)``: the compiler's partition analysis
-(``CompiledPattern.partition_vars`` and each atom's ``attrs``) says which attribute of each event type holds the
-key, so events of one key meet in one engine and different keys run on different executors. A pattern without a
-partition key runs as one group (one task). State lives in the state store (``applyInPandasWithState``, state =
+its state store. A group is ``(pattern, key group)``, a key group being a hash bucket of partition key values.
+The compiler's partition analysis (``CompiledPattern.partition_vars`` and each atom's ``attrs``) says which
+attribute of each event type holds the key, so events of one key meet in one engine and different key groups
+run on different executors. A pattern without a partition key runs as one group (one task). State lives in the state store (``applyInPandasWithState``, state =
 ``Engine.dumps()`` bytes), checkpointed with the query, so a restart resumes the same state; an event-time
-timeout drops a key's state once the watermark has passed its window.
+timeout drops a group's state once the watermark has passed its window.
 
 Stages:
 
 1. ``_route`` (``mapInPandas``): decode each record exactly as ``cep run`` does (``cep.io.readers.make_decoder``),
-   emit one row per pattern that uses its type: ``(g, key, tus, pos, value)``, ``tus`` = event time in us.
+   emit one row per pattern that uses its type: ``(g, kg, tus, pos, value)``, ``tus`` = event time in us.
 2. ``withWatermark`` on the event time (delay = lateness + 1 ms, so Spark drops exactly the rows ``cep run``
    would call late with respect to the watermark at the start of the micro-batch).
-3. ``groupBy(g, key).applyInPandasWithState(_handler)``: per group, load the engine, advance its watermark to
-   Spark's, push the batch's rows in event-time order, emit the composite events, save the state.
+3. ``groupBy(g, kg).applyInPandasWithState(_handler)``: per key group, get the engine (kept in the Python
+   worker between micro-batches while the stored state's nonce matches; else loaded from the state bytes),
+   advance its watermark to Spark's, push the batch's rows in event-time order, emit the composite events, save
+   the state.
+
+Key groups: the partition key value is hashed (crc32 of its canonical JSON) into ``key_groups`` buckets, as
+Flink does; a group's engine holds every key of its bucket and partitions them internally. Grouping by the raw
+key would build one engine per key per micro-batch (milliseconds each: planning and runtime construction),
+which dominated the cost. The bucket count bounds the parallelism and is fixed for the life of a checkpoint.
 
 Output columns: ``pattern, op, id, match`` (match as a JSON string), ``key`` (the partition key as the Kafka
-record key, null without one) and ``value`` (the output line exactly as ``cep run`` writes it, no newline).
+record key, as ``cep run`` keys it: null without one) and ``value`` (the output line exactly as ``cep run`` writes it, no newline).
 """
 
 from __future__ import annotations
 
 import os
 import sys
+import uuid
+import zlib
+from collections import OrderedDict
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-ROUTE_SCHEMA = "g int, key string, tus long, pos string, value string"
+ROUTE_SCHEMA = "g int, kg int, tus long, pos string, value string"
 OUT_SCHEMA = "pattern string, op string, id string, match string, key string, value string"
-STATE_SCHEMA = "blob binary"
+STATE_SCHEMA = "nonce string, blob binary"
 TIME_US = {"s": 1_000_000, "ms": 1_000, "us": 1}
 
 
@@ -55,7 +65,12 @@ class PatternSpec:
     op_field: str = "op"
     lateness: int | float = 0  # in time units
     on_error: str = "fail"  # fail | skip
+    key_groups: int = 64  # hash buckets of partition key values; fixed for the life of a checkpoint
     names: list[str] = field(default_factory=list)
+
+    def cache_id(self) -> tuple:
+        return (tuple(self.sources), self.time_unit, self.type_field, self.time_field, self.op_field,
+                self.lateness, self.on_error, self.key_groups)
 
     def compile(self) -> list:
         key = (tuple(self.sources), self.time_unit)
@@ -89,6 +104,8 @@ def pattern_spec(patterns: str | os.PathLike | Sequence[str | os.PathLike], **kw
     spec = PatternSpec(sources, **kw)
     if spec.time_unit not in TIME_US:
         raise SparkPathError(f"unknown time unit {spec.time_unit!r} (use s, ms or us)")
+    if not isinstance(spec.key_groups, int) or spec.key_groups < 1:
+        raise SparkPathError(f"key_groups must be a positive integer, got {spec.key_groups!r}")
     if spec.on_error not in ("fail", "skip"):
         raise SparkPathError(f"on_error must be fail or skip, got {spec.on_error!r}")
     cps = spec.compile()
@@ -154,6 +171,7 @@ def _router(spec: PatternSpec):
     cps = spec.compile()
     decode = make_decoder(spec.type_field, spec.time_field, spec.time_unit, spec.op_field)
     factor = TIME_US[spec.time_unit]
+    groups = spec.key_groups
     # type -> [(g, attrs or None)]
     routes: dict[str, list[tuple[int, tuple[str, ...] | None]]] = {}
     for g, cp in enumerate(cps):
@@ -178,10 +196,11 @@ def _router(spec: PatternSpec):
         rows = []
         for g, attrs in targets:
             if attrs is None:
-                key = ""
+                kg = 0
             else:
                 key = _canon_key([ev.ts if a == TIME_ATTR else ev.fields.get(a) for a in attrs])
-            rows.append((g, key, tus, pos, raw.decode()))
+                kg = zlib.crc32(key.encode()) % groups
+            rows.append((g, kg, tus, pos, raw.decode()))
         return rows
 
     return route
@@ -192,7 +211,7 @@ def _route_batches(spec: PatternSpec):
         import pandas as pd
 
         route = _router(spec)
-        cols = ["g", "key", "tus", "pos", "value"]
+        cols = ["g", "kg", "tus", "pos", "value"]
         for pdf in batches:
             rows = []
             for pos, value in zip(pdf["pos"], pdf["value"], strict=True):
@@ -208,7 +227,20 @@ def _route_batches(spec: PatternSpec):
 # ---------------------------------------------------------------------------------------------- stage 2: state
 
 
-def _push_all(spec: PatternSpec, eng, cp, k: str, pdfs) -> list[tuple]:
+def _key_fns(spec: PatternSpec) -> list:
+    """Per pattern, ``Output -> Kafka key bytes`` (the CLI's rule: the partition key read from the match)."""
+    from cep.io.writers import make_key_fn
+
+    fns = _KEY_FNS.get(spec.cache_id())
+    if fns is None:
+        fns = _KEY_FNS[spec.cache_id()] = [make_key_fn(cp) for cp in spec.compile()]
+    return fns
+
+
+_KEY_FNS: dict[tuple, list] = {}
+
+
+def _push_all(spec: PatternSpec, eng, g: int, pdfs) -> list[tuple]:
     """Push one group's rows of a micro-batch in event-time order; return the output rows."""
     import orjson
 
@@ -223,7 +255,7 @@ def _push_all(spec: PatternSpec, eng, cp, k: str, pdfs) -> list[tuple]:
             events.append(decode(pos, value.encode()))
     # rows of a group arrive in no guaranteed order: event time, inserts before retractions of equal time
     events.sort(key=lambda e: (e.ts, e.op == "-"))
-    out_key = kafka_key(orjson.loads(k)) if k else None
+    key_fn = _key_fns(spec)[g]
     rows: list[tuple] = []
     for ev in events:
         try:
@@ -237,38 +269,72 @@ def _push_all(spec: PatternSpec, eng, cp, k: str, pdfs) -> list[tuple]:
                                  "inserted (or was already retracted or expired)") from None
         for o in outs:
             line = encode_output(o).decode().rstrip("\n")
+            kb = key_fn(o) if key_fn is not None else None
             rows.append((o.pattern, o.op, o.id, orjson.dumps(o.match, default=_json_default).decode(),
-                         out_key, line))
+                         kb.decode() if kb is not None else None, line))
     return rows
 
 
 OUT_COLS = ["pattern", "op", "id", "match", "key", "value"]
 
+# Engines kept in the Python worker between micro-batches, keyed by (spec, group); valid only while the state
+# store holds the same nonce (a replayed or foreign state has another nonce and is loaded from its bytes).
+_ENGINES: OrderedDict = OrderedDict()
+ENGINE_CACHE_SIZE = 512
+
+
+def _engine_for(spec: PatternSpec, g: int, kg: int, state):
+    """The group's engine: from the worker cache when it matches the stored state, else from the state bytes."""
+    from cep.engine import Engine
+
+    cp = spec.compile()[g]
+    if not state.exists:
+        return Engine([cp], lateness=spec.lateness)
+    nonce, blob = state.get
+    if not nonce.startswith(f"{spec.key_groups}:"):
+        raise SparkPathError(f"this checkpoint was written with {nonce.split(':')[0]} key groups, not "
+                             f"{spec.key_groups}: the key-group count is fixed for the life of a checkpoint")
+    ck = (spec.cache_id(), g, kg)
+    hit = _ENGINES.get(ck)
+    if hit is not None and hit[0] == nonce:
+        _ENGINES.move_to_end(ck)
+        return hit[1]
+    return Engine.loads(bytes(blob), [cp])
+
+
+def _save(spec: PatternSpec, g: int, kg: int, state, eng) -> None:
+    nonce = f"{spec.key_groups}:{uuid.uuid4().hex}"
+    state.update((nonce, eng.dumps()))
+    ck = (spec.cache_id(), g, kg)
+    _ENGINES[ck] = (nonce, eng)
+    _ENGINES.move_to_end(ck)
+    while len(_ENGINES) > ENGINE_CACHE_SIZE:
+        _ENGINES.popitem(last=False)
+
 
 def _handler(spec: PatternSpec):
-    """applyInPandasWithState: one group's engine state in the state store, expired by event-time timeout."""
+    """applyInPandasWithState: one key group's engine in the state store, expired by event-time timeout."""
 
     def fn(key, pdfs, state) -> Iterator[Any]:
         import pandas as pd
 
-        from cep.engine import Engine
-
-        g, k = int(key[0]), key[1]
+        g, kg = int(key[0]), int(key[1])
         cp = spec.compile()[g]
         factor = TIME_US[spec.time_unit]
         wm_ms = state.getCurrentWatermarkMs()
 
-        eng = Engine.loads(bytes(state.get[0]), [cp]) if state.exists else Engine([cp], lateness=spec.lateness)
+        eng = _engine_for(spec, g, kg, state)
         if wm_ms > 0:
             # Spark's watermark is (max event time - lateness - 1 ms); the engine's is max - lateness
             eng.advance_watermark(_from_us((wm_ms + 1) * 1000, factor))
-        rows = [] if state.hasTimedOut else _push_all(spec, eng, cp, k, pdfs)
+        rows = [] if state.hasTimedOut else _push_all(spec, eng, g, pdfs)
 
         if eng.retained_events == 0:
             if state.exists:
                 state.remove()
+            _ENGINES.pop((spec.cache_id(), g, kg), None)
         else:
-            state.update((eng.dumps(),))
+            _save(spec, g, kg, state, eng)
             if cp.within is not None:
                 newest = max((e.ts for e in eng.events.values()), default=eng.max_ts)
                 deadline_ms = -(-int((newest + cp.within) * factor) // 1000) + 1
@@ -280,16 +346,16 @@ def _handler(spec: PatternSpec):
 
 
 def _batch_handler(spec: PatternSpec):
-    """applyInPandas for a static DataFrame: one fresh engine per group over all its rows."""
+    """applyInPandas for a static DataFrame: one fresh engine per key group over all its rows."""
 
     def fn(key, pdf):
         import pandas as pd
 
         from cep.engine import Engine
 
-        g, k = int(key[0]), key[1]
+        g = int(key[0])
         cp = spec.compile()[g]
-        rows = _push_all(spec, Engine([cp], lateness=spec.lateness), cp, k, [pdf])
+        rows = _push_all(spec, Engine([cp], lateness=spec.lateness), g, [pdf])
         return pd.DataFrame(rows, columns=OUT_COLS)
 
     return fn
@@ -321,6 +387,7 @@ def detect(
     time_unit: str = "s",
     lateness: int | float = 0,
     on_error: str = "fail",
+    key_groups: int = 64,
 ):
     """Composite events of ``patterns`` over the streaming (or batch) DataFrame ``events``.
 
@@ -330,6 +397,8 @@ def detect(
     Kafka's ``partition`` and ``offset`` columns (``pos = "p<partition>:<offset>"``, as ``cep run`` on Kafka).
 
     ``patterns``: pattern file path(s), pattern text, or a ``PatternSpec``. ``lateness`` is in time units.
+    ``key_groups``: hash buckets of partition key values (the unit of state and of parallelism; fixed for the
+    life of a checkpoint).
     Returns a DataFrame with columns pattern, op, id, match (JSON), key, value (the ``cep run`` output line).
     """
     from pyspark.sql import functions as F
@@ -338,7 +407,7 @@ def detect(
 
     spec = patterns if isinstance(patterns, PatternSpec) else pattern_spec(
         patterns, time_unit=time_unit, type_field=type_field, time_field=time_field, op_field=op_field,
-        lateness=lateness, on_error=on_error)
+        lateness=lateness, on_error=on_error, key_groups=key_groups)
     cols = set(events.columns)
     if "value" in cols:
         value = F.col("value")
@@ -358,9 +427,9 @@ def detect(
     routed = routed.withColumn("evt", F.timestamp_micros("tus"))
     delay_ms = int(-(-spec.lateness * TIME_US[spec.time_unit] // 1000)) + 1
     if not events.isStreaming:
-        return routed.groupBy("g", "key").applyInPandas(_batch_handler(spec), OUT_SCHEMA)
+        return routed.groupBy("g", "kg").applyInPandas(_batch_handler(spec), OUT_SCHEMA)
     routed = routed.withWatermark("evt", f"{delay_ms} milliseconds")
-    return routed.groupBy("g", "key").applyInPandasWithState(
+    return routed.groupBy("g", "kg").applyInPandasWithState(
         _handler(spec), OUT_SCHEMA, STATE_SCHEMA, "append", GroupStateTimeout.EventTimeTimeout)
 
 

@@ -28,6 +28,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--state-partitions", type=int, default=None,
                    help="number of state partitions (spark.sql.shuffle.partitions); fixed by the first run of "
                         "a checkpoint (default 4 for a new checkpoint)")
+    p.add_argument("--key-groups", type=int, default=64,
+                   help="hash buckets of partition key values, the unit of state (default 64); fixed for the "
+                        "life of a checkpoint, and an upper bound on useful state partitions")
     p.add_argument("--master", default="local[*]", help="Spark master (default local[*])")
     p.add_argument("--type-field", default="type")
     p.add_argument("--time-field", default="ts")
@@ -119,7 +122,7 @@ def start_query(spark, args: argparse.Namespace):
         lateness = parse_duration(args.lateness, args.time_unit)
     spec = pattern_spec(args.patterns, time_unit=args.time_unit, type_field=args.type_field,
                         time_field=args.time_field, op_field=args.op_field, lateness=lateness,
-                        on_error=args.on_error)
+                        on_error=args.on_error, key_groups=args.key_groups)
     events = read_input(spark, args.input, args.max_per_batch)
     out = detect(events, spec)
     until_end = _is_kafka(args.input) and "until=end" in args.input
