@@ -6,8 +6,8 @@ either a list of checked ``ast.Pattern`` or a ``PatternError`` carrying every
 problem of the file as located ``Diagnostic`` values, never a Lark exception
 or a traceback.
 
-Pipeline: Lark LALR (grammar in ``grammar/pattern.lark``, contextual lexer,
-positions propagated) -> an iterative tree-to-AST builder (normalizes ``==``
+Pipeline: Lark LALR (grammar in ``grammar/pattern.lark``, basic lexer so a
+keyword is always a keyword, positions propagated) -> an iterative tree-to-AST builder (normalizes ``==``
 to ``=``, ``<>`` to ``!=``, keyword case, duration units, folds ``-NUMBER``
 into a negative literal) -> ``cep.checker`` semantic checks.
 
@@ -78,7 +78,7 @@ def _lark() -> Lark:
         _LARK = Lark(
             GRAMMAR_PATH.read_text(encoding="utf-8"),
             parser="lalr",
-            lexer="contextual",
+            lexer="basic",
             start=["start", "expr_only"],
             propagate_positions=True,
             maybe_placeholders=False,
@@ -292,10 +292,6 @@ class _Builder:
             done[id(node)] = (fn(node, kids), d + 1)  # type: ignore[operator]
         return done[id(root)][0]
 
-    def reserved(self, tok: Token, what: str) -> None:
-        if str(tok).upper() in KEYWORDS:
-            self.error(_tok_loc(tok), f"'{tok}' is a keyword and cannot be used as {what}")
-
     # --------------------------------------------------------------- patterns
     def b_start(self, node: Tree, kids: list) -> list[ast.Pattern]:
         return kids
@@ -305,7 +301,6 @@ class _Builder:
 
     def b_pattern(self, node: Tree, kids: list) -> ast.Pattern:
         _kw, name, structure, *clauses = kids
-        self.reserved(name, "a pattern name")
         got: dict[str, object] = {}
         first: dict[str, ast.Loc] = {}
         for kind, kw, value in clauses:
@@ -341,8 +336,6 @@ class _Builder:
         return ast.Structure(str(op).upper(), tuple(elements), _node_loc(node))
 
     def _element(self, node: Tree, type_: Token, alias: Token, kind: str) -> ast.Element:
-        self.reserved(type_, "an event type")
-        self.reserved(alias, "an alias")
         return ast.Element(str(type_), str(alias), kind, None, _node_loc(node), _tok_loc(alias))
 
     def b_el_event(self, node: Tree, kids: list) -> ast.Element:
@@ -364,8 +357,6 @@ class _Builder:
 
     def b_partition_clause(self, node: Tree, kids: list):
         names = kids[2:]
-        for n in names:
-            self.reserved(n, "an attribute name in PARTITION BY")
         return ("partition", kids[0], (tuple(str(n) for n in names), tuple(_tok_loc(n) for n in names)))
 
     def b_within_clause(self, node: Tree, kids: list):
@@ -406,7 +397,6 @@ class _Builder:
         text = item_text(self.text[m.start_pos : m.end_pos]) if m is not None else str(src)
         name = None
         if len(kids) == 3:
-            self.reserved(kids[2], "an output name")
             name = str(kids[2])
         return ast.EmitItem(kids[0], name, text, None, _node_loc(node))
 
@@ -443,6 +433,9 @@ class _Builder:
 
     def b_attr(self, node: Tree, kids: list) -> ast.Attr:
         return ast.Attr(str(kids[0]), str(kids[1]), _node_loc(node))
+
+    def b_attr_name(self, node: Tree, kids: list) -> Token:
+        return kids[0]
 
     def b_bare(self, node: Tree, kids: list) -> ast.Attr:
         return ast.Attr(str(kids[0]), "", _node_loc(node))
@@ -501,6 +494,42 @@ def _parse_patterns(text: str, filename: str) -> tuple[list[ast.Pattern], list[I
     return b.build(tree), b.issues, b.name_locs
 
 
+MAX_SYNTAX_ERRORS_PER_PATTERN = 5
+
+_CLAUSE_SPLIT_RE = re.compile(
+    r"""(?:--|\#)[^\n]*|'(?:[^'\\\n]|\\.|'')*'?|"(?:[^"\\\n]|\\.|"")*"?|\.\s*\w*"""
+    r"""|(?P<kw>(?<!\w)(?:where|partition|within|emit|using)(?!\w))|\w+|[^\w'"\#.-]+|.""",
+    re.IGNORECASE,
+)
+
+
+def _failing_clause(piece: str, err: UnexpectedInput) -> tuple[int, int, int] | None:
+    """``(start, end, error position)`` of the clause that holds a syntax error, or None.
+
+    The rest of the pattern can be parsed and checked without it, so each
+    broken clause gives its own error.  An error before the first clause (in
+    the structure) cannot be skipped.
+    """
+    if isinstance(err, UnexpectedToken):
+        pos = len(piece) if err.token.type == "$END" else (err.token.start_pos or 0)
+    elif isinstance(err, UnexpectedCharacters):
+        pos = err.pos_in_stream
+    else:  # pragma: no cover
+        return None
+    starts = [m.start() for m in _CLAUSE_SPLIT_RE.finditer(piece) if m.group("kw")]
+    before = [st for st in starts if st < pos]
+    if not before:
+        return None
+    start = before[-1]
+    end = next((st for st in starts if st >= pos and st > start), len(piece))
+    return start, end, pos
+
+
+def _blank(piece: str, start: int, end: int) -> str:
+    """Spaces over ``piece[start:end]``, newlines kept (so positions do not move)."""
+    return piece[:start] + re.sub(r"[^\n]", " ", piece[start:end]) + piece[end:]
+
+
 def _recover(text: str, filename: str, first_error: UnexpectedInput):
     """Parse each ``PATTERN`` piece on its own so every broken pattern is reported."""
     starts = _pattern_starts(text)
@@ -516,12 +545,23 @@ def _recover(text: str, filename: str, first_error: UnexpectedInput):
     name_locs: dict[int, ast.Loc] = {}
     syntax_errors = 0
     for s, e in pieces:
+        tree = None
         piece = _padded(text[:e], s)
-        try:
-            tree = _lark().parse(piece, start="start")
-        except UnexpectedInput as err:
-            issues.append(_syntax_issue(err, piece))
-            syntax_errors += 1
+        follow_on = -1  # a clause keyword that stood where an error was: maybe no clause at all
+        for _attempt in range(MAX_SYNTAX_ERRORS_PER_PATTERN):
+            try:
+                tree = _lark().parse(piece, start="start")
+                break
+            except UnexpectedInput as err:
+                clause = _failing_clause(piece, err)
+                if clause is None or clause[0] != follow_on:  # (`AS within`: one error, not two)
+                    issues.append(_syntax_issue(err, piece))
+                    syntax_errors += 1
+                if clause is None:
+                    break
+                start, end, follow_on = clause
+                piece = _blank(piece, start, end)
+        if tree is None:
             continue
         b = _Builder(piece, filename)
         patterns.extend(b.build(tree))

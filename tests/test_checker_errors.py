@@ -241,15 +241,41 @@ def test_pattern_defined_twice():
 
 
 def test_keywords_are_reserved_names():
-    # after ',' the lexer reads a name, so a keyword there is a name the checker rejects
-    assert errors("PATTERN p SEQ(Txn s1, where s2)") == [
-        (1, 23, "'where' is a keyword and cannot be used as an event type")
+    # a keyword is always lexed as the keyword, so it cannot be a name
+    assert errors("PATTERN p SEQ(Txn s1, where s2)") == [(1, 23, "expected a name, AND, NOT or SEQ, found 'where'")]
+    assert errors("PATTERN p SEQ(Txn s1) EMIT s1.a AS within") == [(1, 36, "expected a name, found 'within'")]
+    assert errors("PATTERN p SEQ(Txn s1) PARTITION BY a, emit") == [(1, 39, "expected a name, found 'emit'")]
+    assert errors("PATTERN seq SEQ(Txn s1)") == [(1, 9, "expected a name, found 'seq'")]
+
+
+def test_a_misplaced_keyword_is_reported_where_it_stands():
+    assert errors("PATTERN p SEQ(Txn s1) WHERE s1.x > AND s1.y = 1") == [
+        (1, 36, "expected an expression, found 'AND'")
     ]
-    assert errors("PATTERN p SEQ(Txn s1) EMIT s1.a AS within") == [
-        (1, 36, "'within' is a keyword and cannot be used as an output name")
+    assert errors("PATTERN p SEQ(Txn s1) WHERE s1.x >\n  PARTITION BY card") == [
+        (2, 3, "expected an expression, found 'PARTITION'")
     ]
-    assert errors("PATTERN p SEQ(Txn s1) PARTITION BY a, emit") == [
-        (1, 39, "'emit' is a keyword and cannot be used as an attribute name in PARTITION BY")
+
+
+def test_every_broken_clause_of_a_pattern_is_reported():
+    text = (
+        "PATTERN a SEQ(Txn s1, Txn s2)\n"
+        "  WHERE s1.x > AND sl.y = 1\n"
+        "  PARTITION BY card,\n"
+        "  WITHIN 1 hr\n"
+        "  EMIT s1.x AS a, s2.x AS a, s3.y\n"
+        "PATTERN b SEQ(A a) WITHIN WHERE a.x = 1 EMIT q.x\n"
+        "PATTERN c SEQ(A a, B b WHERE a.x = 1\n"
+    )
+    assert errors(text) == [
+        (2, 16, "expected an expression, found 'AND'"),
+        (4, 3, "expected a name, found 'WITHIN'"),
+        (4, 12, "unknown duration unit 'hr' (did you mean h?); use ms, s, min, h or d"),
+        (5, 19, "two EMIT items are named 'a' (the first at line 5, col 8)"),
+        (5, 30, "unknown alias 's3' (did you mean s1?)"),
+        (6, 27, "expected a number or '-', found 'WHERE'"),
+        (6, 46, "unknown alias 'q'"),
+        (7, 24, "expected ',' or ')', found 'WHERE'"),
     ]
 
 
