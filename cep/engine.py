@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import heapq
 import pickle
+from collections import deque
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -87,11 +88,14 @@ class Engine:
                 self.route.setdefault(atom.type, []).append((ri, ai, atom.filter, bit))
         self._windowed = [(ri, self._pattern_mask[ri]) for ri, cp in enumerate(self.patterns)
                           if cp.within is not None]
-        self._holders: dict[int, int] = {}
         # record -> serials, built on the first retraction (insert-only streams never pay for it)
         self._by_fp: dict[Any, list[int]] = {}
         self._fp_enabled = False
+        # expiry order per pattern: serials in arrival order while times do not
+        # decrease (a deque, the common case), a heap of (ts, serial) for the rest
         self._expiry: list[list[tuple[Any, int]]] = [[] for _ in self.patterns]
+        self._in_order: list[deque[int]] = [deque() for _ in self.patterns]
+        self._last_ts: list[Any] = [None] * len(self.patterns)
         self._windows = [cp.within for cp in self.patterns]
         self.max_ts: int | float | None = None
         self.watermark: int | float | None = None
@@ -136,14 +140,19 @@ class Engine:
             self._serial = serial + 1
         elif serial >= self._serial:
             self._serial = serial + 1
+        if event._mask:
+            # the same object pushed again: a second, equal event
+            event = Event(event.type, event.ts, event.fields, event.pos, event.op)
         self.events[serial] = event
         mask = 0
         outs: list[Output] = []
+        t = None
         for ri, ai, flt, bit in self.route.get(event.type, ()):
             if flt is not None and not flt(event):
                 continue
             rt = self.runtimes[ri]
-            if rt.insert(ai, event, serial) is None:
+            t = rt.insert(ai, event, serial, t)
+            if t is None:
                 continue
             mask |= bit
             if emit:
@@ -152,12 +161,18 @@ class Engine:
         if not mask:
             del self.events[serial]
             return outs
-        self._holders[serial] = mask
+        event._mask = mask
         if self._fp_enabled:
             self._by_fp.setdefault(_fingerprint(event.fields), []).append(serial)
+        ts = event.ts
         for ri, pmask in self._windowed:
             if mask & pmask:
-                heapq.heappush(self._expiry[ri], (event.ts, serial))
+                last = self._last_ts[ri]
+                if last is None or ts >= last:
+                    self._in_order[ri].append(serial)
+                    self._last_ts[ri] = ts
+                else:
+                    heapq.heappush(self._expiry[ri], (ts, serial))
         stats = self.stats
         stats["inserted"] += 1
         if len(self.events) > stats["peak_retained"]:
@@ -185,7 +200,7 @@ class Engine:
     def _retract(self, event: Event) -> list[Output]:
         if not self._fp_enabled:
             self._fp_enabled = True
-            for s in sorted(self._holders):
+            for s in sorted(self.events):
                 self._by_fp.setdefault(_fingerprint(self.events[s].fields), []).append(s)
         fp = _fingerprint(event.fields)
         serials = self._by_fp.get(fp)
@@ -198,44 +213,54 @@ class Engine:
         if not serials:
             del self._by_fp[fp]
         outs: list[Output] = []
-        for ri, ai, t in list(self._leaf_tuples(serial, self._holders.pop(serial))):
+        for ri, ai, t in list(self._leaf_tuples(serial, self.events[serial]._mask)):
             rt = self.runtimes[ri]
             rt.delete(ai, t)
             for slots in rt.delta_matches():
                 outs.append(self._output(ri, slots, "-"))
-        del self.events[serial]
+        self.events.pop(serial)._mask = 0
         self.stats["retracted"] += 1
         return outs
 
     def _expire(self) -> None:
         wm = self.watermark
-        for ri, heap in enumerate(self._expiry):
-            if not heap:
-                continue
+        events = self.events
+        for ri, _pmask in self._windowed:
+            heap = self._expiry[ri]
+            queue = self._in_order[ri]
             limit = wm - self._windows[ri]
-            if heap[0][0] >= limit:
-                continue
-            rt = self.runtimes[ri]
-            pmask = self._pattern_mask[ri]
-            batches: dict[int, list[tuple]] = {}
-            while heap and heap[0][0] < limit:
-                _, serial = heapq.heappop(heap)
-                mask = self._holders.get(serial)
-                if mask is None:
-                    continue  # already retracted
-                for _ri, ai, t in self._leaf_tuples(serial, mask & pmask):
-                    batches.setdefault(ai, []).append(t)
-                rest = mask & ~pmask
-                if rest:
-                    self._holders[serial] = rest
+            due: list[int] = []
+            while queue:
+                e = events.get(queue[0])
+                if e is None or not e._mask:
+                    queue.popleft()  # retracted meanwhile
+                elif e.ts < limit:
+                    due.append(queue.popleft())
                 else:
-                    self._forget(serial)
-            # one batch of deletions per atom (Algorithm 7 on a batch), emitting nothing
-            for ai, tuples in batches.items():
-                rt.expire(ai, tuples)
+                    break
+            while heap and heap[0][0] < limit:
+                due.append(heapq.heappop(heap)[1])
+            if due:
+                self._expire_serials(ri, due)
+
+    def _expire_serials(self, ri: int, serials: list[int]) -> None:
+        """Drop these events from pattern ``ri``: one batch of deletions per atom, no output."""
+        rt = self.runtimes[ri]
+        pmask = self._pattern_mask[ri]
+        batches: dict[int, list[tuple]] = {}
+        for serial in serials:
+            e = self.events.get(serial)
+            if e is None or not e._mask & pmask:
+                continue  # already retracted
+            for _ri, ai, t in self._leaf_tuples(serial, e._mask & pmask):
+                batches.setdefault(ai, []).append(t)
+            e._mask &= ~pmask
+            if not e._mask:
+                self._forget(serial)
+        for ai, tuples in batches.items():
+            rt.expire(ai, tuples)
 
     def _forget(self, serial: int) -> None:
-        del self._holders[serial]
         event = self.events.pop(serial)
         self.stats["expired"] += 1
         if not self._fp_enabled:

@@ -627,11 +627,16 @@ class PatternRuntime:
             n = nodes[n.parent]
             path[n.id] = d
 
-    def insert(self, atom: int, event, serial: int) -> tuple | None:
-        """Insert an event into an atom; returns its leaf tuple (None: filtered by a null join value)."""
+    def insert(self, atom: int, event, serial: int, same: tuple | None = None) -> tuple | None:
+        """Insert an event into an atom; returns its leaf tuple (None: a join value is null).
+
+        ``same`` is the event's tuple in another atom: an equal tuple is shared, not copied.
+        """
         t = self.extract[atom](event, serial)
         if t is None:
             return None
+        if t == same:
+            t = same
         self._last_path = self._propagate(self.leaf_of_atom[atom], t, 1)
         return t
 
