@@ -18,14 +18,15 @@ from hypothesis import strategies as st
 TYPES = ["A", "B", "C", "D"]
 ALIASES = ["a", "b", "c", "d"]
 ATTRS = ["x", "y", "s", "f"]
+STREAM_TYPES = ["A", "A", "B", "B", "C", "C", "D"]
 
 # attribute value domains: small, so equalities and ranges hit
-NUMS = [0, 1, 2, 3, 1.0, 2.5, -1]
+NUMS = [0, 1, 2, 1, 1.0, 2.5, -1]
 VALUES = {
     "x": NUMS + [None, "1", True],
     "y": NUMS + [None, "u", False],
-    "s": ["u", "v", "w", None, 1],
-    "f": [True, False, None, 0],
+    "s": ["u", "v", "u", None, 1],
+    "f": [True, False, True, None, 0],
 }
 MISSING = object()
 
@@ -206,24 +207,45 @@ def _record_key(rec: dict):
     return tuple(sorted((k, vk(v)) for k, v in rec.items()))
 
 
+_ACTIONS = ["new"] * 10 + ["dup", "retract", "retract"]
+
+
+def _steps(lateness: int) -> st.SearchStrategy:
+    return st.tuples(
+        st.sampled_from(_ACTIONS),
+        st.sampled_from(range(64)),  # which earlier record (dup / retract)
+        st.sampled_from(STREAM_TYPES),
+        # event time: max ts - lateness + this (disorder within the lateness, or a step forward);
+        # -1 makes a late record
+        st.sampled_from([-1] + list(range(lateness + 3)) + [lateness + 1] * 2),
+        st.tuples(*(st.sampled_from(VALUES[a] + ([MISSING] if a != "x" else [])) for a in ATTRS)),
+        st.sampled_from(range(7)),  # extra: explicit "+" op / an attribute named ts / late retraction
+    )
+
+
 @st.composite
 def streams(draw, lateness: int, time_field: str = "ts", max_len: int = 28) -> list[dict]:
-    """Records in arrival order: inserts (some equal), retractions, disorder within the lateness."""
-    n = draw(st.sampled_from([0, 1, 3, 6] + list(range(max_len // 3, max_len + 1))))
+    """Records in arrival order: inserts (some equal), retractions, disorder within the lateness.
+
+    A list of random steps is interpreted against the stream so far (so hypothesis
+    shrinks the list, not a chain of dependent draws).
+    """
+    step = _steps(lateness)
+    n = draw(st.sampled_from([0, 2, 5] + list(range(max_len // 2, max_len + 1))))
+    steps = draw(st.lists(step, min_size=n, max_size=n))
     records: list[dict] = []
     present: list[dict] = []  # on-time inserted, not yet retracted (record without op)
     max_ts = None
-    for _ in range(n):
+    for action, pick, typ, dt, vals, extra in steps:
         wm = None if max_ts is None else max_ts - lateness
-        action = draw(st.sampled_from(["new"] * 10 + ["dup", "retract", "retract"]))
         if action == "retract" and present:
-            rec = draw(st.sampled_from(present))
-            if wm is not None and rec[time_field] < wm and draw(st.booleans()):
+            rec = present[pick % len(present)]
+            on_time = wm is None or rec[time_field] >= wm
+            if not on_time and extra != 0:
                 continue  # mostly retract only what is still on time
             out = dict(rec)
             out["op"] = "-"
             records.append(out)
-            on_time = wm is None or rec[time_field] >= wm
             if on_time:
                 key = _record_key(rec)
                 for j, r in enumerate(present):
@@ -232,24 +254,20 @@ def streams(draw, lateness: int, time_field: str = "ts", max_len: int = 28) -> l
                         break
             continue
         if action == "dup" and records:
-            rec = dict(draw(st.sampled_from(records)))
+            rec = dict(records[pick % len(records)])
             rec.pop("op", None)
         else:
-            lo = 0 if max_ts is None else max(0, max_ts - lateness - 1)
-            hi = 0 if max_ts is None else max_ts + 2
-            ts = draw(st.integers(lo, hi))
-            rec = {"type": draw(st.sampled_from(TYPES)), time_field: ts}
-            for attr in ATTRS:
-                v = draw(st.sampled_from(VALUES[attr] + [MISSING]))
+            ts = max(0, dt) if max_ts is None else max(0, max_ts - lateness + dt)
+            rec = {"type": typ, time_field: ts}
+            for attr, v in zip(ATTRS, vals, strict=True):
                 if v is not MISSING:
                     rec[attr] = v
-            if time_field != "ts" and draw(st.booleans()):
-                rec["ts"] = draw(st.sampled_from([0, 100, "x"]))  # an attribute named ts
-        on_time = max_ts is None or rec[time_field] >= max_ts - lateness
-        if draw(st.integers(0, 5)) == 0:
+            if time_field != "ts" and extra == 1:
+                rec["ts"] = [0, 100, "x"][pick % 3]  # an attribute named ts
+        if extra == 2:
             rec["op"] = "+"  # an explicit insert op
         records.append(rec)
-        if on_time:
+        if max_ts is None or rec[time_field] >= max_ts - lateness:
             max_ts = rec[time_field] if max_ts is None else max(max_ts, rec[time_field])
             present.append({k: v for k, v in rec.items() if k != "op"})
     return records
@@ -257,9 +275,9 @@ def streams(draw, lateness: int, time_field: str = "ts", max_len: int = 28) -> l
 
 @st.composite
 def cases(draw, max_len: int = 28) -> Case:
-    text = draw(pattern_files())
     lateness = draw(st.sampled_from([0, 0, 1, 2, 4]))
     time_field = draw(st.sampled_from(["ts", "ts", "ts", "t"]))
     time_unit = draw(st.sampled_from(["s", "s", "s", "ms"]))
     records = draw(streams(lateness, time_field, max_len))
+    text = draw(pattern_files())
     return Case(text, records, lateness, time_field, time_unit)
