@@ -141,3 +141,17 @@ def test_cli_check_uses_run_check(tmp_path):
     f = write(tmp_path, "card.pattern", CARD)
     res = click_testing.CliRunner().invoke(cli, ["check", str(f)])
     assert res.exit_code == 0 and "pattern card_testing" in res.output
+
+
+def test_compiler_diagnostics_get_their_source_line(tmp_path, monkeypatch):
+    from cep import ast, compiler
+    from cep.errors import Diagnostic, PatternError
+
+    def reject(p, time_unit="s"):
+        raise PatternError([Diagnostic(p.file, ast.Loc(2, 3), "rejected by the compiler")])
+
+    monkeypatch.setattr(compiler, "compile_pattern", reject)
+    f = write(tmp_path, "c.pattern", "PATTERN p\n  SEQ(A a)\n")
+    rc, out, err = check(f)
+    assert rc == 2 and out == ""
+    assert err == f"{f}:2:3: rejected by the compiler\n      SEQ(A a)\n      ^\n1 error(s), 0 warning(s)\n"

@@ -11,6 +11,7 @@ source line and a caret.  Exit code 0, or 2 on any error.
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from collections.abc import Sequence
 from typing import TextIO
@@ -58,6 +59,14 @@ def summarize(cp: CompiledPattern, p: ast.Pattern) -> str:
     return "\n".join(lines)
 
 
+def _with_source_line(d: Diagnostic, text: str) -> Diagnostic:
+    """``d`` with its source line filled in (the compiler's diagnostics lack it)."""
+    lines = text.split("\n")
+    if d.source_line or not 1 <= d.loc.line <= len(lines):
+        return d
+    return dataclasses.replace(d, source_line=lines[d.loc.line - 1].rstrip("\r"))
+
+
 def run_check(paths: Sequence[str], out: TextIO | None = None, err: TextIO | None = None) -> int:
     """Check every pattern of the files; print summaries on ``out``, diagnostics on ``err``."""
     from cep.compiler import compile_pattern
@@ -71,7 +80,8 @@ def run_check(paths: Sequence[str], out: TextIO | None = None, err: TextIO | Non
     count = 0
     for path in paths:
         try:
-            patterns, warnings = parse_text_with_warnings(read_pattern_file(path), str(path))
+            text = read_pattern_file(path)
+            patterns, warnings = parse_text_with_warnings(text, str(path))
         except PatternError as e:
             diagnostics.extend(e.diagnostics)
             continue
@@ -86,7 +96,7 @@ def run_check(paths: Sequence[str], out: TextIO | None = None, err: TextIO | Non
             try:
                 cp = compile_pattern(p)
             except PatternError as e:
-                diagnostics.extend(e.diagnostics)
+                diagnostics.extend(_with_source_line(d, text) for d in e.diagnostics)
                 continue
             summaries.append(summarize(cp, p))
             count += 1
