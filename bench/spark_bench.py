@@ -54,22 +54,22 @@ def spark_child(args: argparse.Namespace) -> None:
     spark = make_session(f"local[{args.cores}]", args.partitions, kafka=False, app="cep-bench")
 
     def run(inp: Path, tag: str) -> tuple[float, int, int]:
+        extra = ["--max-per-batch", str(args.files_per_batch)] if args.files_per_batch else []
         a = build_parser().parse_args([PATTERN, "-i", str(inp), "-o", str(work / f"out-{tag}"),
-                                       "--checkpoint", str(work / f"ck-{tag}"), "--available-now"])
+                                       "--checkpoint", str(work / f"ck-{tag}"), "--available-now", *extra])
         t0 = time.perf_counter()
         q = start_query(spark, a)
         q.awaitTermination()
         el = time.perf_counter() - t0
         if q.exception() is not None:
             raise SystemExit(f"query failed: {q.exception()}")
-        rows = sum(p["numInputRows"] for p in q.recentProgress)
         outs = sum(1 for f in (work / f"out-{tag}").glob("part-*") for _ in open(f))
-        return el, rows, outs
+        return el, len(q.recentProgress), outs
 
     run(work / "warm", f"warm-{args.cores}-{args.partitions}")
-    el, rows, outs = run(work / "in", f"main-{args.cores}-{args.partitions}")
+    el, batches, outs = run(work / "in", f"main-{args.cores}-{args.partitions}")
     print(json.dumps({"path": "spark files->files", "cores": args.cores, "partitions": args.partitions,
-                      "events": args.events, "rows": rows, "outputs": outs, "seconds": round(el, 2),
+                      "events": args.events, "batches": batches, "outputs": outs, "seconds": round(el, 2),
                       "events_per_s": round(args.events / el)}), flush=True)
     spark.stop()
 
@@ -115,6 +115,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--events", type=int, default=60_000)
     ap.add_argument("--keys", type=int, default=1000)
     ap.add_argument("--files", type=int, default=12, help="input files (one micro-batch reads all of them)")
+    ap.add_argument("--files-per-batch", type=int, default=0, help="files per micro-batch (0: all in one)")
     ap.add_argument("--cores", default="1,2", help="comma list of local cores")
     ap.add_argument("--partitions", default="2,8", help="comma list of state partitions")
     ap.add_argument("--no-spark", action="store_true")
@@ -138,7 +139,8 @@ def main(argv: list[str] | None = None) -> int:
             for c in args.cores.split(","):
                 for p in args.partitions.split(","):
                     r = subprocess.run([sys.executable, "-m", "bench.spark_bench", "--child", "--cores", c,
-                                        "--partitions", p, "--events", str(args.events), "--work", str(work)],
+                                        "--partitions", p, "--events", str(args.events), "--work", str(work),
+                                        "--files-per-batch", str(args.files_per_batch)],
                                        cwd=ROOT, env=env, capture_output=True, text=True)
                     lines = [ln for ln in r.stdout.splitlines() if ln.startswith("{")]
                     if r.returncode != 0 or not lines:
