@@ -232,6 +232,8 @@ def _syntax_issue(e: UnexpectedInput, text: str) -> Issue:
         if tok.type == "NAME":
             keywords = [t for t in expected if t in KEYWORDS]
             msg += hint(str(tok), keywords, cutoff=0.7)
+        elif tok.type in KEYWORDS and "NAME" in expected and "NUMBER" not in expected:
+            msg += " (a keyword cannot be used as a name)"
         return Issue(_tok_loc(tok), msg)
     if isinstance(e, UnexpectedCharacters):
         ch = text[e.pos_in_stream] if 0 <= e.pos_in_stream < len(text) else ""
