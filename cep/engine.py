@@ -86,6 +86,14 @@ class Engine:
                 self._slots.append((ri, ai))
                 self._pattern_mask[ri] |= bit
                 self.route.setdefault(atom.type, []).append((ri, ai, atom.filter, bit))
+        # the partition key of a match, read from its first event
+        self._key_attrs: list[tuple[str, ...] | None] = []
+        for cp in self.patterns:
+            a0 = cp.atoms[0] if cp.atoms else None
+            if cp.partition_vars and a0 is not None:
+                self._key_attrs.append(tuple(a0.attrs[a0.vars.index(v)] for v in cp.partition_vars))
+            else:
+                self._key_attrs.append(None)
         self._windowed = [(ri, self._pattern_mask[ri]) for ri, cp in enumerate(self.patterns)
                           if cp.within is not None]
         # record -> serials, built on the first retraction (insert-only streams never pay for it)
@@ -281,18 +289,13 @@ class Engine:
         counts = self.matches_emitted[cp.name]
         counts[op] += 1
         mid = match_id(cp.name, tuple(e.pos for e in events))
-        if cp.emit is None:
-            match = {a.alias: e.fields for a, e in zip(cp.atoms, events, strict=True)}
-        else:
-            match = {}
-            for spec in cp.emit:
-                if spec.star is not None:
-                    alias = cp.atoms[spec.star].alias
-                    for k, v in events[spec.star].fields.items():
-                        match[f"{alias}.{k}"] = v
-                else:
-                    match[spec.name] = spec.fn(*events)
-        return Output(cp.name, op, mid, match)
+        return Output(cp.name, op, mid, self._build(cp, events), self._key(ri, events[0]))
+
+    def _key(self, ri: int, first: Event) -> tuple | None:
+        attrs = self._key_attrs[ri]
+        if attrs is None:
+            return None
+        return tuple(first.ts if a == "ts" else first.fields.get(a) for a in attrs)
 
     # --------------------------------------------------------- whole-state API
 
@@ -304,7 +307,7 @@ class Engine:
         for slots in rt.all_matches():
             events = [self.events[s] for s in rt.serials(slots)]
             mid = match_id(cp.name, tuple(e.pos for e in events))
-            yield Output(cp.name, "+", mid, self._build(cp, events))
+            yield Output(cp.name, "+", mid, self._build(cp, events), self._key(ri, events[0]))
 
     def _build(self, cp: CompiledPattern, events: list[Event]) -> dict:
         if cp.emit is None:

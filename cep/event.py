@@ -40,12 +40,18 @@ class Event:
 
 
 class Output(NamedTuple):
-    """One composite event: ``{"pattern", "op", "id", "match"}`` on the wire."""
+    """One composite event: ``{"pattern", "op", "id", "match"}`` on the wire.
+
+    ``key`` is the values of the pattern's partition key in this match (None
+    when the pattern has none): keyed sinks (Kafka) use it as the record key,
+    whatever EMIT keeps.
+    """
 
     pattern: str
     op: str
     id: str
     match: dict[str, Any]
+    key: tuple | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {"pattern": self.pattern, "op": self.op, "id": self.id, "match": self.match}

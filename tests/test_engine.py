@@ -42,6 +42,7 @@ def test_card_testing_emits_each_match_once():
     ]
     assert len({o.id for o in out}) == 2
     assert eng.match_count("card_testing") == 2
+    assert {o.key for o in out} == {("c1",)}  # the partition key, for keyed sinks
 
 
 def test_window_expiry_emits_nothing_and_frees_state():

@@ -151,58 +151,16 @@ def kafka_key(values: list[Any]) -> bytes:
     return orjson.dumps(vals, default=_default)
 
 
-def _getter(name: str):
-    def get(m: dict) -> Any:
-        return m.get(name)
-
-    return get
-
-
-def _nested_getter(alias: str, attr: str):
-    def get(m: dict) -> Any:
-        ev = m.get(alias)
-        return ev.get(attr) if isinstance(ev, dict) else None
-
-    return get
-
-
 def make_key_fn(cp: Any):
-    """``Output -> key bytes`` for a compiled pattern, or None when its outputs have no key.
+    """``Output -> key bytes`` for a compiled pattern, or None when it has no partition key.
 
-    The key is the pattern's partition key value, read back from the match:
-    without EMIT from the first alias's event; with EMIT from an item that is
-    exactly ``alias.attr`` (or ``alias.*``) for an attribute of the partition
-    key.  A pattern with no PARTITION BY-like equality, or whose EMIT drops the
-    key, gets no key (None).
+    The key is the pattern's partition key value (``Output.key``, filled by the
+    engine from the match's events), whatever EMIT keeps.
     """
-    pvars = tuple(getattr(cp, "partition_vars", ()) or ())
-    if not pvars:
+    if not tuple(getattr(cp, "partition_vars", ()) or ()):
         return None
-    getters = []
-    for v in pvars:
-        refs = cp.variables[v].refs if v in cp.variables else ()
-        g = None
-        if cp.emit is None:
-            atom = cp.atoms[0]
-            if v in atom.vars:
-                alias, attr = atom.alias, atom.attrs[atom.vars.index(v)]
-                g = _nested_getter(alias, attr)
-        else:
-            for alias, attr in refs:
-                for spec in cp.emit:
-                    if spec.fn is not None and spec.text.replace(" ", "") == f"{alias}.{attr}":
-                        g = _getter(spec.name)
-                        break
-                    if spec.star is not None and cp.atoms[spec.star].alias == alias:
-                        g = _getter(f"{alias}.{attr}")
-                        break
-                if g is not None:
-                    break
-        if g is None:
-            return None
-        getters.append(g)
 
     def key(o: Output) -> bytes | None:
-        return kafka_key([g(o.match) for g in getters])
+        return None if o.key is None else kafka_key(list(o.key))
 
     return key
