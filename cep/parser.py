@@ -165,6 +165,7 @@ def _node_loc(t: Tree) -> ast.Loc:
 _EXPR_START = {"NAME", "NUMBER", "STRING", "TRUE", "FALSE", "NULL", "LPAR", "MINUS", "NOT"}
 _OPERATORS = {"PLUS", "MINUS", "STAR", "SLASH", "PERCENT", "COMPOP", "IN", "NOT", "AND", "OR"}
 _CLAUSES = ["WHERE", "PARTITION", "WITHIN", "EMIT", "USING"]
+_NAME_LIKE_KEYWORDS = KEYWORDS - {"PATTERN", *_CLAUSES}  # (a clause keyword there is more likely a typo)
 _TERMINAL_TEXT = {
     "NAME": "a name",
     "NUMBER": "a number",
@@ -232,7 +233,7 @@ def _syntax_issue(e: UnexpectedInput, text: str) -> Issue:
         if tok.type == "NAME":
             keywords = [t for t in expected if t in KEYWORDS]
             msg += hint(str(tok), keywords, cutoff=0.7)
-        elif tok.type in KEYWORDS and "NAME" in expected and "NUMBER" not in expected:
+        elif tok.type in _NAME_LIKE_KEYWORDS and "NAME" in expected and "NUMBER" not in expected:
             msg += " (a keyword cannot be used as a name)"
         return Issue(_tok_loc(tok), msg)
     if isinstance(e, UnexpectedCharacters):
