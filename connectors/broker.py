@@ -166,3 +166,31 @@ log.flush.interval.messages=1000000
 
     def __exit__(self, *exc) -> None:
         self.stop()
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m connectors.broker [DIR] [--topic NAME ...]``: run a local broker until Ctrl-C."""
+    import argparse
+    import tempfile
+
+    ap = argparse.ArgumentParser(prog="python -m connectors.broker", description=main.__doc__)
+    ap.add_argument("dir", nargs="?", help="data directory (default: a new temporary one)")
+    ap.add_argument("--topic", action="append", default=[], help="create this topic (repeatable)")
+    ap.add_argument("--partitions", type=int, default=3)
+    a = ap.parse_args(argv)
+    d = a.dir or tempfile.mkdtemp(prefix="cep-kafka-")
+    with KafkaBroker(d, partitions=a.partitions) as b:
+        for t in a.topic:
+            b.create_topic(t)
+        print(f"kafka broker at {b.bootstrap} (pid {b.proc.pid if b.proc else '?'}, data {d}); Ctrl-C stops it",
+              flush=True)
+        try:
+            while b.proc is not None and b.proc.poll() is None:
+                time.sleep(1)
+        except KeyboardInterrupt:
+            pass
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(main())
