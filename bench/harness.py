@@ -65,6 +65,8 @@ def select(profile: str, names: set[str] | None, sizes: list[int] | None, data_d
     cep_names = None if want_all or "cep" in names else {n for n in names if n in workloads.CEP_EPL}
     if want_all or "cep" in names or cep_names:
         out += workloads.cep_workloads(profile, data_dir, cep_names)
+    if not want_all and "card_target" in names:
+        out += workloads.cep_workloads(profile, data_dir, None, target=True)
     if want_all or "sweep" in names:
         out += workloads.sweep_workloads(profile, data_dir)
     return out
@@ -147,7 +149,8 @@ def run_workload(w: Workload, systems: set[str], out_dir: Path, timeout: float, 
     return rows
 
 
-def run_all(ws: list[Workload], systems: set[str], out_dir: Path, timeout: float, show_progress: bool = True) -> list[dict]:
+def run_all(ws: list[Workload], systems: set[str], out_dir: Path, timeout: float, show_progress: bool = True,
+            on_rows=None) -> list[dict]:
     from tqdm import tqdm
 
     rows: list[dict] = []
@@ -155,6 +158,8 @@ def run_all(ws: list[Workload], systems: set[str], out_dir: Path, timeout: float
     t0 = time.perf_counter()
     for w in bar:
         rows += run_workload(w, systems, out_dir, timeout, bar)
+        if on_rows is not None:
+            on_rows(rows)  # partial results survive an interrupted run
     bar.close()
     for r in rows:
         r["bench_elapsed_s"] = time.perf_counter() - t0
