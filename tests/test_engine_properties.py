@@ -23,7 +23,9 @@ from collections import Counter
 
 import pytest
 import reference
+import test_reference_selfcheck
 from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from strategies import Case, cases
 
 # Fail loudly (ImportError) until the compiler and the engine exist.
@@ -44,12 +46,16 @@ def to_event(rec: dict, pos: int, time_field: str) -> Event:
     return Event(rec["type"], rec[time_field], fields, str(pos), rec.get("op", "+"))
 
 
-def run_engine(case: Case):
+def run_engine(case: Case, restore_at: int | None = None):
+    """Feed the records in arrival order; optionally save and reload the state before one."""
     cps = compile_text(case.text, time_unit=case.time_unit)
     eng = Engine(cps, lateness=case.lateness)
     outs = []
     late = []
     for i, rec in enumerate(case.records, 1):
+        if restore_at is not None and i == restore_at:
+            eng = Engine.loads(eng.dumps(), compile_text(case.text, time_unit=case.time_unit))
+            cps = eng.patterns
         try:
             outs.extend(eng.push(to_event(rec, i, case.time_field)))
         except LateEventError:
@@ -57,11 +63,11 @@ def run_engine(case: Case):
     return eng, cps, outs, late
 
 
-def check_case(case: Case) -> None:
+def check_case(case: Case, restore_at: int | None = None) -> None:
     ref = reference.evaluate(case.text, case.records, case.lateness, time_field=case.time_field,
                              time_unit=case.time_unit)
     assert ref.bad == [], "the strategy generates only valid retractions"
-    eng, cps, outs, late = run_engine(case)
+    eng, cps, outs, late = run_engine(case, restore_at)
     assert late == ref.late
 
     # the reference's matches, keyed by id
@@ -116,6 +122,13 @@ def test_engine_agrees_with_reference(case: Case) -> None:
     check_case(case)
 
 
+@settings(settings.get_profile(PROFILE), max_examples=max(20, settings.get_profile(PROFILE).max_examples // 4))
+@given(cases(), st.integers(1, 30))
+def test_state_survives_dumps_loads(case: Case, restore_at: int) -> None:
+    """Saving and reloading the engine state mid-stream changes nothing that is emitted."""
+    check_case(case, restore_at)
+
+
 # A few fixed cases, so a regression shows without hypothesis' search.
 FIXED = [
     Case(
@@ -148,6 +161,14 @@ FIXED = [
 ]
 
 
-@pytest.mark.parametrize("case", FIXED, ids=["card_testing", "and_nulls_dups"])
+FIXED += [
+    Case(test_reference_selfcheck.CARD_TESTING, test_reference_selfcheck.CARD_STREAM, lateness=3600),
+    Case(test_reference_selfcheck.CARD_TESTING, test_reference_selfcheck.CARD_STREAM, lateness=0),
+    Case(test_reference_selfcheck.PAIRS, test_reference_selfcheck.PAIR_STREAM, lateness=5),
+]
+
+
+@pytest.mark.parametrize("case", FIXED, ids=["card_testing", "and_nulls_dups", "card_hand_3600",
+                                             "card_hand_0", "pairs_hand"])
 def test_fixed_cases(case: Case) -> None:
     check_case(case)
