@@ -291,6 +291,8 @@ def build_match(p: ast.Pattern, aliases: list[str], combo, env) -> dict:
             e = combo[aliases.index(item.star)]
             for k, v in e.fields.items():
                 match[f"{item.star}.{k}"] = v
+        elif isinstance(item.expr, ast.Attr):
+            match[item.name or item.text] = env.get((item.expr.alias, item.expr.name))  # as read
         else:
             match[item.name or item.text] = evaluate_expr(item.expr, env)
     return match
