@@ -76,11 +76,14 @@ def _atom(draw, aliases: list[str]) -> str:
     op = draw(st.sampled_from(["=", "==", "!=", "<>", "<", "<=", ">", ">="]))
     if kind == 0 and len(aliases) >= 2:  # equality between two aliases (a join)
         a, b = draw(st.permutations(aliases))[:2]
-        at = draw(st.sampled_from(["x", "y", "s", "x"]))
+        at = draw(st.sampled_from(["x", "y", "s", "x", "ts"]))
         bt = draw(st.sampled_from([at, at, "x", "y"]))
-        return f"{a}.{at} = {b}.{bt}"
-    if kind == 1:  # attribute vs constant
+        eq = draw(st.sampled_from(["=", "=", "=="]))
+        return f"{a}.{at} {eq} {b}.{bt}"
+    if kind == 1:  # attribute vs constant, either side
         a, at = _ref(draw, aliases, ATTRS, ts=False)
+        if draw(st.integers(0, 3)) == 0:
+            return f"{_const(draw, at)} {op} {a}.{at}"
         return f"{a}.{at} {op} {_const(draw, at)}"
     if kind == 2:  # inequality with arithmetic, possibly across aliases
         return f"{_num_expr(draw, aliases)} {op} {_num_expr(draw, aliases)}"
@@ -137,7 +140,7 @@ def patterns(draw, name: str = "p") -> str:
         attrs = draw(st.lists(st.sampled_from(["x", "s", "f"]), min_size=1, max_size=2, unique=True))
         clauses.append("  PARTITION BY " + ", ".join(attrs))
     if draw(st.booleans()):
-        clauses.append("  WITHIN " + draw(st.sampled_from(["3", "5", "2 s", "4 seconds", "1 min", "1", "3 ms", "0.004 s"])))
+        clauses.append("  WITHIN " + draw(st.sampled_from(["3", "5", "2 s", "4 seconds", "1 min", "1", "3 ms", "0.004 s", "2 sec", "1 h", "1 d"])))
     if draw(st.booleans()):
         items = []
         names = set()
