@@ -51,11 +51,11 @@ def spark_child(args: argparse.Namespace) -> None:
     from connectors.spark_cli import build_parser, start_query
 
     work = Path(args.work)
-    spark = make_session(f"local[{args.cores}]", args.partitions, kafka=False, app="cep-bench")
+    spark = make_session(f"local[{args.cores}]", args.partitions, kafka=bool(args.bootstrap), app="cep-bench")
 
-    def run(inp: Path, tag: str) -> tuple[float, int, int]:
+    def run(inp: str, tag: str, out: str | None = None) -> tuple[float, int, int]:
         extra = ["--max-per-batch", str(args.files_per_batch)] if args.files_per_batch else []
-        a = build_parser().parse_args([PATTERN, "-i", str(inp), "-o", str(work / f"out-{tag}"),
+        a = build_parser().parse_args([PATTERN, "-i", str(inp), "-o", out or str(work / f"out-{tag}"),
                                        "--checkpoint", str(work / f"ck-{tag}"), "--available-now", *extra])
         t0 = time.perf_counter()
         q = start_query(spark, a)
@@ -63,22 +63,33 @@ def spark_child(args: argparse.Namespace) -> None:
         el = time.perf_counter() - t0
         if q.exception() is not None:
             raise SystemExit(f"query failed: {q.exception()}")
+        if out is not None:
+            return el, len(q.recentProgress), -1
         outs = sum(1 for f in (work / f"out-{tag}").glob("part-*") for _ in open(f))
         return el, len(q.recentProgress), outs
 
-    run(work / "warm", f"warm-{args.cores}-{args.partitions}")
-    el, batches, outs = run(work / "in", f"main-{args.cores}-{args.partitions}")
+    run(str(work / "warm"), f"warm-{args.cores}-{args.partitions}")
+    el, batches, outs = run(str(work / "in"), f"main-{args.cores}-{args.partitions}")
     print(json.dumps({"path": "spark files->files", "cores": args.cores, "partitions": args.partitions,
                       "events": args.events, "batches": batches, "outputs": outs, "seconds": round(el, 2),
                       "events_per_s": round(args.events / el)}), flush=True)
+    if args.bootstrap:
+        from kafka import KafkaAdminClient
+        from kafka.admin import NewTopic
+
+        tout = f"bench-out-{args.cores}-{args.partitions}"
+        admin = KafkaAdminClient(bootstrap_servers=args.bootstrap)
+        admin.create_topics([NewTopic(tout, 3, 1)])
+        admin.close()
+        el, batches, _ = run(f"kafka://{args.bootstrap}/{args.topic}?from=earliest&until=end",
+                             f"kafka-{args.cores}-{args.partitions}", f"kafka://{args.bootstrap}/{tout}")
+        print(json.dumps({"path": "spark kafka->kafka", "cores": args.cores, "partitions": args.partitions,
+                          "events": args.events, "batches": batches, "seconds": round(el, 2),
+                          "events_per_s": round(args.events / el)}), flush=True)
     spark.stop()
 
 
-def cli_kafka(events: list[dict], work: Path) -> list[dict]:
-    from kafka import KafkaProducer
-
-    from connectors.broker import KafkaBroker
-
+def cli_rows(events: list[dict], work: Path, broker, tin: str) -> list[dict]:
     rows = []
     inp = work / "cli-input.jsonl"
     inp.write_text("".join(json.dumps(e) + "\n" for e in events))
@@ -86,27 +97,37 @@ def cli_kafka(events: list[dict], work: Path) -> list[dict]:
     subprocess.run([sys.executable, "-m", "cep.cli", "run", PATTERN, "-i", str(inp), "-o", str(work / "cli.out"),
                     "-q"], check=True, cwd=ROOT)
     el = time.perf_counter() - t0
-    rows.append({"path": "cep run file->file", "events": len(events), "seconds": round(el, 2),
+    outs = sum(1 for _ in open(work / "cli.out"))
+    rows.append({"path": "cep run file->file", "events": len(events), "outputs": outs, "seconds": round(el, 2),
                  "events_per_s": round(len(events) / el)})
-    with KafkaBroker(work / "broker", partitions=3) as b:
-        tin, tout = b.create_topic("bench-in"), b.create_topic("bench-out")
-        p = KafkaProducer(bootstrap_servers=b.bootstrap, acks="all", linger_ms=20, batch_size=256 * 1024)
-        t0 = time.perf_counter()
-        for e in events:
-            p.send(tin, key=e["card"].encode(), value=json.dumps(e).encode())
-        p.flush()
-        p.close()
-        prod = time.perf_counter() - t0
-        rows.append({"path": "kafka-python produce (setup)", "events": len(events), "seconds": round(prod, 2),
-                     "events_per_s": round(len(events) / prod)})
+    if broker is not None:
+        tout = broker.create_topic("bench-cli-out")
         t0 = time.perf_counter()
         subprocess.run([sys.executable, "-m", "cep.cli", "run", PATTERN, "-i",
-                        f"kafka://{b.bootstrap}/{tin}?from=earliest&until=end", "-o",
-                        f"kafka://{b.bootstrap}/{tout}", "-q"], check=True, cwd=ROOT)
+                        f"kafka://{broker.bootstrap}/{tin}?from=earliest&until=end", "-o",
+                        f"kafka://{broker.bootstrap}/{tout}", "-q"], check=True, cwd=ROOT)
         el = time.perf_counter() - t0
         rows.append({"path": "cep run kafka->kafka", "events": len(events), "seconds": round(el, 2),
                      "events_per_s": round(len(events) / el)})
     return rows
+
+
+def start_broker(events: list[dict], work: Path):
+    from kafka import KafkaProducer
+
+    from connectors.broker import KafkaBroker
+
+    b = KafkaBroker(work / "broker", partitions=3).start()
+    tin = b.create_topic("bench-in")
+    p = KafkaProducer(bootstrap_servers=b.bootstrap, acks="all", linger_ms=20, batch_size=256 * 1024)
+    t0 = time.perf_counter()
+    for e in events:
+        p.send(tin, key=e["card"].encode(), value=json.dumps(e).encode())
+    p.flush()
+    p.close()
+    prod = time.perf_counter() - t0
+    return b, tin, {"path": "kafka-python produce (setup)", "events": len(events), "seconds": round(prod, 2),
+                    "events_per_s": round(len(events) / prod)}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -122,6 +143,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-kafka", action="store_true")
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--work", help=argparse.SUPPRESS)
+    ap.add_argument("--bootstrap", help=argparse.SUPPRESS)
+    ap.add_argument("--topic", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.child:
         args.cores, args.partitions = int(args.cores), int(args.partitions)
@@ -132,30 +155,42 @@ def main(argv: list[str] | None = None) -> int:
     results = []
     with tempfile.TemporaryDirectory(prefix="cep-spark-bench-") as tmp:
         work = Path(tmp)
-        if not args.no_spark:
-            write_dir(work / "in", events, args.files)
-            write_dir(work / "warm", make_events(2000, args.keys, seed=2), 2)
-            env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
-            for c in args.cores.split(","):
-                for p in args.partitions.split(","):
-                    r = subprocess.run([sys.executable, "-m", "bench.spark_bench", "--child", "--cores", c,
-                                        "--partitions", p, "--events", str(args.events), "--work", str(work),
-                                        "--files-per-batch", str(args.files_per_batch)],
-                                       cwd=ROOT, env=env, capture_output=True, text=True)
-                    lines = [ln for ln in r.stdout.splitlines() if ln.startswith("{")]
-                    if r.returncode != 0 or not lines:
-                        print(r.stderr[-3000:], file=sys.stderr)
-                        return 1
-                    results.append(json.loads(lines[-1]))
-                    print(lines[-1], flush=True)
+        broker, tin = None, None
         if not args.no_kafka:
-            for row in cli_kafka(events, work):
+            broker, tin, row = start_broker(events, work)
+            results.append(row)
+            print(json.dumps(row), flush=True)
+        try:
+            if not args.no_spark:
+                write_dir(work / "in", events, args.files)
+                write_dir(work / "warm", make_events(2000, args.keys, seed=2), 2)
+                env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+                kafka_args = ["--bootstrap", broker.bootstrap, "--topic", tin] if broker else []
+                for c in args.cores.split(","):
+                    for p in args.partitions.split(","):
+                        r = subprocess.run([sys.executable, "-m", "bench.spark_bench", "--child", "--cores", c,
+                                            "--partitions", p, "--events", str(args.events), "--work", str(work),
+                                            "--files-per-batch", str(args.files_per_batch), *kafka_args],
+                                           cwd=ROOT, env=env, capture_output=True, text=True)
+                        lines = [ln for ln in r.stdout.splitlines() if ln.startswith("{")]
+                        if r.returncode != 0 or not lines:
+                            print(r.stderr[-3000:], file=sys.stderr)
+                            return 1
+                        for ln in lines:
+                            results.append(json.loads(ln))
+                            print(ln, flush=True)
+            for row in cli_rows(events, work, broker, tin):
                 results.append(row)
                 print(json.dumps(row), flush=True)
-    print("\n| path | local cores | state partitions | events | seconds | events/s |\n|---|---|---|---|---|---|")
+        finally:
+            if broker is not None:
+                broker.stop()
+    print("\n| path | local cores | state partitions | micro-batches | events | outputs | seconds | events/s |\n"
+          "|---|---|---|---|---|---|---|---|")
     for r in results:
-        print(f"| {r['path']} | {r.get('cores', '-')} | {r.get('partitions', '-')} | {r['events']} | "
-              f"{r['seconds']} | {r['events_per_s']:,} |")
+        print(f"| {r['path']} | {r.get('cores', '-')} | {r.get('partitions', '-')} | {r.get('batches', '-')} | "
+              f"{r['events']} | {r.get('outputs', '-') if r.get('outputs', -1) >= 0 else '-'} | {r['seconds']} | "
+              f"{r['events_per_s']:,} |")
     return 0
 
 
