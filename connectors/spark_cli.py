@@ -175,7 +175,8 @@ def main(argv: list[str] | None = None) -> int:
             return EXIT_OTHER
         rows = sum(p.get("numInputRows", 0) for p in q.recentProgress)
         el = time.monotonic() - t0
-        err.write(f"cep spark: {rows} input rows in {len(q.recentProgress)} micro-batches, {el:.1f} s; "
+        err.write(f"cep spark: {rows} source rows (files, for a directory input) in {len(q.recentProgress)} "
+                  f"micro-batches, {el:.1f} s; "
                   f"{parts} state partitions; checkpoint {args.checkpoint}\n")
         return EXIT_OK
     except KeyboardInterrupt:
