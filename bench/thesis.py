@@ -11,8 +11,10 @@ Streams (section 4.5.1): N/k insertions per relation, interleaved uniformly at r
 uniform in 1..K (K = 200 in the thesis). In a *temporally ordered* stream every inequality attribute
 (a, d, e, g) of a new tuple is larger than in every earlier tuple (here: the record number). ``c`` and
 ``i`` are strings, all else integers. The selectivity knob ``x`` (section 4.5.2, "selective inequality
-joins") draws the right-hand inequality attributes (d, g) from the lowest fraction ``x`` of the range,
-so ``P(a < d) = x/2`` and ``P(a < d < g) = x/6`` instead of 1/2 and 1/6.
+joins"; random order only) lets only a fraction ``x`` of the R and T tuples join: the others get an
+``a`` above every value (R) or a ``g`` below every value (T). So Q1's output is about ``x/2`` of the
+Cartesian product and Q4's about ``x^2/6``, and every joining tuple still joins with many others (a
+low-variance output, unlike shrinking a value range, where a handful of extreme tuples decide it).
 """
 
 from __future__ import annotations
@@ -164,7 +166,6 @@ def generate(spec: StreamSpec) -> list[dict]:
     per = spec.n // len(spec.rels)
     order = [rel for rel in spec.rels for _ in range(per)]
     rng.shuffle(order)
-    hi = max(1, int(VALUE_RANGE * spec.x))
     out = []
     for pos, rel in enumerate(order):
         rec: dict = {"type": rel, "ts": pos}
@@ -175,8 +176,8 @@ def generate(spec: StreamSpec) -> list[dict]:
                 rec[attr] = f"{attr}{rng.randint(0, 99999):05d}"
             elif spec.order == "temporal" and attr in ("a", "d", "e", "g"):
                 rec[attr] = pos + 1
-            elif attr in ("d", "g"):
-                rec[attr] = rng.randint(1, hi)
+            elif attr in ("a", "g") and spec.x < 1.0 and rng.random() >= spec.x:
+                rec[attr] = VALUE_RANGE + 1 if attr == "a" else 0  # a tuple that joins with nothing
             else:
                 rec[attr] = rng.randint(1, VALUE_RANGE)
         out.append(rec)
