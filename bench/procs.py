@@ -95,15 +95,33 @@ def run_cep_inprocess(patterns: list[Path], input_path: Path, output: str = "/de
     return res
 
 
-def run_cep_cli(patterns: list[Path], input_path: Path, output: str = "/dev/null",
+def run_cep_cli(patterns: list[Path], input_path: Path, output: str | None = None,
                 time_unit: str = "s", timeout: float = 900) -> dict:
-    """`cep run` end to end as a user runs it (process start, imports, compile, read, detect, write)."""
+    """`cep run` end to end as a user runs it (process start, imports, compile, read, detect, write).
+
+    Output goes to a temporary file (not /dev/null) so its lines can be counted afterwards.
+    """
+    import tempfile
+
+    tmp = None
+    if output is None:
+        fd, tmp = tempfile.mkstemp(prefix="cep-bench-", suffix=".jsonl")
+        os.close(fd)
+        output = tmp
     cmd = [sys.executable, "-c", CEP_MAIN, "run", *map(str, patterns), "-i", str(input_path), "-o", output,
            "--time-unit", time_unit]
-    r = run_measured(cmd, timeout)
-    if r["rc"] != 0:
-        raise RunFailed(f"cep run exited {r['rc']}: {r['stderr'][-2000:]}")
-    return {"system": "cep run", "wall_s": r["wall_s"], "run_s": r["wall_s"], "peak_rss_mb": r["sampled_hwm_mb"],
+    try:
+        r = run_measured(cmd, timeout)
+        if r["rc"] != 0:
+            raise RunFailed(f"cep run exited {r['rc']}: {r['stderr'][-2000:]}")
+        composites = None
+        if tmp is not None:
+            with open(tmp, "rb") as f:
+                composites = sum(1 for line in f if line.strip())
+    finally:
+        if tmp is not None:
+            os.unlink(tmp)
+    return {"composites": composites, "system": "cep run", "wall_s": r["wall_s"], "run_s": r["wall_s"], "peak_rss_mb": r["sampled_hwm_mb"],
             "stderr": r["stderr"][-500:]}
 
 
