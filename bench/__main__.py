@@ -30,6 +30,7 @@ def main(argv: list[str] | None = None) -> int:
     prof.add_argument("--full", action="store_true", help="larger sizes (tens of minutes)")
     ap.add_argument("--no-esper", action="store_true", help="do not build or run the Esper side")
     ap.add_argument("--no-cli", action="store_true", help="skip the `cep run` subprocess runs")
+    ap.add_argument("--no-memory", action="store_true", help="skip the tracemalloc memory pass (CEP patterns)")
     ap.add_argument("--out", default=str(workloads.BENCH_DIR / "results"), help="results directory")
     ap.add_argument("--data", default=None, help="where generated streams go (default: OUT/data)")
     ap.add_argument("--timeout", type=float, default=600, help="seconds per run before it is killed")
@@ -49,7 +50,9 @@ def main(argv: list[str] | None = None) -> int:
     out_dir.mkdir(parents=True, exist_ok=True)
     data_dir.mkdir(parents=True, exist_ok=True)
 
-    systems = {"cep", "cep run"}
+    systems = {"cep", "cep run", "cep mem"}
+    if args.no_memory:
+        systems.discard("cep mem")
     if args.no_cli:
         systems.discard("cep run")
     if not args.no_esper:

@@ -17,6 +17,8 @@ import orjson
 from bench import procs, streams, thesis, workloads
 from bench.workloads import Workload
 
+MEMORY_PASS_RECORDS = 20_000  # the tracemalloc pass runs on a prefix: several windows, a fraction of the time
+
 
 def machine_info() -> dict:
     cpu = platform.processor() or ""
@@ -104,6 +106,10 @@ def run_workload(w: Workload, systems: set[str], out_dir: Path, timeout: float, 
         return records
 
     expected = _cached(path, f"expected:{w.query}", lambda: w.expected(recs())) if w.expected else None
+    prefix_window = None
+    if w.window is not None and "cep mem" in systems:
+        prefix_window = _cached(path, f"window:{w.window}:{MEMORY_PASS_RECORDS}", lambda: streams.max_window_occupancy(
+            recs()[:MEMORY_PASS_RECORDS], w.window))
     window_events = None
     if w.window is not None:
         window_events = _cached(path, f"window:{w.window}", lambda: streams.max_window_occupancy(recs(), w.window))
@@ -117,6 +123,14 @@ def run_workload(w: Workload, systems: set[str], out_dir: Path, timeout: float, 
         row["window_events"] = window_events
         try:
             res = fn()
+            if system == "cep mem":
+                row["window_events"] = prefix_window
+                bpe = res.get("bytes_per_event") or 0
+                if prefix_window and bpe:
+                    row["window_mb"] = prefix_window * bpe / 1048576.0
+                    row["state_x_window"] = res["traced_peak_mb"] / row["window_mb"]
+                rows.append(_finish(row, res, None))
+                return
             rows.append(_finish(row, res, expected))
         except procs.RunFailed as e:
             row["error"] = str(e)[-300:]
@@ -129,6 +143,10 @@ def run_workload(w: Workload, systems: set[str], out_dir: Path, timeout: float, 
         if w.seq_patterns:
             attempt("cep SEQ", lambda: procs.run_cep_inprocess(w.seq_patterns, path, timeout=timeout,
                                                                time_unit=w.time_unit))
+    if "cep mem" in systems and w.family == "cep":
+        attempt("cep mem", lambda: procs.run_cep_inprocess(
+            w.patterns, path, timeout=timeout, time_unit=w.time_unit,
+            extra=["--tracemalloc", "--limit", str(MEMORY_PASS_RECORDS)]))
     if "cep run" in systems and w.cli:
         def cli():
             res = procs.run_cep_cli(w.patterns, path, timeout=timeout, time_unit=w.time_unit)

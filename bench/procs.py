@@ -81,10 +81,11 @@ def _json_tail(text: str) -> dict:
 
 
 def run_cep_inprocess(patterns: list[Path], input_path: Path, output: str = "/dev/null",
-                      time_unit: str = "s", timeout: float = 900, profile: str | None = None) -> dict:
+                      time_unit: str = "s", timeout: float = 900, profile: str | None = None,
+                      extra: list[str] | None = None) -> dict:
     """The measured cep loop (bench.run_cep) in a fresh interpreter."""
     cmd = [sys.executable, "-m", "bench.run_cep", *map(str, patterns), "-i", str(input_path), "-o", output,
-           "--time-unit", time_unit]
+           "--time-unit", time_unit, *(extra or [])]
     if profile:
         cmd += ["--profile", profile]
     r = run_measured(cmd, timeout)

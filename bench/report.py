@@ -109,6 +109,23 @@ def cep_table(rows: list[dict]) -> list[str]:
     return lines
 
 
+def memory_table(rows: list[dict]) -> list[str]:
+    lines = ["| workload | traced engine peak MB | events in the fullest window | those events as read, MB | "
+             "state / window events | retained events after each tenth of the prefix |",
+             "|---|---|---|---|---|---|"]
+    for r in rows:
+        if r["system"] != "cep mem":
+            continue
+        if r.get("error"):
+            lines.append(f"| {r['workload']} | failed: {r['error'][:100]} | | | | |")
+            continue
+        dec = r.get("retained_deciles") or []
+        lines.append(f"| {r['workload']} | {_f(r.get('traced_peak_mb'), '{:.2f}')} | {_f(r.get('window_events'))} | "
+                     f"{_f(r.get('window_mb'), '{:.2f}')} | {_f(r.get('state_x_window'), '{:.2f}x')} | "
+                     f"{' '.join(str(d) for d in dec)} |")
+    return lines
+
+
 def sweep_table(rows: list[dict]) -> list[str]:
     lines = ["| workload | composites | cep time s | cep µs/composite | cep marginal µs/composite | "
              "Esper time s | Esper µs/composite | Esper marginal µs/composite |",
@@ -143,8 +160,12 @@ def summary(rows: list[dict]) -> list[str]:
                + ("" if not bad else ": " + "; ".join(f"{r['workload']} [{r['system']}] "
                                                      f"{r.get('composites')} vs {r.get('expected')}" for r in bad)))
     for r in rows:
+        if r["system"] == "cep mem" and r.get("state_x_window"):
+            out.append(f"- memory ({r['workload']}): engine state peak {r['state_x_window']:.2f}x the events of "
+                       f"the fullest window (target <= 2x: {'met' if r['state_x_window'] <= 2 else 'NOT met'})")
+    for r in rows:
         if r["family"] == "cep" and r["query"] == "card_testing" and r["system"] in ("cep", "cep run") \
-                and not r.get("error") and r["n"] >= 1_000_000:
+                and not r.get("error"):
             eps = r.get("events_per_s") or 0
             xf = r.get("x_floor") or 0
             out.append(f"- card testing target ({r['workload']}, {r['system']}): {eps:,.0f} events/s "
@@ -184,6 +205,13 @@ def write_markdown(rows: list[dict], machine: dict, command: str, elapsed: float
                   "with `every` on each element (all matches), time from the first record to the last, its "
                   "floor = its own parse-only pass. Output goes to /dev/null as JSON lines in every system.",
                   "", *cep_table(rows), ""]
+        if any(r["system"] == "cep mem" for r in rows):
+            lines += ["Memory pass (separate run with tracemalloc, the first "
+                      "20,000 records): the engine's traced peak (everything allocated after the engine "
+                      "was built: retained events, indexes, transient output) against the size of the "
+                      "events of the fullest window as the reader makes them (Event + dict; the target is "
+                      "<= 2x), and the retained events over the run (flat = bounded by the window).", "",
+                      *memory_table(rows), ""]
     if any(r["family"] == "thesis" for r in rows):
         lines += ["## Thesis Q1-Q12 (Table 4.1)", "",
                   "AND patterns with the inequalities in WHERE; on temporally ordered streams also the SEQ form "

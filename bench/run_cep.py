@@ -21,6 +21,10 @@ from array import array
 import orjson
 
 
+def _ignore(_: int) -> None:
+    pass
+
+
 def percentile(sorted_values, q: float) -> float:
     if not sorted_values:
         return 0.0
@@ -62,6 +66,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-floor", action="store_true")
     ap.add_argument("--sample-every", type=int, default=256, help="records between retained-state samples")
     ap.add_argument("--profile", help="write cProfile stats of the engine loop to this file")
+    ap.add_argument("--limit", type=int, default=0, help="stop after this many records (0: all)")
+    ap.add_argument("--tracemalloc", action="store_true",
+                    help="memory pass: trace the engine's allocations (slower; no latency figures)")
     args = ap.parse_args(argv)
 
     from cep.compiler import compile_files
@@ -71,9 +78,12 @@ def main(argv: list[str] | None = None) -> int:
 
     base_rss = current_rss_mb()
     floor_s = -1.0
+    n_total = 0
     if not args.no_floor:
         t0 = time.perf_counter()
-        parse_only(args.input, time_unit=args.time_unit)
+        n_total = parse_only(args.input, time_unit=args.time_unit)
+        if args.limit:
+            n_total = min(n_total, args.limit)
         floor_s = time.perf_counter() - t0
         gc.collect()
 
@@ -91,7 +101,18 @@ def main(argv: list[str] | None = None) -> int:
     clock = time.perf_counter_ns
     lat = array("q")
     record_latency = lat.append
+    traced_base = 0
+    if args.tracemalloc:
+        import tracemalloc
+
+        record_latency = _ignore  # no growing array in the traced figure
+        gc.collect()
+        tracemalloc.start()
+        traced_base = tracemalloc.get_traced_memory()[0]
+        tracemalloc.reset_peak()
     every = args.sample_every
+    deciles: list[int] = []  # retained events after each tenth of the input: is the state flat?
+    next_mark = n_total // 10 if n_total >= 10 else 0
     peak_retained = 0
     composites = 0
     records = 0
@@ -117,12 +138,35 @@ def main(argv: list[str] | None = None) -> int:
             n = engine.retained_events
             if n > peak_retained:
                 peak_retained = n
+        if records == next_mark:
+            deciles.append(engine.retained_events)
+            next_mark += n_total // 10
+            if records == args.limit:
+                break
     flush()
     run_s = time.perf_counter() - t0
     if prof is not None:
         prof.disable()
         prof.dump_stats(args.profile)
     peak_rss = rss_mb()  # before the latency samples are sorted into a list
+    mem = {}
+    if args.tracemalloc:
+        import tracemalloc
+
+        state_peak = tracemalloc.get_traced_memory()[1] - traced_base
+        # what one event costs as read (Event + its dict), to size "the events in a window"
+        before = tracemalloc.get_traced_memory()[0]
+        keep = []
+        src2 = open_source(args.input)
+        for pos, raw in src2.records():
+            keep.append(decode(pos, raw))
+            if len(keep) >= 10000:
+                break
+        src2.close()
+        per_event = (tracemalloc.get_traced_memory()[0] - before) / max(1, len(keep))
+        del keep
+        tracemalloc.stop()
+        mem = {"traced_peak_mb": state_peak / 1048576.0, "bytes_per_event": per_event}
     peak_retained = max(peak_retained, engine.retained_events)
     sink.close()
     src.close()
@@ -141,7 +185,9 @@ def main(argv: list[str] | None = None) -> int:
         "state_size": engine.state_size() if hasattr(engine, "state_size") else None,
         "base_rss_mb": base_rss,
         "peak_rss_mb": peak_rss,
+        "retained_deciles": deciles,
         "python": sys.version.split()[0],
+        **mem,
     }
     sys.stdout.write(orjson.dumps(result).decode() + "\n")
     return 0
