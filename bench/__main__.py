@@ -34,6 +34,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", default=str(workloads.BENCH_DIR / "results"), help="results directory")
     ap.add_argument("--data", default=None, help="where generated streams go (default: OUT/data)")
     ap.add_argument("--timeout", type=float, default=600, help="seconds per run before it is killed")
+    ap.add_argument("--repeat", type=int, default=1, help="run each measurement N times, keep the fastest")
     ap.add_argument("--no-progress", action="store_true")
     args = ap.parse_args(argv)
 
@@ -65,7 +66,7 @@ def main(argv: list[str] | None = None) -> int:
     ws = harness.select(profile, names, sizes, data_dir)
     t0 = time.perf_counter()
     rows = harness.run_all(ws, systems, out_dir, args.timeout, show_progress=not args.no_progress,
-                           on_rows=lambda rs: report.write_csv(rs, out_dir / "results.csv"))
+                           on_rows=lambda rs: report.write_csv(rs, out_dir / "results.csv"), repeat=args.repeat)
     elapsed = time.perf_counter() - t0
     command = "python -m bench" + ("" if argv is None and len(sys.argv) <= 1 else " " + " ".join(
         shlex.quote(a) for a in (argv if argv is not None else sys.argv[1:])))

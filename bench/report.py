@@ -132,7 +132,12 @@ def sweep_table(rows: list[dict]) -> list[str]:
              "|---|---|---|---|---|---|---|---|"]
     groups = _by([r for r in rows if r["family"] == "sweep"])
     prev: dict[str, tuple[float, float]] = {}
+    last_query = None
     for name, sysrows in groups.items():
+        query = next(iter(sysrows.values()))["query"]
+        if query != last_query:
+            prev = {}  # marginal cost only between points of the same query
+            last_query = query
         cells = [name]
         c = sysrows.get("cep")
         cells.append(_count_cell(c) if c else "-")
@@ -222,8 +227,8 @@ def write_markdown(rows: list[dict], machine: dict, command: str, elapsed: float
                   "parentheses.", "", *comparison_table(rows, "thesis"), ""]
     if any(r["family"] == "sweep" for r in rows):
         lines += ["## Selectivity sweep (section 4.5.2)", "",
-                  "Q1 at a fixed size; the inequality's selectivity grows, so does the output. Constant delay "
-                  "means the marginal time per composite event stays flat.", "", *sweep_table(rows), ""]
+                  "Q1 and Q4 at a fixed size each; the joining fraction x grows, so does the output. Constant "
+                  "delay means the marginal time per extra composite event stays flat as output grows.", "", *sweep_table(rows), ""]
     for p in plots:
         lines.append(f"![{p}]({p})")
     path.write_text("\n".join(lines) + "\n")
@@ -274,9 +279,12 @@ def plots(rows: list[dict], out_dir: Path) -> list[str]:
     sweep = _by([r for r in rows if r["family"] == "sweep"])
     if sweep:
         fig, (a1, a2) = plt.subplots(1, 2, figsize=(10, 4))
-        for system, label in (("cep", "cep"), ("esper", "Esper")):
+        queries = sorted({next(iter(s.values()))["query"] for s in sweep.values()})
+        for system, query in ((sy, q) for sy in ("cep", "esper") for q in queries):
+            label = f"{'cep' if system == 'cep' else 'Esper'} {query.upper()}"
             pts = [(s[system]["composites"], s[system]["run_s"]) for s in sweep.values()
-                   if s.get(system) and not s[system].get("error") and s[system].get("composites")]
+                   if s.get(system) and not s[system].get("error") and s[system].get("composites")
+                   and s[system]["query"] == query]
             if not pts:
                 continue
             pts.sort()
@@ -284,7 +292,7 @@ def plots(rows: list[dict], out_dir: Path) -> list[str]:
             a2.plot([p[0] for p in pts], [p[1] / p[0] * 1e6 for p in pts], "o-", label=label)
         a1.set_xlabel("composite events")
         a1.set_ylabel("time, s")
-        a1.set_title("Q1 selectivity sweep: time")
+        a1.set_title("selectivity sweep: time")
         a2.set_xscale("log")
         a2.set_xlabel("composite events")
         a2.set_ylabel("µs per composite event")

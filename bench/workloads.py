@@ -67,6 +67,9 @@ THESIS_SIZE_QUERIES = {"quick": (), "default": ("q1", "q2", "q4", "q5"), "full":
 SWEEP = {"quick": [1 / 256, 1 / 32, 1 / 8], "default": [1 / 256, 1 / 64, 1 / 16, 1 / 8],
          "full": [1 / 256, 1 / 64, 1 / 16, 1 / 4, 1.0]}
 SWEEP_N = 4000
+# the same on the three-way chain Q4 (output ~ (N/3)^3 x^2/6), where enumeration walks a deeper tree
+SWEEP3 = {"quick": [], "default": [1 / 16, 1 / 8, 1 / 4], "full": [1 / 16, 1 / 8, 1 / 4, 1 / 2]}
+SWEEP3_N = 900
 
 CARD_SIZES = {"quick": [(100_000, 1_000)], "default": [(1_000_000, 10_000)],
               "full": [(100_000, 1_000), (1_000_000, 10_000)]}
@@ -113,6 +116,12 @@ def sweep_workloads(profile: str, data_dir: Path) -> list[Workload]:
         spec = thesis.StreamSpec("RS", SWEEP_N, "random", x=x)
         w = _thesis_workload(q, spec, data_dir, "sweep", f"sweep q1 N={SWEEP_N} x={x:g}")
         w.note = f"a fraction x of R joins: output ~ x/2 of the Cartesian product ({x / 2:.4g})"
+        out.append(w)
+    q4 = thesis.QUERIES["q4"]
+    for x in SWEEP3[profile]:
+        spec = thesis.StreamSpec("RST", SWEEP3_N, "random", x=x)
+        w = _thesis_workload(q4, spec, data_dir, "sweep", f"sweep q4 N={SWEEP3_N} x={x:g}")
+        w.note = f"a fraction x of R and of T joins: output ~ x^2/6 of the Cartesian product ({x * x / 6:.4g})"
         out.append(w)
     return out
 
