@@ -125,6 +125,23 @@ def epl_text(q: Query) -> str:
     return epl_schemas(q.rels) + f"@name('{q.name}') select {sel} from {frm} where {' and '.join(conds)};\n"
 
 
+def epl_seq_text(q: Query) -> str:
+    """The SEQ form in EPL, for temporally ordered streams: a pattern with ``every`` on each element.
+
+    This is the automaton-style plan (one sub-pattern instance per partial match, as SASE or Tesla
+    keep), next to the join plan of appendix A.2.2; on a temporally ordered stream both give the same
+    composite events.
+    """
+    parts = []
+    for idx, rel in enumerate(q.rels):
+        cond = ""
+        if q.key and rel == q.key[1] and idx > 0:
+            cond = f"(k = {ALIAS[q.key[0]]}.k)"
+        parts.append(f"every {ALIAS[rel]}={rel}{cond}")
+    sel = ", ".join(f"{q.column_source(c)} as {c}" for c in q.columns)
+    return epl_schemas(q.rels) + f"@name('{q.name}_seq') select {sel} from pattern [{' -> '.join(parts)}];\n"
+
+
 def write_query_files(directory: Path) -> None:
     """Write q1..q12 (.pattern, _seq.pattern, .epl) into ``directory`` (deterministic; committed)."""
     directory.mkdir(parents=True, exist_ok=True)
@@ -133,6 +150,7 @@ def write_query_files(directory: Path) -> None:
             (directory / f"{q.name}.pattern", pattern_text(q)),
             (directory / f"{q.name}_seq.pattern", pattern_text(q, seq=True)),
             (directory / f"{q.name}.epl", epl_text(q)),
+            (directory / f"{q.name}_seq.epl", epl_seq_text(q)),
         ):
             if not path.exists() or path.read_text() != text:
                 path.write_text(text)

@@ -82,7 +82,8 @@ def _thesis_workload(q: thesis.Query, spec: thesis.StreamSpec, data_dir: Path, f
 
     seq = [QUERY_DIR / f"{q.name}_seq.pattern"] if spec.order == "temporal" else None
     params = {"x": spec.x, "key_domain": spec.key_domain}
-    return Workload(family=family, name=label, query=q.name, order=spec.order, n=spec.n,
+    variants = {"esper SEQ": QUERY_DIR / f"{q.name}_seq.epl"} if spec.order == "temporal" else {}
+    return Workload(epl_variants=variants,family=family, name=label, query=q.name, order=spec.order, n=spec.n,
                     patterns=[QUERY_DIR / f"{q.name}.pattern"], epl=QUERY_DIR / f"{q.name}.epl",
                     make_input=make, expected=lambda recs, q=q: thesis.expected_count(q, recs),
                     seq_patterns=seq, params=params, esper_time_scale=1.0,
@@ -102,7 +103,7 @@ def thesis_workloads(profile: str, data_dir: Path, only: set[str] | None, sizes:
         if sizes is None and q.name in THESIS_SIZE_QUERIES[profile]:
             n, kw = THESIS_SIZE[q.name]
             spec = thesis.StreamSpec(q.rels, n, "random", **kw)
-            knob = ", ".join(f"{k}={v:g}" for k, v in kw.items()) or "uniform"
+            knob = ", ".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}" for k, v in kw.items()) or "uniform"
             w = _thesis_workload(q, spec, data_dir, "thesis", f"{q.name} random N={n} ({knob})")
             w.note = (w.note + "; " if w.note else "") + f"thesis stream size, selective: {knob}"
             out.append(w)
