@@ -74,6 +74,8 @@ def main(argv: list[str] | None = None) -> int:
     made = report.plots(rows, out_dir)
     report.write_markdown(rows, harness.machine_info(), command, elapsed, out_dir / "results.md", made)
     print(f"bench: {len(rows)} runs in {elapsed:.0f} s; {out_dir / 'results.md'}")
+    if out_dir.resolve() == (workloads.BENCH_DIR / "results").resolve():
+        report.update_readme(workloads.BENCH_DIR / "README.md", out_dir / "results.md")
     for line in report.summary(rows):
         print(line)
     return 1 if any(r.get("count_ok") is False for r in rows) else 0

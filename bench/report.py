@@ -330,3 +330,23 @@ def plots(rows: list[dict], out_dir: Path) -> list[str]:
         plt.close(fig)
         made.append("cep_throughput.png")
     return made
+
+
+BEGIN = "<!-- BEGIN RESULTS"
+END = "<!-- END RESULTS -->"
+
+
+def update_readme(readme: Path, results_md: Path, rel_dir: str = "results/") -> bool:
+    """Paste the latest results.md into README.md between the markers (image links made relative)."""
+    if not readme.exists():
+        return False
+    text = readme.read_text()
+    a = text.find(BEGIN)
+    b = text.find(END)
+    if a < 0 or b < a:
+        return False
+    a = text.index("\n", a) + 1
+    body = results_md.read_text().split("\n", 1)[1].lstrip("\n")  # drop the "# Benchmark results" title
+    body = body.replace("## ", "### ").replace("](", "](" + rel_dir)
+    readme.write_text(text[:a] + body + text[b:])
+    return True
