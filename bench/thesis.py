@@ -28,6 +28,7 @@ from pathlib import Path
 import orjson
 
 VALUE_RANGE = 1_000_000
+GEN_VERSION = 2  # part of the file names: a changed generator never reuses an old file
 
 SCHEMA = {  # every relation carries every attribute any query reads; queries ignore the rest
     "R": ("a", "b", "c", "k"),
@@ -175,7 +176,7 @@ class StreamSpec:
     def filename(self) -> str:
         x = f"_x{self.x:g}" if self.x != 1.0 else ""
         kd = f"_k{self.key_domain}" if self.key_domain != 200 else ""
-        return f"thesis_{self.rels}_{self.order}_{self.n}{x}{kd}_s{self.seed}.jsonl"
+        return f"thesis_{self.rels}_{self.order}_{self.n}{x}{kd}_s{self.seed}_v{GEN_VERSION}.jsonl"
 
 
 def generate(spec: StreamSpec) -> list[dict]:
@@ -195,7 +196,10 @@ def generate(spec: StreamSpec) -> list[dict]:
             elif spec.order == "temporal" and attr in ("a", "d", "e", "g"):
                 rec[attr] = pos + 1
             elif attr in ("a", "g") and spec.x < 1.0 and rng.random() >= spec.x:
-                rec[attr] = VALUE_RANGE + 1 if attr == "a" else 0  # a tuple that joins with nothing
+                # a tuple that joins with nothing: a above every d, g below every d (distinct values,
+                # so the knob does not also create a heavily duplicated key)
+                v = rng.randint(1, VALUE_RANGE)
+                rec[attr] = VALUE_RANGE + v if attr == "a" else -v
             else:
                 rec[attr] = rng.randint(1, VALUE_RANGE)
         out.append(rec)
