@@ -2,7 +2,7 @@
 
 Profiles: the default (meant to finish in under 5 minutes on a quiet 2-core machine) runs Q1-Q12 at
 one size per query in both stream orders, four of the thesis' stream sizes made selective, the CEP
-patterns at 5*10^4-2*10^5 events and the selectivity sweep; ``--quick`` is a one-minute smoke version;
+patterns at 5*10^4-2*10^5 events and the selectivity sweep; ``--quick`` is a 1-2 minute smoke version;
 ``--full`` runs larger sizes (the thesis' sizes for every query, the CEP patterns at 10^6 events).
 ``--workloads card_target`` is the issue's target run: card testing, 10^6 events over 10^4 cards.
 """
@@ -26,7 +26,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--workloads", help=f"comma list of {', '.join(ALL)} (default: all)")
     ap.add_argument("--sizes", help="comma list of stream sizes for Q1-Q12 (replaces the profile's sizes)")
     prof = ap.add_mutually_exclusive_group()
-    prof.add_argument("--quick", action="store_true", help="tiny sizes, about a minute")
+    prof.add_argument("--quick", action="store_true", help="tiny sizes, 1-2 minutes")
     prof.add_argument("--full", action="store_true", help="larger sizes (tens of minutes)")
     ap.add_argument("--no-esper", action="store_true", help="do not build or run the Esper side")
     ap.add_argument("--no-cli", action="store_true", help="skip the `cep run` subprocess runs")

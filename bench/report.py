@@ -180,7 +180,7 @@ def summary(rows: list[dict]) -> list[str]:
                 and not r.get("error"):
             eps = r.get("events_per_s") or 0
             xf = r.get("x_floor") or 0
-            out.append(f"- card testing target ({r['workload']}, {r['system']}): {eps:,.0f} events/s "
+            out.append(f"- card testing ({r['workload']}, {r['system']}; the target is set at 10^6 events): {eps:,.0f} events/s "
                        f"(target >= 50,000: {'met' if eps >= 50_000 else 'NOT met'}), {xf:.2f}x the parse-only "
                        f"floor (target <= 3x: {'met' if xf and xf <= 3 else 'NOT met'})")
     groups = _by([r for r in rows if r["family"] == "thesis"])
