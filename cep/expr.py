@@ -84,6 +84,12 @@ _CLASS = {_NUM: _NUM, _NUMQ: _NUM, _STR: _STR, _BOOL: _BOOL, _BOOLQ: _BOOL}
 # dynamic comparison class of a runtime value: 0 number, 1 string, 2 boolean
 _K = {int: 0, float: 0, str: 1, bool: 2, SqlBool: 2}
 
+_BOOL_NODES = (ast.Compare, ast.InList, ast.And, ast.Or, ast.Not)
+
+# Deeper sub-expressions are compiled into functions of their own: Python's
+# parser limits nesting (200 parentheses), and each level nests a few.
+_MAX_INLINE_DEPTH = 24
+
 _CMP_PY = {"=": "==", "!=": "!=", "<": "<", "<=": "<=", ">": ">", ">=": ">="}
 
 
@@ -151,13 +157,23 @@ class _Dyn(NamedTuple):
 class _Gen:
     """Generates the source of one function."""
 
-    def __init__(self, access: AccessFn, params: Sequence[str]) -> None:
+    def __init__(self, access: AccessFn, params: Sequence[str], cache: dict | None = None) -> None:
         self.access = access
+        self.cache: dict[int, Callable] = {} if cache is None else cache
         self.params = list(params)
         self.prologue: list[str] = []
         self.attr_names: dict[tuple[str, str], str] = {}
         self.consts: dict[str, Any] = {}
         self.n = 0
+        self.depth = 0
+
+    def hoist(self, e: ast.Expr) -> str:
+        """Compile a deep sub-expression into a function of its own (once per node)."""
+        key = id(e)
+        fn = self.cache.get(key)
+        if fn is None:
+            fn = self.cache[key] = _compile(e, self.access, self.params, "value", self.cache)
+        return self.const(fn)
 
     def tmp(self) -> str:
         self.n += 1
@@ -201,6 +217,19 @@ class _Gen:
     # -- value mode: (source, kind)
 
     def value(self, e: ast.Expr) -> tuple[str, str]:
+        if isinstance(e, (ast.Literal, ast.Attr)):
+            return self._value(e)
+        if self.depth >= _MAX_INLINE_DEPTH:
+            fn = self.hoist(e)
+            kind = _BOOLQ if isinstance(e, _BOOL_NODES) else _NUMQ
+            return f"{fn}({', '.join(self.params)})", kind
+        self.depth += 1
+        try:
+            return self._value(e)
+        finally:
+            self.depth -= 1
+
+    def _value(self, e: ast.Expr) -> tuple[str, str]:
         if isinstance(e, ast.Literal):
             return self.literal(e.value)
         if isinstance(e, ast.Attr):
@@ -348,6 +377,16 @@ class _Gen:
 
     def truth(self, e: ast.Expr, want: bool) -> str:
         """Source true iff ``e`` is TRUE (``want``) or FALSE (not ``want``)."""
+        if self.depth >= _MAX_INLINE_DEPTH and not isinstance(e, (ast.Literal, ast.Attr)):
+            fn = self.hoist(e)
+            return f"({fn}({', '.join(self.params)}) is {want!r})"
+        self.depth += 1
+        try:
+            return self._truth(e, want)
+        finally:
+            self.depth -= 1
+
+    def _truth(self, e: ast.Expr, want: bool) -> str:
         if isinstance(e, (ast.And, ast.Or)):
             # flattened chains keep the generated source shallow (Python limits nesting)
             cls = type(e)
@@ -385,8 +424,8 @@ class _Gen:
         body = cmp if want else f"not {cmp}"
         return f"({guard} and {body})" if guard else f"({body})"
 
-    def in_truth(self, e: ast.InList, want: bool) -> str:
-        src, kind = self.value(e.operand)
+    def in_truth(self, e: ast.InList, want: bool, operand: tuple[str, str] | None = None) -> str:
+        src, kind = self.value(e.operand) if operand is None else operand
         if kind == _NULL:
             return "False"
         consts = [self.constant(i) for i in e.items]
@@ -473,15 +512,28 @@ class _Gen:
                 f"({dom} if ({x} := {a}) is {dom} or ({y} := {b}) is {dom} "
                 f"else (None if {x} is None or {y} is None else {other}))"
             )
-        # InList: via truth and falsity (the operand is re-read, which is cheap and pure)
-        t = self.truth(e, True)
-        f = self.truth(e, False)
-        return f"(True if {t} else (False if {f} else None))"
+        # InList: via its truth and falsity over the operand, evaluated once
+        assert isinstance(e, ast.InList)
+        src, kind = self.value(e.operand)
+        if kind == _NULL:
+            return "None"
+        f, n = self.bind(src, kind)
+        prefix = f"({f} is None or True) and " if f != n else ""
+        t = self.in_truth(e, not e.negated, (n, kind))
+        fl = self.in_truth(e, e.negated, (n, kind))
+        return f"(True if ({prefix}{t}) else (False if {fl} else None))"
 
     def bool_operand(self, e: ast.Expr) -> str:
         """Any node as a three-valued truth value (True/False/None)."""
-        if isinstance(e, (ast.Compare, ast.InList, ast.And, ast.Or, ast.Not)):
-            return self.bool_value(e)
+        if isinstance(e, _BOOL_NODES):
+            if self.depth >= _MAX_INLINE_DEPTH:
+                fn = self.hoist(e)
+                return f"{fn}({', '.join(self.params)})"
+            self.depth += 1
+            try:
+                return self.bool_value(e)
+            finally:
+                self.depth -= 1
         src, kind = self.value(e)
         if kind == _BOOL:
             return src
@@ -522,8 +574,9 @@ def _env(consts: dict[str, Any]) -> dict[str, Any]:
     return env
 
 
-def _build(expr: ast.Expr, access: AccessFn, params: Sequence[str], mode: str) -> tuple[str, dict]:
-    g = _Gen(access, params)
+def _build(expr: ast.Expr, access: AccessFn, params: Sequence[str], mode: str,
+           cache: dict | None = None) -> tuple[str, dict]:
+    g = _Gen(access, params, cache)
     if mode == "condition":
         body = g.truth(expr, True)
         fail = "False"
@@ -550,8 +603,9 @@ def source_of(expr: ast.Expr, access: AccessFn, params: Sequence[str], condition
     return _build(expr, access, params, "condition" if condition else "value")[0]
 
 
-def _compile(expr: ast.Expr, access: AccessFn, params: Sequence[str], mode: str) -> Callable:
-    src, consts = _build(expr, access, params, mode)
+def _compile(expr: ast.Expr, access: AccessFn, params: Sequence[str], mode: str,
+             cache: dict | None = None) -> Callable:
+    src, consts = _build(expr, access, params, mode, cache)
     env = _env(consts)
     code = compile(src, "<cep.expr>", "exec")
     exec(code, env)  # noqa: S102 - source generated above from the syntax tree

@@ -4,14 +4,16 @@ Why session scope: resolving the jars (once per machine, cached in ``$CEP_JAR_CA
 starting the broker (~5 s) and starting Spark (~10-30 s) are the expensive parts; every test uses its own topics,
 directories and checkpoints. The broker is stopped by its process id; Spark by ``spark.stop()``.
 
-Tests skip (with the reason) only when PySpark or kafka-python is not installed; a missing Java or Maven, or a
-broker that does not come up, fails them.
+Tests skip (with the reason) only when PySpark or kafka-python is not installed, and never in CI (``CI`` set in
+the environment), where a missing extra fails them: CI installs ``.[test,kafka,spark]`` and must run every test.
+A missing Java or Maven, or a broker that does not come up, always fails them.
 """
 
 from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import random
 import subprocess
 import sys
@@ -26,8 +28,20 @@ PATTERNS = [str(ROOT / "patterns" / "card_testing.pattern"), str(ROOT / "pattern
 HAVE_KAFKA = importlib.util.find_spec("kafka") is not None
 HAVE_SPARK = importlib.util.find_spec("pyspark") is not None and importlib.util.find_spec("pandas") is not None
 
-need_kafka = pytest.mark.skipif(not HAVE_KAFKA, reason="kafka-python is not installed (pip install 'cep[kafka]')")
-need_spark = pytest.mark.skipif(not HAVE_SPARK, reason="PySpark is not installed (pip install 'cep[spark]')")
+IN_CI = bool(os.environ.get("CI"))
+KAFKA_MISSING = "kafka-python is not installed (pip install 'cep[kafka]')"
+SPARK_MISSING = "PySpark is not installed (pip install 'cep[spark]')"
+
+# in CI nothing is skipped: a test whose extra is missing fails on its import or in its fixture
+need_kafka = pytest.mark.skipif(not HAVE_KAFKA and not IN_CI, reason=KAFKA_MISSING)
+need_spark = pytest.mark.skipif(not HAVE_SPARK and not IN_CI, reason=SPARK_MISSING)
+
+
+def missing(reason: str) -> None:
+    """Skip on a developer's machine; fail in CI, which must run every test."""
+    if IN_CI:
+        pytest.fail(f"{reason}, and CI must run the Kafka and Spark tests")
+    pytest.skip(reason)
 
 
 # ------------------------------------------------------------------------------------------------ data
@@ -100,7 +114,7 @@ def jar_cache():
 @pytest.fixture(scope="session")
 def kafka_broker(jar_cache, tmp_path_factory):
     if not HAVE_KAFKA:
-        pytest.skip("kafka-python is not installed (pip install 'cep[kafka]')")
+        missing(KAFKA_MISSING)
     from connectors.broker import KafkaBroker
 
     broker = KafkaBroker(tmp_path_factory.mktemp("kafka"), partitions=3)
@@ -114,7 +128,7 @@ def kafka_broker(jar_cache, tmp_path_factory):
 @pytest.fixture(scope="session")
 def spark(jar_cache):
     if not HAVE_SPARK:
-        pytest.skip("PySpark is not installed (pip install 'cep[spark]')")
+        missing(SPARK_MISSING)
     from connectors.spark import make_session
 
     session = make_session("local[2]", 2, kafka=True, app="cep-tests")

@@ -6,11 +6,11 @@ part the planner and the runtime read.
 """
 
 from hypothesis import HealthCheck, given, settings
+from strategies import patterns
 
 from cep.compiler import compile_pattern
 from cep.parser import parse_text
 from cep.printer import format_pattern
-from strategies import patterns
 
 
 def summary(cp):

@@ -107,20 +107,11 @@ def ref_eval(e: ast.Expr, env: dict):
             return -r if a < 0 else r
         return math.fmod(a, b)
     if isinstance(e, ast.Compare):
-        a, b = ref_eval(e.left, env), ref_eval(e.right, env)
-        ka, kb = _kind(a), _kind(b)
-        if ka is None or ka != kb:
-            return UNKNOWN
-        return {
-            "=": a == b,
-            "!=": a != b,
-            "<": a < b,
-            "<=": a <= b,
-            ">": a > b,
-            ">=": a >= b,
-        }[e.op]
+        return _compare(e.op, ref_eval(e.left, env), ref_eval(e.right, env))
     if isinstance(e, ast.InList):
-        rs = [ref_eval(ast.Compare("=", e.operand, i), env) for i in e.items]
+        # x IN (a, b) is x = a OR x = b, with x evaluated once
+        v = ref_eval(e.operand, env)
+        rs = [_compare("=", v, ref_eval(i, env)) for i in e.items]
         if True in rs:
             r = True
         elif all(r is False for r in rs):
@@ -148,6 +139,21 @@ def ref_eval(e: ast.Expr, env: dict):
             return None
         return False
     raise TypeError(e)
+
+
+def _compare(op: str, a, b):
+    """SQL comparison of two values: unknown (None) unless both are of one kind."""
+    ka, kb = _kind(a), _kind(b)
+    if ka is None or ka != kb:
+        return UNKNOWN
+    return {
+        "=": a == b,
+        "!=": a != b,
+        "<": a < b,
+        "<=": a <= b,
+        ">": a > b,
+        ">=": a >= b,
+    }[op]
 
 
 def _truth(v):
@@ -452,7 +458,35 @@ def test_compiled_matches_reference(expr, fields):
 @given(expr_st, st.tuples(values_st, values_st, values_st))
 def test_compiled_over_params_matches_reference(expr, vals):
     # the same expression over positional parameters (how predicates are called)
-    env = {("x", n): v for n, v in zip(ATTRS, vals)}
+    env = {("x", n): v for n, v in zip(ATTRS, vals, strict=True)}
     f = compile_condition(expr, lambda at: f"v{ATTRS.index(at.name)}" if at.name in ATTRS else "None",
                           ["v0", "v1", "v2"])
     assert f(*vals) is ref_cond(expr, env)
+
+
+_WRAPS = [
+    lambda e, r: ast.Neg(e),
+    lambda e, r: ast.Arith(r.choice("+-*/%"), e, L(r.choice([1, 2, 0.5, -1]))),
+    lambda e, r: ast.Arith("-", x(r.choice(ATTRS)), e),
+    lambda e, r: ast.Not(e),
+    lambda e, r: ast.And(e, cmp("<", x(r.choice(ATTRS)), L(2))),
+    lambda e, r: ast.Or(cmp(">", x(r.choice(ATTRS)), L(1)), e),
+    lambda e, r: cmp(r.choice(["=", "<", ">="]), e, L(r.choice([0, 1, True, "a"]))),
+    lambda e, r: ast.InList(e, (L(1), L(True), x("a"))),
+]
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_deep_expressions_compile_and_agree(seed):
+    # Python's parser limits nesting; deep sub-expressions are compiled separately
+    import random
+
+    r = random.Random(seed)
+    e: ast.Expr = x("a")
+    for _ in range(r.choice([60, 150, 250])):
+        e = r.choice(_WRAPS)(e, r)
+    for fields in ({"a": 1, "b": 2, "c": 0.5}, {"a": True, "b": None}, {"a": "a", "c": 3}, {}):
+        env = {("x", k): v for k, v in fields.items()}
+        expected = ref_eval(e, env)
+        assert _same(value(e, fields), expected)
+        assert cond(e, fields) is (_truth(expected) is True)
