@@ -19,7 +19,8 @@ Expressions are compiled to Python functions once, here (``cep.expr``).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
 
 from cep import ast
 from cep.errors import Diagnostic, NotSupportedYet
@@ -309,8 +310,39 @@ def _compile_emit(p: ast.Pattern, aliases: Sequence[str], alias_pos: dict[str, i
         else:
             assert item.expr is not None
             fn = compile_expr(item.expr, access, params)
-            specs.append(EmitSpec(item.name or item.text, fn, None, item.text))
+            bare = None
+            if isinstance(item.expr, ast.Attr) and item.expr.name != TIME_ATTR:
+                bare = (alias_pos[item.expr.alias], item.expr.name)
+            specs.append(EmitSpec(item.name or item.text, fn, None, item.text, bare))
     return specs
+
+
+def match_builder(cp: CompiledPattern) -> Callable[[Sequence[Any]], dict]:
+    """One generated function: the events of a match (atom order) -> its ``match`` object (spec section 5).
+
+    Why generated: it runs once per composite event, so the EMIT items become one dict
+    display (bare attributes read inline, other items call their compiled expression)
+    instead of a loop over item objects. Without EMIT, each alias maps to its event's fields.
+    """
+    env: dict[str, Any] = {}
+    k = len(cp.atoms)
+    items: list[str] = []
+    if cp.emit is None:
+        items = [f"{a.alias!r}: e{i}.fields" for i, a in enumerate(cp.atoms)]
+    else:
+        for j, spec in enumerate(cp.emit):
+            if spec.star is not None:
+                prefix = f"{cp.atoms[spec.star].alias}."
+                items.append(f"**{{{prefix!r} + _k: _v for _k, _v in e{spec.star}.fields.items()}}")
+            elif spec.attr is not None:
+                items.append(f"{spec.name!r}: e{spec.attr[0]}.fields.get({spec.attr[1]!r})")
+            else:
+                env[f"_f{j}"] = spec.fn
+                items.append(f"{spec.name!r}: _f{j}({', '.join(f'e{i}' for i in range(k))})")
+    unpack = "".join(f"e{i}, " for i in range(k))
+    src = f"def build(events):\n    {unpack}= events\n    return {{{', '.join(items)}}}\n"
+    exec(compile(src, f"<cep.emit {cp.name}>", "exec"), env)  # noqa: S102 - generated from the EMIT items
+    return env["build"]
 
 
 def compile_text(text: str, filename: str = "<pattern>", time_unit: str = "s") -> list[CompiledPattern]:

@@ -68,9 +68,11 @@ class Engine:
     """Runs compiled patterns over one stream of events (the core API)."""
 
     def __init__(self, patterns: Sequence[CompiledPattern], lateness: int | float = 0) -> None:
+        from cep.compiler import match_builder
         from cep.planner import plan_pattern
 
         self.patterns = list(patterns)
+        self._builders = [match_builder(cp) for cp in self.patterns]
         self.lateness = lateness
         self.events: dict[int, Event] = {}
         self.runtimes = [PatternRuntime(plan_pattern(cp), self.events) for cp in self.patterns]
@@ -283,13 +285,11 @@ class Engine:
     # ------------------------------------------------------------------ output
 
     def _output(self, ri: int, slots: list, op: str) -> Output:
-        rt = self.runtimes[ri]
-        cp = self.patterns[ri]
-        events = [self.events[s] for s in rt.serials(slots)]
-        counts = self.matches_emitted[cp.name]
-        counts[op] += 1
-        mid = match_id(cp.name, tuple(e.pos for e in events))
-        return Output(cp.name, op, mid, self._build(cp, events), self._key(ri, events[0]))
+        name = self.patterns[ri].name
+        events = self.runtimes[ri].events_of(slots, self.events)
+        self.matches_emitted[name][op] += 1
+        mid = match_id(name, tuple([e.pos for e in events]))
+        return Output(name, op, mid, self._builders[ri](events), self._key(ri, events[0]))
 
     def _key(self, ri: int, first: Event) -> tuple | None:
         attrs = self._key_attrs[ri]
@@ -304,23 +304,11 @@ class Engine:
         ri = self._by_name[pattern]
         rt = self.runtimes[ri]
         cp = self.patterns[ri]
+        build = self._builders[ri]
         for slots in rt.all_matches():
-            events = [self.events[s] for s in rt.serials(slots)]
-            mid = match_id(cp.name, tuple(e.pos for e in events))
-            yield Output(cp.name, "+", mid, self._build(cp, events), self._key(ri, events[0]))
-
-    def _build(self, cp: CompiledPattern, events: list[Event]) -> dict:
-        if cp.emit is None:
-            return {a.alias: e.fields for a, e in zip(cp.atoms, events, strict=True)}
-        match: dict[str, Any] = {}
-        for spec in cp.emit:
-            if spec.star is not None:
-                alias = cp.atoms[spec.star].alias
-                for k, v in events[spec.star].fields.items():
-                    match[f"{alias}.{k}"] = v
-            else:
-                match[spec.name] = spec.fn(*events)
-        return match
+            events = rt.events_of(slots, self.events)
+            mid = match_id(cp.name, tuple([e.pos for e in events]))
+            yield Output(cp.name, "+", mid, build(events), self._key(ri, events[0]))
 
     def match_count(self, pattern: str) -> int:
         """The number of current matches, from the multiplicities when the plan allows."""

@@ -127,12 +127,15 @@ class EmitSpec:
     """One output field: ``name`` and a function of the match's events in atom order.
 
     For ``alias.*`` items ``star`` is the alias's atom position and ``fn`` is None.
+    For a bare attribute (``s.amount``, output as read) ``attr`` is (atom position,
+    attribute name), so the match builder can read it inline.
     """
 
     name: str
     fn: Callable[..., Any] | None
     star: int | None = None
     text: str = ""
+    attr: tuple[int, str] | None = None
 
 
 @dataclass

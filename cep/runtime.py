@@ -213,26 +213,43 @@ class NodeIndex:
                     else:
                         del groups[key]
         else:
-            g = self.groups.get(key)
+            # an unsorted group of one entry is a plain (tuple, multiplicity) pair (most
+            # keys of a P index on a node's whole tuple hold one); two or more entries are
+            # a dict {tuple: multiplicity} with its total in ``totals``
+            groups = self.groups
+            g = groups.get(key)
             if g is None:
-                g = self.groups[key] = {}
-            m = g.get(t, 0) + delta
-            if m:
-                g[t] = m
-                self.totals[key] = self.totals.get(key, 0) + delta
-            else:
-                del g[t]
-                if not g:
-                    del self.groups[key]
-                    del self.totals[key]
+                if delta <= 0:  # pragma: no cover - deletions of absent tuples are refused upstream
+                    raise KeyError(t)
+                groups[key] = (t, delta)
+            elif type(g) is tuple:
+                if g[0] == t:
+                    m = g[1] + delta
+                    if m:
+                        groups[key] = (t, m)
+                    else:
+                        del groups[key]
                 else:
+                    groups[key] = {g[0]: g[1], t: delta}
+                    self.totals[key] = g[1] + delta
+            else:
+                m = g.get(t, 0) + delta
+                if m:
+                    g[t] = m
                     self.totals[key] += delta
+                else:
+                    del g[t]
+                    if len(g) == 1:
+                        groups[key] = next(iter(g.items()))
+                        del self.totals[key]
+                    else:
+                        self.totals[key] += delta
 
     def size(self) -> int:
         """Tuples held (a memory measure)."""
         if self.sorted:
             return sum(1 if type(g) is tuple else len(g) for g in self.groups.values())
-        return sum(len(g) for g in self.groups.values())
+        return sum(1 if type(g) is tuple else len(g) for g in self.groups.values())
 
     # ------------------------------------------------------------------ probes
 
@@ -296,6 +313,9 @@ class NodeIndex:
                 for t, m in g.iter_range(*r):
                     if check(u, t):
                         yield t, m
+        elif type(g) is tuple:
+            if check is None or check(u, g[0]):
+                yield g
         else:
             for t, m in g.items():
                 if check is None or check(u, t):
@@ -323,6 +343,9 @@ class NodeIndex:
             for t, m in g.range_items(*r):
                 if check(u, t):
                     out.append((t, m))
+        elif type(g) is tuple:
+            if check is None or check(u, g[0]):
+                out.append(g)
         else:
             for t, m in g.items():
                 if check is None or check(u, t):
@@ -344,7 +367,10 @@ class NodeIndex:
             if type(g) is tuple:
                 return g[2] if _in_range(g[0], r) else 0
             return g.range_sum(*r)
-        return self.totals.get(key, 0)
+        g = self.groups.get(key)
+        if g is None:
+            return 0
+        return g[1] if type(g) is tuple else self.totals[key]
 
 
 class _Node:
@@ -360,7 +386,7 @@ class PatternRuntime:
     """The (T, N)-representation of one compiled pattern, and its operations."""
 
     def __init__(self, plan: Plan, events: dict[int, Any], keep_all_gmrs: bool = False,
-                 merge_pass_through: bool = True) -> None:
+                 merge_pass_through: bool = True, compiled_enumeration: bool = True) -> None:
         self.logical_plan = plan
         if merge_pass_through:
             plan = merge_pass_through_nodes(plan)
@@ -479,6 +505,8 @@ class PatternRuntime:
                 parts.append(f"f{j}({args})")
             self.residual_check = eval("lambda s: " + " and ".join(parts), env)  # noqa: S307
         self.k = len(self.pattern.atoms)
+        self.events_of = self._events_getter()
+        self._enum_nested = self._compile_enumeration() if compiled_enumeration else None
 
     # ------------------------------------------------------------------ leaves
 
@@ -677,11 +705,13 @@ class PatternRuntime:
         return self._enumerate(None)
 
     def _enumerate(self, path: dict[int, dict[tuple, int]] | None) -> Iterator[list]:
+        """Matches from the root's delta (``path``) or, with None, from the whole root GMR.
+
+        The delta of each node on the updated path is grouped like its P index,
+        as (tuple, multiplicity) pairs, so it is probed like P.
+        """
         nodes = self.nodes
         root = self.plan.root
-        slots: list = [None] * self.k
-        residual = self.residual_check
-        # delta indexes of the path nodes, grouped like their P index
         dindex: dict[int, dict[Any, list[tuple]]] = {}
         if path is not None:
             for nid, d in path.items():
@@ -690,17 +720,91 @@ class PatternRuntime:
                     continue
                 groups: dict[Any, list[tuple]] = {}
                 key = n.delta_key
-                for t in d:
-                    groups.setdefault(key(t), []).append(t)
+                for t, m in d.items():
+                    groups.setdefault(key(t), []).append((t, m))
                 dindex[nid] = groups
             roots = list(path.get(root, {}))
         else:
             roots = list(self.rho[root])
+        if self._enum_nested is not None:
+            return self._enum_nested(roots, dindex)
+        return self._enum_recursive(roots, dindex)
+
+    def _compile_enumeration(self) -> Callable | None:
+        """The tree's enumeration as one generated function of nested loops.
+
+        Why: enumeration runs per composite event; the tree's shape is fixed by the
+        plan, so each node becomes one ``for`` loop over its candidates (its P index
+        probed with the parent's tuple, or its delta when it is on the updated path)
+        instead of a recursive generator per level.  The loops nest in the order of
+        ``_enum_recursive`` (a node's first child's subtree, then its second child's,
+        both probed with the node's tuple).  Python allows 20 nested blocks; deeper
+        trees keep the recursive form.
+        """
+        nodes = self.nodes
+        if len(nodes) + 2 > 18:
+            return None
+        env: dict[str, Any] = {"R": self.residual_check}
+        lines = ["def enum(roots, D):"]
+        for n in nodes:
+            if n.parent is None:
+                continue
+            c = n.id
+            env[f"P{c}"] = n.P.probe_all
+            lines.append(f"    d{c} = D.get({c})")
+            key, check = n.delta_probe_key, n.delta_check
+            if check is None:
+                env[f"DC{c}"] = lambda d, u, key=key: d.get(key(u), ())
+            else:
+                env[f"DC{c}"] = lambda d, u, key=key, check=check: [
+                    p for p in d.get(key(u), ()) if check(u, p[0])
+                ]
+        names = iter(range(1, 1 << 30))
+
+        def emit(nid: int, tv: str, ind: int, cont: Callable[[int], None]) -> None:
+            n = nodes[nid]
+            if n.atom is not None:
+                lines.append(" " * ind + f"s{n.atom} = {tv}")
+                cont(ind)
+                return
+            assert 1 <= len(n.children) <= 2
+
+            def loop(cid: int, ind: int, then: Callable[[int], None]) -> None:
+                v = f"t{next(names)}"
+                lines.append(" " * ind + f"for {v}, _ in (P{cid}({tv}) if d{cid} is None else DC{cid}(d{cid}, {tv})):")
+                emit(cid, v, ind + 4, then)
+
+            if len(n.children) == 1:
+                loop(n.children[0], ind, cont)
+            else:
+                c1, c2 = n.children
+                loop(c1, ind, lambda i: loop(c2, i, cont))
+
+        slots = "[" + ", ".join(f"s{i}" for i in range(self.k)) + "]"
+
+        def final(ind: int) -> None:
+            if self.residual_check is None:
+                lines.append(" " * ind + f"yield {slots}")
+            else:
+                lines.append(" " * ind + f"m = {slots}")
+                lines.append(" " * ind + "if R(m):")
+                lines.append(" " * ind + "    yield m")
+
+        lines.append("    for t0 in roots:")
+        emit(self.plan.root, "t0", 8, final)
+        exec(compile("\n".join(lines) + "\n", "<cep.enumerate>", "exec"), env)  # noqa: S102 - from the plan
+        return env["enum"]
+
+    def _enum_recursive(self, roots: list, dindex: dict[int, dict[Any, list[tuple]]]) -> Iterator[list]:
+        """Enumeration by recursive generators (trees too deep for ``_compile_enumeration``)."""
+        nodes = self.nodes
+        slots: list = [None] * self.k
+        residual = self.residual_check
 
         def candidates(c: _Node, u: tuple):
             if c.id in dindex:
                 check = c.delta_check
-                for t in dindex[c.id].get(c.delta_probe_key(u), ()):
+                for t, _m in dindex[c.id].get(c.delta_probe_key(u), ()):
                     if check is None or check(u, t):
                         yield t
             else:
@@ -724,7 +828,7 @@ class PatternRuntime:
                     for s2 in candidates(c2, t):
                         yield from enum(c2, s2)
 
-        rootn = nodes[root]
+        rootn = nodes[self.plan.root]
         for t in roots:
             for _ in enum(rootn, t):
                 if residual is None or residual(slots):
@@ -738,6 +842,11 @@ class PatternRuntime:
 
     def serials(self, slots: list) -> list[int]:
         return [slots[i][self.slot_serial[i]] for i in range(self.k)]
+
+    def _events_getter(self) -> Callable[[list, dict], list]:
+        """slots, events by serial -> the match's events in atom order (generated: once per composite event)."""
+        items = "".join(f"E[s[{i}][{self.slot_serial[i]}]], " for i in range(self.k))
+        return eval(f"lambda s, E: [{items}]")  # noqa: S307 - generated from integer positions only
 
     def size(self) -> int:
         """Tuples stored over all nodes (a memory measure)."""

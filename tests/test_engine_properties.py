@@ -34,7 +34,7 @@ from cep.engine import Engine  # noqa: E402
 from cep.errors import LateEventError  # noqa: E402
 from cep.event import Event, match_id  # noqa: E402
 
-settings.register_profile("default_props", max_examples=150, deadline=None,
+settings.register_profile("default_props", max_examples=300, deadline=None,
                           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 settings.register_profile("long", max_examples=3000, deadline=None,
                           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
@@ -171,4 +171,37 @@ FIXED += [
 @pytest.mark.parametrize("case", FIXED, ids=["card_testing", "and_nulls_dups", "card_hand_3600",
                                              "card_hand_0", "pairs_hand"])
 def test_fixed_cases(case: Case) -> None:
+    check_case(case)
+
+
+@settings(settings.get_profile(PROFILE), max_examples=max(20, settings.get_profile(PROFILE).max_examples // 4))
+@given(cases())
+def test_recursive_enumeration_agrees_with_reference(case: Case) -> None:
+    """The fallback for trees too deep to compile into nested loops gives the same outputs."""
+    from cep.runtime import PatternRuntime
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(PatternRuntime, "_compile_enumeration", lambda self: None)
+        check_case(case)
+
+
+def test_enumeration_is_compiled_for_v1_sized_trees() -> None:
+    # the property tests above exercise the generated loops only if they are really used
+    cps = compile_text(FIXED[0].text)
+    eng = Engine(cps)
+    assert all(rt._enum_nested is not None for rt in eng.runtimes)
+
+
+def test_a_long_seq_uses_the_recursive_enumeration_and_agrees() -> None:
+    # ten elements: a tree deeper than Python's nested-block limit allows as generated loops
+    k = 10
+    elements = ", ".join(f"T{i} x{i}" for i in range(k))
+    text = f"PATTERN long_seq\n  SEQ({elements})\n  PARTITION BY g\n  WITHIN 40\n"
+    records = [{"type": f"T{i}", "ts": i * 2 + rep, "g": 1} for i in range(k) for rep in range(2)]
+    records.append({"type": "T9", "ts": 19, "g": 1, "op": "-"})
+    case = Case(text, records, lateness=3)
+    eng = Engine(compile_text(text))
+    assert eng.runtimes[0]._enum_nested is None
+    outs = [o for r in records for o in eng.push(to_event(r, 0, "ts"))]
+    assert len(outs) == 2**10 + 2**9  # every choice of one of two events per element, then half retracted
     check_case(case)
