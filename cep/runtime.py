@@ -742,7 +742,8 @@ class PatternRuntime:
         trees keep the recursive form.
         """
         nodes = self.nodes
-        if len(nodes) + 2 > 18:
+        # blocks: a loop per non-root node, the loop over the roots, the residual ``if``
+        if len(nodes) + 1 > 20:
             return None
         env: dict[str, Any] = {"R": self.residual_check}
         lines = ["def enum(roots, D):"]
