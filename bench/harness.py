@@ -134,7 +134,8 @@ def run_workload(w: Workload, systems: set[str], out_dir: Path, timeout: float, 
                 bpe = res.get("bytes_per_event") or 0
                 if prefix_window and bpe:
                     row["window_mb"] = prefix_window * bpe / 1048576.0
-                    row["state_x_window"] = res["traced_peak_mb"] / row["window_mb"]
+                    row["state_x_window"] = res["live_peak_mb"] / row["window_mb"]
+                    row["traced_x_window"] = res["traced_peak_mb"] / row["window_mb"]
                 rows.append(_finish(row, res, None))
                 return
             rows.append(_finish(row, res, expected))

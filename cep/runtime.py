@@ -141,6 +141,13 @@ def _checker(preds: list, sources: list[tuple[str, dict[str, int]]]) -> Callable
     return eval(src, env)  # noqa: S307 - generated from the plan
 
 
+def _equal_checker(pairs: list[tuple[int, int]]) -> Callable[[tuple, tuple], bool]:
+    """``u[i] == t[j]`` for every (i, j): the rest of a hash key, compared like dict keys
+    (identity first, so a NaN matches itself as it does as a key)."""
+    src = "lambda u, t: " + " and ".join(f"(u[{i}] is t[{j}] or u[{i}] == t[{j}])" for i, j in pairs)
+    return eval(src)  # noqa: S307 - generated from integer positions only
+
+
 class NodeIndex:
     """Hash groups of one node's tuples, each group sorted on ``spec.sort_var``.
 
@@ -456,13 +463,21 @@ class PatternRuntime:
                     pspec.sort_var is None
                     and not pspec.filter_preds
                     and sspec.sort_var is not None
-                    and set(pspec.key_vars) == set(sspec.key_vars) | {sspec.sort_var}
+                    and set(pspec.key_vars) >= set(sspec.key_vars) | {sspec.sort_var}
                 ):
-                    # P groups on S's key plus S's sort variable: serve P from S's storage
-                    # with an equality seek on the sort variable (one storage, not two)
+                    # P groups on S's key, S's sort variable and maybe more (a leaf's P keys on
+                    # its parent's whole tuple): serve P from S's storage with an equality seek
+                    # on the sort variable, then compare the rest of P's key (one storage, not
+                    # two: each event costs one index entry and one update less).  The seek
+                    # reads only tuples of the same S key with the same sort value (events of
+                    # one partition key with equal times), so what it skips is that small.
                     view = IndexSpec(n.id, pspec.probe_vars, sspec.key_vars, sspec.sort_var,
                                      (Bound(sspec.sort_var, "=", sspec.sort_var),), (), "band")
                     n.P = NodeIndex(view, n.pos, p.pos, numeric, preds)
+                    rest = [v for v in pspec.key_vars if v not in sspec.key_vars and v != sspec.sort_var]
+                    if rest:
+                        n.P.check_pair = _equal_checker([(p.pos[v], n.pos[v]) for v in rest])
+                        n.P.summable = False
                     n.P.groups = n.S.groups
                     n.P.totals = n.S.totals
                     n.P_shared = True

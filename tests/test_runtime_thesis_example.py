@@ -71,7 +71,8 @@ def test_t_reduct_after_each_update():
     # the indexes: S of r grouped on y, sorted on x; P of {u} sorted on u
     assert set(rt.nodes[4].S.groups) == {1, 2}
     assert rt.nodes[2].P.spec.kind == "sorted"
-    assert rt.nodes[1].P.spec.kind == "hash"
+    assert rt.nodes[1].pspec.kind == "hash"  # the plan's P of {y,z,w}: hash on its parent's variables,
+    assert rt.nodes[1].P_shared  # kept in S's storage (same key, sorted on z) with an equality seek
 
     # enumeration: every (y,z,w,u,...) combination with x < z and w < u
     got = sorted((s[0], s[1], s[2][0]) for s in rt.all_matches())
