@@ -253,9 +253,7 @@ class NodeIndex:
                         self.totals[key] += delta
 
     def size(self) -> int:
-        """Tuples held (a memory measure)."""
-        if self.sorted:
-            return sum(1 if type(g) is tuple else len(g) for g in self.groups.values())
+        """Tuples held (a memory measure); a group of one entry is a plain tuple."""
         return sum(1 if type(g) is tuple else len(g) for g in self.groups.values())
 
     # ------------------------------------------------------------------ probes
@@ -393,7 +391,7 @@ class PatternRuntime:
     """The (T, N)-representation of one compiled pattern, and its operations."""
 
     def __init__(self, plan: Plan, events: dict[int, Any], keep_all_gmrs: bool = False,
-                 merge_pass_through: bool = True, compiled_enumeration: bool = True) -> None:
+                 merge_pass_through: bool = True) -> None:
         self.logical_plan = plan
         if merge_pass_through:
             plan = merge_pass_through_nodes(plan)
@@ -521,7 +519,7 @@ class PatternRuntime:
             self.residual_check = eval("lambda s: " + " and ".join(parts), env)  # noqa: S307
         self.k = len(self.pattern.atoms)
         self.events_of = self._events_getter()
-        self._enum_nested = self._compile_enumeration() if compiled_enumeration else None
+        self._enum_nested = self._compile_enumeration()
 
     # ------------------------------------------------------------------ leaves
 
@@ -855,9 +853,6 @@ class PatternRuntime:
         if self.residual_check is None:
             return sum(self.rho[self.plan.root].values())
         return sum(1 for _ in self.all_matches())
-
-    def serials(self, slots: list) -> list[int]:
-        return [slots[i][self.slot_serial[i]] for i in range(self.k)]
 
     def _events_getter(self) -> Callable[[list, dict], list]:
         """slots, events by serial -> the match's events in atom order (generated: once per composite event)."""
