@@ -356,6 +356,10 @@ class Engine:
         eng.watermark = state["watermark"]
         for serial, event in state["events"]:
             eng._insert(event, emit=False, serial=serial)
+        # an event retained for one pattern may have left another's window: expiry depends
+        # only on the watermark and the event's time, so running it now restores exactly that
+        if eng.watermark is not None:
+            eng._expire()
         eng._serial = state["serial"]
         eng.stats = state["stats"]
         eng.matches_emitted = state["matches_emitted"]
