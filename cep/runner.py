@@ -220,7 +220,9 @@ class _Run:
         else:  # a keyed sink (Kafka): each composite event carries its partition key
             keys = {cp.name: make_key_fn(cp) for cp in self.patterns}
             write_out = out.write
-        flush = out.flush
+        # after each record that completed matches: a file or stdout is flushed; a sink with an
+        # acknowledgement round trip (Kafka) says when it waits for one (``record_done``)
+        flush = getattr(out, "record_done", out.flush)
         encode = encode_output
         skip = o.on_error == "skip"
 

@@ -164,3 +164,25 @@ def test_bad_urls_are_rejected():
                 "http://h:1/t"):
         with pytest.raises(KafkaConnectorError):
             parse_url(bad)
+
+
+def test_sink_waits_for_acknowledgements_in_batches_not_per_record(kafka_broker):
+    # per input record the lines go to the producer; acknowledgements are awaited every
+    # ACK_INTERVAL_S (or ACK_EVERY lines), at checkpoints (flush) and at exit (close)
+    from connectors import kafka as ck
+
+    out = new_topic(kafka_broker, "cli-acks", partitions=1)
+    sink = ck.open_sink(f"kafka://{kafka_broker.bootstrap}/{out}")
+    try:
+        for i in range(5):
+            sink.write(b'{"n": %d}\n' % i, None)
+            sink.record_done()
+        assert len(sink._pending) == 5  # no round trip per record
+        sink._next_ack = 0.0  # the interval is over: the next record waits for the acknowledgements
+        sink.write(b'{"n": 5}\n', None)
+        sink.record_done()
+        assert sink._pending == []
+        sink.write(b'{"n": 6}\n', None)
+    finally:
+        sink.close()  # exit: everything acknowledged
+    assert sorted(v["n"] for _, v in consume_all(kafka_broker, out)) == list(range(7))
