@@ -64,6 +64,11 @@ def _fingerprint(fields: dict) -> Any:
         return orjson.dumps(fields, option=orjson.OPT_SORT_KEYS)
 
 
+def _no_key(_first: Event) -> None:
+    """The key of a match of a pattern without a partition key."""
+    return None
+
+
 class Engine:
     """Runs compiled patterns over one stream of events (the core API)."""
 
@@ -88,14 +93,16 @@ class Engine:
                 self._slots.append((ri, ai))
                 self._pattern_mask[ri] |= bit
                 self.route.setdefault(atom.type, []).append((ri, ai, atom.filter, bit))
-        # the partition key of a match, read from its first event
-        self._key_attrs: list[tuple[str, ...] | None] = []
+        # the partition key of a match, read from its first event (a generated function: per output)
+        self._key_fns: list[Any] = []
         for cp in self.patterns:
             a0 = cp.atoms[0] if cp.atoms else None
             if cp.partition_vars and a0 is not None:
-                self._key_attrs.append(tuple(a0.attrs[a0.vars.index(v)] for v in cp.partition_vars))
+                attrs = [a0.attrs[a0.vars.index(v)] for v in cp.partition_vars]
+                items = "".join("e.ts, " if a == "ts" else f"e.fields.get({a!r}), " for a in attrs)
+                self._key_fns.append(eval(f"lambda e: ({items})"))  # noqa: S307 - from attribute names
             else:
-                self._key_attrs.append(None)
+                self._key_fns.append(_no_key)
         self._windowed = [(ri, self._pattern_mask[ri]) for ri, cp in enumerate(self.patterns)
                           if cp.within is not None]
         # record -> serials, built on the first retraction (insert-only streams never pay for it)
@@ -289,13 +296,7 @@ class Engine:
         events = self.runtimes[ri].events_of(slots, self.events)
         self.matches_emitted[name][op] += 1
         mid = match_id(name, tuple([e.pos for e in events]))
-        return Output(name, op, mid, self._builders[ri](events), self._key(ri, events[0]))
-
-    def _key(self, ri: int, first: Event) -> tuple | None:
-        attrs = self._key_attrs[ri]
-        if attrs is None:
-            return None
-        return tuple(first.ts if a == "ts" else first.fields.get(a) for a in attrs)
+        return Output(name, op, mid, self._builders[ri](events), self._key_fns[ri](events[0]))
 
     # --------------------------------------------------------- whole-state API
 
@@ -308,7 +309,7 @@ class Engine:
         for slots in rt.all_matches():
             events = rt.events_of(slots, self.events)
             mid = match_id(cp.name, tuple([e.pos for e in events]))
-            yield Output(cp.name, "+", mid, build(events), self._key(ri, events[0]))
+            yield Output(cp.name, "+", mid, build(events), self._key_fns[ri](events[0]))
 
     def match_count(self, pattern: str) -> int:
         """The number of current matches, from the multiplicities when the plan allows."""
