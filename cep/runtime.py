@@ -520,6 +520,7 @@ class PatternRuntime:
         self.k = len(self.pattern.atoms)
         self.events_of = self._events_getter()
         self._enum_nested = self._compile_enumeration()
+        self._prop = {n.id: self._compile_propagation(n.id) for n in nodes if n.atom is not None}
 
     # ------------------------------------------------------------------ leaves
 
@@ -566,6 +567,67 @@ class PatternRuntime:
 
     def _propagate(self, leaf: int, t: tuple, delta: int) -> list | None:
         """Algorithm 7 for one leaf tuple; returns the path's deltas (see ``path_deltas``).
+
+        Runs the leaf's generated update path (``_compile_propagation``).
+        """
+        return self._prop[leaf](t, delta)
+
+    def _compile_propagation(self, leaf: int) -> Callable[[tuple, int], list | None]:
+        """The update path of one leaf as one generated function (straight-line code).
+
+        Why: it runs for every insert, retraction and expiry, and the leaf-to-root
+        path is fixed by the plan, so each level becomes a few lines (its index
+        updates, then a projection, a guard-side range sum, or a fan-out) instead
+        of a loop that looks the path up again.  Same steps as ``_propagate_generic``.
+        """
+        nodes = self.nodes
+        env: dict[str, Any] = {"batch": self._propagate_batch}
+        lines = ["def prop(t, c):", "    path = []"]
+        n = nodes[leaf]
+        while True:
+            nid = n.id
+            lines.append(f"    path.append(({nid}, t, c))")
+            rho = self.rho[nid]
+            if rho is not None:
+                env[f"rho{nid}"] = rho
+                lines += [f"    m = rho{nid}.get(t, 0) + c", "    if m > 0:", f"        rho{nid}[t] = m",
+                          "    elif m == 0:", f"        del rho{nid}[t]", "    else:",
+                          "        raise AssertionError('negative multiplicity in the T-reduct')"]
+            for j, idx in enumerate(n.stores):
+                env[f"u{nid}_{j}"] = idx.update
+                lines.append(f"    u{nid}_{j}(t, c)")
+            p = n.parent
+            if p is None:
+                lines.append("    return path")
+                break
+            env[f"proj{nid}"] = n.proj
+            if n.sibling is None:
+                if n.edge_check is not None:
+                    env[f"chk{nid}"] = n.edge_check
+                    lines += [f"    if not chk{nid}(t):", "        return None"]
+                lines.append(f"    t = proj{nid}(t)")
+            elif n.is_guard:
+                S = nodes[n.sibling].S
+                if S.summable:
+                    env[f"sum{nid}"] = S.probe_sum
+                    lines.append(f"    s = sum{nid}(t)")
+                else:
+                    env[f"all{nid}"] = S.probe_all
+                    lines.append(f"    s = sum([mu for _u, mu in all{nid}(t)])")
+                lines += ["    if not s:", "        return None", f"    t = proj{nid}(t)", "    c *= s"]
+            else:
+                env[f"all{nid}"] = nodes[n.sibling].S.probe_all
+                lines += ["    dp = {}", f"    for u, mu in all{nid}(t):", f"        k = proj{nid}(u)",
+                          "        dp[k] = dp.get(k, 0) + c * mu", "    d = {k: v for k, v in dp.items() if v}",
+                          "    if not d:", "        return None", f"    rest = batch({p}, d)",
+                          "    if rest is None:", "        return None", "    path.append(rest)", "    return path"]
+                break
+            n = nodes[p]
+        exec(compile("\n".join(lines) + "\n", f"<cep.propagate leaf {leaf}>", "exec"), env)  # noqa: S102
+        return env["prop"]
+
+    def _propagate_generic(self, leaf: int, t: tuple, delta: int) -> list | None:
+        """``_propagate`` as a loop over the path (the reference for the generated form).
 
         The common case stays one tuple all the way up (each step is a
         projection or a guard-side range sum); a non-guard step that fans out
@@ -678,18 +740,18 @@ class PatternRuntime:
             return None
         if t == same:
             t = same
-        self._last_path = self._propagate(self.leaf_of_atom[atom], t, 1)
+        self._last_path = self._prop[self.leaf_of_atom[atom]](t, 1)
         return t
 
     def delete(self, atom: int, t: tuple) -> None:
         """Delete a leaf tuple (a retraction); ``delta_matches`` gives the matches it undoes."""
-        self._last_path = self._propagate(self.leaf_of_atom[atom], t, -1)
+        self._last_path = self._prop[self.leaf_of_atom[atom]](t, -1)
 
     def expire(self, atom: int, tuples: list[tuple]) -> None:
         """Delete a batch of leaf tuples of one atom (window expiry): nothing is enumerated."""
         leaf = self.leaf_of_atom[atom]
         if len(tuples) == 1:
-            self._propagate(leaf, tuples[0], -1)
+            self._prop[leaf](tuples[0], -1)
         else:
             self._propagate_batch(leaf, dict.fromkeys(tuples, -1))
         self._last_path = None
