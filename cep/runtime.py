@@ -578,7 +578,9 @@ class PatternRuntime:
         Why: it runs for every insert, retraction and expiry, and the leaf-to-root
         path is fixed by the plan, so each level becomes a few lines (its index
         updates, then a projection, a guard-side range sum, or a fan-out) instead
-        of a loop that looks the path up again.  Same steps as ``_propagate_generic``.
+        of a loop that looks the path up again.  The common case stays one tuple all
+        the way up (each step a projection or a guard-side range sum); a non-guard
+        step that fans out continues as a batch (``_propagate_batch``).
         """
         nodes = self.nodes
         env: dict[str, Any] = {"batch": self._propagate_batch}
@@ -625,57 +627,6 @@ class PatternRuntime:
             n = nodes[p]
         exec(compile("\n".join(lines) + "\n", f"<cep.propagate leaf {leaf}>", "exec"), env)  # noqa: S102
         return env["prop"]
-
-    def _propagate_generic(self, leaf: int, t: tuple, delta: int) -> list | None:
-        """``_propagate`` as a loop over the path (the reference for the generated form).
-
-        The common case stays one tuple all the way up (each step is a
-        projection or a guard-side range sum); a non-guard step that fans out
-        continues as a batch from there.
-        """
-        nodes = self.nodes
-        n = nodes[leaf]
-        path: list = []  # (node, tuple, multiplicity) per level; dicts are built only to enumerate
-        c = delta
-        while True:
-            path.append((n.id, t, c))
-            self._apply(n, t, c)
-            p = n.parent
-            if p is None:
-                return path
-            if n.sibling is None:
-                check = n.edge_check
-                if check is not None and not check(t):
-                    return None
-                t = n.proj(t)
-            elif n.is_guard:
-                S = nodes[n.sibling].S
-                if S.summable:
-                    s = S.probe_sum(t)
-                else:
-                    s = 0
-                    for _u, mu in S.probe_all(t):
-                        s += mu
-                if not s:
-                    return None
-                t = n.proj(t)
-                c *= s
-            else:
-                S = nodes[n.sibling].S
-                proj = n.proj
-                dp: dict[tuple, int] = {}
-                for u, mu in S.probe_all(t):
-                    k = proj(u)
-                    dp[k] = dp.get(k, 0) + c * mu
-                d = {k: v for k, v in dp.items() if v}
-                if not d:
-                    return None
-                rest = self._propagate_batch(p, d)
-                if rest is None:
-                    return None
-                path.append(rest)
-                return path
-            n = nodes[p]
 
     def _propagate_batch(self, start: int, d: dict[tuple, int]) -> dict[int, dict[tuple, int]] | None:
         """Algorithm 7 for a batch of changes entering at node ``start`` (one leaf's path).

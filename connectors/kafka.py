@@ -31,7 +31,8 @@ RETRY_BACKOFF_S = 0.5
 CONNECT_TIMEOUT_MS = 3000
 REQUEST_TIMEOUT_MS = 15000
 POLL_TIMEOUT_MS = 500
-# the output sink waits for the broker's acknowledgements at least this often (and at checkpoints and exit)
+# the output sink waits for the broker's acknowledgements at this many pending lines, or when it writes this
+# long after the last wait (and always at checkpoints and exit)
 ACK_EVERY = 1000
 ACK_INTERVAL_S = 0.5
 
@@ -292,9 +293,9 @@ class KafkaSink:
         broker's acknowledgement after every record would cost a round trip per record. The
         guarantee is at-least-once either way: every checkpoint and every exit flushes (waits
         for every acknowledgement) first, and a restart re-emits what came after the last
-        checkpoint with the same ids. Acknowledgements are awaited at least every
-        ``ACK_INTERVAL_S`` seconds and every ``ACK_EVERY`` lines, so a refused write stops the
-        run soon after it happens.
+        checkpoint with the same ids. Acknowledgements are also awaited when a record's lines
+        come ``ACK_INTERVAL_S`` or more after the last wait, and at ``ACK_EVERY`` pending lines,
+        so a refused write stops the run soon after it happens.
         """
         if self._pending and time.monotonic() >= self._next_ack:
             self.flush()

@@ -215,17 +215,3 @@ def test_loads_drops_events_that_left_one_patterns_window() -> None:
     case = Case("PATTERN p0\n  SEQ(A a)\nPATTERN p1\n  SEQ(A a)\n  WITHIN 3\n",
                 [{**rec, "ts": t} for t in times], lateness=0)
     check_case(case, restore_at=16)
-
-
-@settings(settings.get_profile(PROFILE), max_examples=max(20, settings.get_profile(PROFILE).max_examples // 4))
-@given(cases())
-def test_generic_propagation_agrees_with_reference(case: Case) -> None:
-    """The loop form of Algorithm 7 (the reference for the generated update paths) gives the same outputs."""
-    from cep.runtime import PatternRuntime
-
-    def generic(self, leaf):
-        return lambda t, c: self._propagate_generic(leaf, t, c)
-
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(PatternRuntime, "_compile_propagation", generic)
-        check_case(case)
