@@ -1,7 +1,7 @@
 """One measured cep run, in a process of its own: ``python -m bench.run_cep ARGS`` prints a JSON object.
 
 Why a child process: peak memory (``ru_maxrss``) must be this run's alone, and a run must not inherit
-the warm caches or garbage of the previous one. The loop is the one of ``cep run`` (``cep.runner``):
+the warm caches or garbage of the previous one. The loop is the one of ``cep run`` (``cep.commands.run``):
 the same source and decoder (``cep.io.readers``), ``Engine.push``, ``encode_output`` into the same sink,
 flushed after each record that completed matches, so every composite event is written before the next
 record is read. Around it: the per-record latency (from before the record is decoded until its
@@ -79,10 +79,10 @@ def main(argv: list[str] | None = None) -> int:
                     help="memory pass: trace the engine's allocations (slower; no latency figures)")
     args = ap.parse_args(argv)
 
-    from cep.compiler import compile_files
-    from cep.engine import Engine
     from cep.io.readers import make_decoder, open_source, parse_only
     from cep.io.writers import encode_output, open_file_sink
+    from cep.lang.compiler import compile_files
+    from cep.runtime.engine import Engine
 
     base_rss = current_rss_mb()
     floor_s = -1.0

@@ -47,8 +47,8 @@ def write_dir(d: Path, events: list[dict], files: int) -> None:
 
 def spark_child(args: argparse.Namespace) -> None:
     """One Spark configuration (runs in its own process): warm up, then time the full query."""
-    from connectors.spark import make_session
-    from connectors.spark_cli import build_parser, start_query
+    from cep.connectors.spark import make_session
+    from cep.connectors.spark_cli import build_parser, start_query
 
     work = Path(args.work)
     spark = make_session(f"local[{args.cores}]", args.partitions, kafka=bool(args.bootstrap), app="cep-bench")
@@ -113,9 +113,8 @@ def cli_rows(events: list[dict], work: Path, broker, tin: str) -> list[dict]:
 
 
 def start_broker(events: list[dict], work: Path):
+    from cep.connectors.broker import KafkaBroker
     from kafka import KafkaProducer
-
-    from connectors.broker import KafkaBroker
 
     b = KafkaBroker(work / "broker", partitions=3).start()
     tin = b.create_topic("bench-in")

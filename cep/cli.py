@@ -1,8 +1,8 @@
 """The ``cep`` command: ``run``, ``check``, ``explain`` and ``spark`` (spec section 6).
 
 Why a thin layer: each command only maps options onto a function that does
-the work (``cep.runner.run``, ``cep.commands.check.run_check``,
-``cep.commands.explain.run_explain``, ``connectors.spark_cli.main``) and turns
+the work (``cep.commands.run.run``, ``cep.commands.check.run_check``,
+``cep.commands.explain.run_explain``, ``cep.connectors.spark_cli.main``) and turns
 its result into an exit status.  Statuses: 0 ok, 2 pattern errors, 3 bad input
 record, 1 anything else -- including usage errors, so that 2 always means "fix
 the pattern".  No traceback reaches the user unless ``CEP_DEBUG=1``.
@@ -74,7 +74,7 @@ def run_cmd(patterns, input_, output, fmt, type_field, time_field, time_unit, op
     one pass of the input.  Exit status: 0 ok, 2 pattern error, 3 bad input
     record (the message names its line), 1 other errors.
     """
-    from cep.runner import RunOptions, run
+    from cep.commands.run import RunOptions, run
 
     opts = RunOptions(
         patterns=list(patterns), input=input_, output=output, fmt=fmt, type_field=type_field,
@@ -121,7 +121,7 @@ def spark_cmd(args) -> None:
         raise click.ClickException("cep spark needs PySpark, which is not installed: "
                                    "pip install 'cep[spark]'")
     try:
-        from connectors import spark_cli  # type: ignore[import-not-found]
+        from cep.connectors import spark_cli  # type: ignore[import-not-found]
     except ImportError as e:
         raise click.ClickException(f"cep spark is not available in this installation: {e}") from None
     entry = spark_cli.main

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from cep.ast import Loc
+from cep.lang.ast import Loc
 
 
 @dataclass(frozen=True)

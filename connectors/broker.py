@@ -14,7 +14,7 @@ import time
 import uuid
 from pathlib import Path
 
-from connectors import jars
+from cep.connectors import jars
 
 LOG4J2 = """status = warn
 appender.console.type = Console
@@ -169,11 +169,11 @@ log.flush.interval.messages=1000000
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m connectors.broker [DIR] [--topic NAME ...]``: run a local broker until Ctrl-C."""
+    """``python -m cep.connectors.broker [DIR] [--topic NAME ...]``: run a local broker until Ctrl-C."""
     import argparse
     import tempfile
 
-    ap = argparse.ArgumentParser(prog="python -m connectors.broker", description=main.__doc__)
+    ap = argparse.ArgumentParser(prog="python -m cep.connectors.broker", description=main.__doc__)
     ap.add_argument("dir", nargs="?", help="data directory (default: a new temporary one)")
     ap.add_argument("--topic", action="append", default=[], help="create this topic (repeatable)")
     ap.add_argument("--partitions", type=int, default=3)

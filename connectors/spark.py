@@ -1,6 +1,6 @@
 """cep on Spark Structured Streaming: ``detect(events, patterns, ...)`` -> a DataFrame of composite events.
 
-Why this shape: the engine core (``cep.engine.Engine``) is a plain Python object whose state pickles, so Spark
+Why this shape: the engine core (``cep.runtime.engine.Engine``) is a plain Python object whose state pickles, so Spark
 only has to (1) route every input record to the group(s) that need it and (2) keep one engine state per group in
 its state store. A group is ``(pattern, key group)``, a key group being a hash bucket of partition key values.
 The compiler's partition analysis (``CompiledPattern.partition_vars`` and each atom's ``attrs``) says which
@@ -76,7 +76,7 @@ class PatternSpec:
         key = (tuple(self.sources), self.time_unit)
         cached = _COMPILED.get(key)
         if cached is None:
-            from cep.compiler import compile_text
+            from cep.lang.compiler import compile_text
 
             cached = []
             for fname, text in self.sources:
@@ -165,8 +165,8 @@ def kafka_key(values: Sequence[Any]) -> str:
 
 
 def _router(spec: PatternSpec):
-    from cep.gcq import TIME_ATTR
     from cep.io.readers import BadRecord, make_decoder
+    from cep.lang.gcq import TIME_ATTR
 
     cps = spec.compile()
     decode = make_decoder(spec.type_field, spec.time_field, spec.time_unit, spec.op_field)
@@ -285,7 +285,7 @@ ENGINE_CACHE_SIZE = 512
 
 def _engine_for(spec: PatternSpec, g: int, kg: int, state):
     """The group's engine: from the worker cache when it matches the stored state, else from the state bytes."""
-    from cep.engine import Engine
+    from cep.runtime.engine import Engine
 
     cp = spec.compile()[g]
     if not state.exists:
@@ -351,7 +351,7 @@ def _batch_handler(spec: PatternSpec):
     def fn(key, pdf):
         import pandas as pd
 
-        from cep.engine import Engine
+        from cep.runtime.engine import Engine
 
         g = int(key[0])
         cp = spec.compile()[g]
@@ -463,7 +463,7 @@ def make_session(master: str = "local[2]", state_partitions: int = 4, *, kafka: 
         b = b.config("spark.sql.streaming.stateStore.providerClass",
                      "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider")
     if kafka:
-        from connectors import jars
+        from cep.connectors import jars
 
         jars.check_spark_version()
         b = b.config("spark.jars", ",".join(jars.spark_kafka_jars()))

@@ -54,7 +54,7 @@ def _is_kafka(spec: str) -> bool:
 
 def check_kafka(url: str, *, source: bool) -> None:
     """Fail fast (bounded) on an unreachable broker or a missing topic, before Spark starts."""
-    from connectors.kafka import open_sink, open_source, parse_url
+    from cep.io.kafka import open_sink, open_source, parse_url
 
     u = parse_url(url)
     if source:
@@ -70,7 +70,7 @@ def read_input(spark, spec: str, max_per_batch: int | None):
     from pyspark.sql import functions as F
 
     if _is_kafka(spec):
-        from connectors.kafka import parse_url
+        from cep.io.kafka import parse_url
 
         u = parse_url(spec)
         r = (spark.readStream.format("kafka").option("kafka.bootstrap.servers", u.where)
@@ -100,7 +100,7 @@ def read_input(spark, spec: str, max_per_batch: int | None):
 def write_output(out, spec: str, checkpoint: str, trigger: dict):
     """Start the query writing composite events to Kafka (key = partition key) or to a directory."""
     if _is_kafka(spec):
-        from connectors.kafka import parse_url
+        from cep.io.kafka import parse_url
 
         u = parse_url(spec)
         w = out.select("key", "value").writeStream.format("kafka") \
@@ -113,11 +113,11 @@ def write_output(out, spec: str, checkpoint: str, trigger: dict):
 
 def start_query(spark, args: argparse.Namespace):
     """Build and start the streaming query (used by main and by tests/benchmarks with their own session)."""
-    from connectors.spark import detect, pattern_spec
+    from cep.connectors.spark import detect, pattern_spec
 
     lateness = 0
     if args.lateness:
-        from cep.runner import parse_duration
+        from cep.commands.run import parse_duration
 
         lateness = parse_duration(args.lateness, args.time_unit)
     spec = pattern_spec(args.patterns, time_unit=args.time_unit, type_field=args.type_field,
@@ -134,11 +134,12 @@ def start_query(spark, args: argparse.Namespace):
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     err = sys.stderr
+    from cep.connectors.spark import SparkPathError, checkpoint_state_partitions, make_session
+
     from cep.errors import PatternError
-    from connectors.spark import SparkPathError, checkpoint_state_partitions, make_session
 
     try:
-        from connectors.spark import pattern_spec
+        from cep.connectors.spark import pattern_spec
 
         pattern_spec(args.patterns, time_unit=args.time_unit)  # pattern errors before Spark starts
     except PatternError as e:

@@ -106,7 +106,7 @@ def content(outputs: list[dict]) -> Counter:
 
 @pytest.fixture(scope="session")
 def jar_cache():
-    from connectors import jars
+    from cep.connectors import jars
 
     return jars.resolve()
 
@@ -115,7 +115,7 @@ def jar_cache():
 def kafka_broker(jar_cache, tmp_path_factory):
     if not HAVE_KAFKA:
         missing(KAFKA_MISSING)
-    from connectors.broker import KafkaBroker
+    from cep.connectors.broker import KafkaBroker
 
     broker = KafkaBroker(tmp_path_factory.mktemp("kafka"), partitions=3)
     broker.start(timeout=120)
@@ -129,7 +129,7 @@ def kafka_broker(jar_cache, tmp_path_factory):
 def spark(jar_cache):
     if not HAVE_SPARK:
         missing(SPARK_MISSING)
-    from connectors.spark import make_session
+    from cep.connectors.spark import make_session
 
     session = make_session("local[2]", 2, kafka=True, app="cep-tests")
     try:

@@ -1,6 +1,6 @@
 """A brute-force reference evaluator written from the spec alone (sections 1-5).
 
-It shares nothing with the engine but the parser (``cep.parser.parse_text``
+It shares nothing with the engine but the parser (``cep.lang.parser.parse_text``
 for the syntax tree): expressions are evaluated by a tree walk here, matches
 are found by trying every tuple of events.  It is slow on purpose and small
 enough to check by reading.
@@ -32,8 +32,8 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
-from cep import ast
-from cep.parser import parse_text
+from cep.lang import ast
+from cep.lang.parser import parse_text
 
 SECONDS = {"ms": Fraction(1, 1000), "s": Fraction(1), "min": Fraction(60), "h": Fraction(3600),
            "d": Fraction(86400)}

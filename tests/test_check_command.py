@@ -144,8 +144,8 @@ def test_cli_check_uses_run_check(tmp_path):
 
 
 def test_compiler_diagnostics_get_their_source_line(tmp_path, monkeypatch):
-    from cep import ast, compiler
     from cep.errors import Diagnostic, PatternError
+    from cep.lang import ast, compiler
 
     def reject(p, time_unit="s"):
         raise PatternError([Diagnostic(p.file, ast.Loc(2, 3), "rejected by the compiler")])

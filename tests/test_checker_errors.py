@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from cep.errors import NotSupportedYet, PatternError
-from cep.parser import parse_text, parse_text_with_warnings
+from cep.lang.parser import parse_text, parse_text_with_warnings
 
 HEAD = "PATTERN p\n  SEQ(Txn s1, Txn s2)\n"
 

@@ -13,7 +13,7 @@ import orjson
 import pytest
 from cephelp import PATTERNS, cep, lines, multiset, write
 
-from cep import checkpoint as ckpt
+from cep.io import checkpoint as ckpt
 
 CARD = str(PATTERNS / "card_testing.pattern")
 

@@ -8,9 +8,9 @@ part the planner and the runtime read.
 from hypothesis import HealthCheck, given, settings
 from strategies import patterns
 
-from cep.compiler import compile_pattern
-from cep.parser import parse_text
-from cep.printer import format_pattern
+from cep.lang.compiler import compile_pattern
+from cep.lang.parser import parse_text
+from cep.lang.printer import format_pattern
 
 
 def summary(cp):

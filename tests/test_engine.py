@@ -5,10 +5,10 @@ import random
 
 import pytest
 
-from cep.compiler import compile_text
-from cep.engine import Engine, StateError
 from cep.errors import LateEventError, UnknownRetractionError
 from cep.event import Event
+from cep.lang.compiler import compile_text
+from cep.runtime.engine import Engine, StateError
 
 CARD = """
 PATTERN card_testing

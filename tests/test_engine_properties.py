@@ -1,7 +1,7 @@
 """Property tests: the engine against the brute-force reference (tests/reference.py).
 
 Random v1 patterns and random streams (tests/strategies.py) are fed to
-``cep.engine.Engine`` in arrival order.  Checked, for every example:
+``cep.runtime.engine.Engine`` in arrival order.  Checked, for every example:
 
 * the records the engine rejects as late are exactly the reference's late ones;
 * the net multiset of outputs (``+`` minus ``-``) equals the reference's
@@ -28,11 +28,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from strategies import Case, cases
 
-# Fail loudly (ImportError) until the compiler and the engine exist.
-from cep.compiler import compile_text  # noqa: E402
-from cep.engine import Engine  # noqa: E402
 from cep.errors import LateEventError  # noqa: E402
 from cep.event import Event, match_id  # noqa: E402
+
+# Fail loudly (ImportError) until the compiler and the engine exist.
+from cep.lang.compiler import compile_text  # noqa: E402
+from cep.runtime.engine import Engine  # noqa: E402
 
 settings.register_profile("default_props", max_examples=300, deadline=None,
                           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
@@ -178,7 +179,7 @@ def test_fixed_cases(case: Case) -> None:
 @given(cases())
 def test_recursive_enumeration_agrees_with_reference(case: Case) -> None:
     """The fallback for trees too deep to compile into nested loops gives the same outputs."""
-    from cep.runtime import PatternRuntime
+    from cep.runtime.iedyn import PatternRuntime
 
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(PatternRuntime, "_compile_enumeration", lambda self: None)

@@ -11,8 +11,8 @@ import pytest
 from test_planner import seq_within
 
 from cep.commands.explain import plan_to_dict, plan_to_text, plans_to_dot, run_explain
-from cep.plan import enumeration_index
-from cep.planner import plan_pattern
+from cep.plan.model import enumeration_index
+from cep.plan.planner import plan_pattern
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PATTERN_KEYS = {
@@ -64,7 +64,7 @@ def test_json_schema_is_stable():
     for p in doc["predicates"]:
         if p["placement"] == "edge":
             assert p["id"] in nodes[p["edge"]]["edge_predicates"]
-    # the index kinds are the runtime's (cep.plan), not recomputed here
+    # the index kinds are the runtime's (cep.plan.model), not recomputed here
     for n in plan.nodes:
         if n.parent is not None:
             assert nodes[n.id]["enumeration_index"]["kind"] == enumeration_index(plan, n.id).kind
@@ -94,7 +94,7 @@ PATTERN_FILES = sorted(glob.glob(os.path.join(REPO, "patterns", "*.pattern")))
 
 
 def _front_end():
-    pytest.importorskip("cep.parser")
+    pytest.importorskip("cep.lang.parser")
 
 
 @pytest.mark.parametrize("fmt", ["text", "json", "dot"])

@@ -2,8 +2,8 @@
 
 Table-driven cases for null, missing attributes, number vs string, boolean vs
 number, division by zero, NOT/AND/OR truth tables, IN and arithmetic; then a
-hypothesis test comparing ``cep.expr``'s generated code with a tiny tree-walking
-evaluator written here from the spec (independent of ``cep.expr``).
+hypothesis test comparing ``cep.lang.expr``'s generated code with a tiny tree-walking
+evaluator written here from the spec (independent of ``cep.lang.expr``).
 """
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cep import ast
 from cep.event import Event
-from cep.expr import compile_condition, compile_expr, linear_form, source_of
+from cep.lang import ast
+from cep.lang.expr import compile_condition, compile_expr, linear_form, source_of
 from cep.values import FALSE, TRUE, SqlBool
 
 A = ast.Attr

@@ -6,11 +6,11 @@ from itertools import combinations
 
 import pytest
 
-from cep.binarize import binarize, sibling_close, tidy
-from cep.classify import ACYCLIC, FREE_CONNEX, Q_HIERARCHICAL, classify, is_q_hierarchical
-from cep.gyo import TNode, Tree, reduce_gcq
-from cep.plan_validate import validate_tree
-from cep.planner import build_gjt_pair
+from cep.plan.binarize import binarize, sibling_close, tidy
+from cep.plan.classify import ACYCLIC, FREE_CONNEX, Q_HIERARCHICAL, classify, is_q_hierarchical
+from cep.plan.gyo import TNode, Tree, reduce_gcq
+from cep.plan.planner import build_gjt_pair
+from cep.plan.validate import validate_tree
 
 # Example 6: Q1 = r(x,y) ⋈ s(y,z,w) ⋈ t(u,v) | x < z ∧ w < u
 Q1_ATOMS = [{"x", "y"}, {"y", "z", "w"}, {"u", "v"}]

@@ -205,8 +205,8 @@ def test_file_sink_buffers_until_flush_and_truncates_on_resume(tmp_path):
 def test_partition_key_of_outputs():
     from cephelp import PATTERNS
 
-    from cep.compiler import compile_files
     from cep.io.writers import make_key_fn
+    from cep.lang.compiler import compile_files
 
     card, wd = compile_files([str(PATTERNS / "card_testing.pattern"),
                               str(PATTERNS / "withdrawal_after_address_change.pattern")])
@@ -220,7 +220,7 @@ def test_keyed_sink_gets_partition_keys(tmp_path, monkeypatch):
     """A non-file sink (Kafka's shape) receives each line with its partition key, flushed per record."""
     from cephelp import PATTERNS
 
-    import cep.runner as runner
+    import cep.commands.run as runner
 
     class Keyed:
         def __init__(self):
@@ -260,8 +260,8 @@ def test_csv_infinite_time_is_bad():
 def test_engine_failure_names_the_record_and_keeps_output(tmp_path, monkeypatch):
     from cephelp import PATTERNS
 
-    import cep.engine
-    import cep.runner as runner
+    import cep.commands.run as runner
+    import cep.runtime.engine
 
     class Boom:
         def __init__(self, patterns, lateness=0):
@@ -272,7 +272,7 @@ def test_engine_failure_names_the_record_and_keeps_output(tmp_path, monkeypatch)
                 raise TypeError("unhashable")
             return [Output("p", "+", "id1", {"x": 1})]
 
-    monkeypatch.setattr(cep.engine, "Engine", Boom)
+    monkeypatch.setattr(cep.runtime.engine, "Engine", Boom)
     monkeypatch.delenv("CEP_DEBUG", raising=False)
     inp, out = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
     inp.write_bytes(b'{"type":"A","ts":1}\n{"type":"A","ts":2}\n')

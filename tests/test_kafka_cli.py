@@ -45,7 +45,7 @@ def kafka_url(broker, topic: str, **q: str) -> str:
 
 
 def test_source_reads_every_partition_and_resumes_from_a_position(kafka_broker, stream):
-    from connectors.kafka import open_source
+    from cep.io.kafka import open_source
 
     topic, events, _ = stream
     src = open_source(kafka_url(kafka_broker, topic, **{"from": "earliest", "until": "end"}))
@@ -70,7 +70,7 @@ def test_source_reads_every_partition_and_resumes_from_a_position(kafka_broker, 
 
 
 def test_group_offsets_are_committed_at_close(kafka_broker, stream):
-    from connectors.kafka import open_source
+    from cep.io.kafka import open_source
 
     topic, events, _ = stream
     url = kafka_url(kafka_broker, topic, group="g-commit", **{"from": "earliest", "until": "end"})
@@ -133,7 +133,7 @@ def test_stopped_run_resumes_from_checkpoint_without_loss(kafka_broker, stream, 
 
 
 def test_missing_topic_is_a_clear_error(kafka_broker):
-    from connectors.kafka import KafkaConnectorError, open_sink, open_source
+    from cep.io.kafka import KafkaConnectorError, open_sink, open_source
 
     with pytest.raises(KafkaConnectorError, match="does not exist"):
         open_source(f"kafka://{kafka_broker.bootstrap}/no-such-topic?from=earliest")
@@ -144,8 +144,9 @@ def test_missing_topic_is_a_clear_error(kafka_broker):
 
 
 def test_unreachable_broker_is_a_clear_error_after_bounded_retries(monkeypatch):
-    from connectors import kafka
-    from connectors.broker import free_port
+    from cep.connectors.broker import free_port
+
+    from cep.io import kafka
 
     monkeypatch.setattr(kafka, "CONNECT_TIMEOUT_MS", 500)
     monkeypatch.setattr(kafka, "RETRY_BACKOFF_S", 0.1)
@@ -157,7 +158,7 @@ def test_unreachable_broker_is_a_clear_error_after_bounded_retries(monkeypatch):
 
 
 def test_bad_urls_are_rejected():
-    from connectors.kafka import KafkaConnectorError, parse_url
+    from cep.io.kafka import KafkaConnectorError, parse_url
 
     assert parse_url("kafka://h:1,h2:2/t?group=g&from=earliest&until=end").servers == ["h:1", "h2:2"]
     for bad in ("kafka://h/t", "kafka://h:1/", "kafka://h:1/t?from=middle", "kafka://h:1/t?colour=red",
@@ -169,7 +170,7 @@ def test_bad_urls_are_rejected():
 def test_sink_waits_for_acknowledgements_in_batches_not_per_record(kafka_broker):
     # per input record the lines go to the producer; acknowledgements are awaited every
     # ACK_INTERVAL_S (or ACK_EVERY lines), at checkpoints (flush) and at exit (close)
-    from connectors import kafka as ck
+    from cep.io import kafka as ck
 
     out = new_topic(kafka_broker, "cli-acks", partitions=1)
     sink = ck.open_sink(f"kafka://{kafka_broker.bootstrap}/{out}")

@@ -16,10 +16,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from cep import ast
-from cep import parser as parser_mod
 from cep.errors import PatternError
-from cep.parser import parse_expr, parse_file, parse_text, parse_text_with_warnings
+from cep.lang import ast
+from cep.lang import parser as parser_mod
+from cep.lang.parser import parse_expr, parse_file, parse_text, parse_text_with_warnings
 
 ROOT = Path(__file__).resolve().parent.parent
 SPEC = Path("/work/shared/spec/pattern-language.md")

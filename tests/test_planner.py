@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import pytest
 
-from cep.classify import classify_plan
-from cep.gcq import Atom, CompiledPattern, Linear, Predicate, Variable
-from cep.plan import enumeration_index, sibling_index
-from cep.plan_validate import validate_plan
-from cep.planner import plan_pattern
+from cep.lang.gcq import Atom, CompiledPattern, Linear, Predicate, Variable
+from cep.plan.classify import classify_plan
+from cep.plan.model import enumeration_index, sibling_index
+from cep.plan.planner import plan_pattern
+from cep.plan.validate import validate_plan
 
 
 def make_cp(
@@ -238,8 +238,8 @@ PATTERN unary SEQ(A a, B b) WHERE a.k = b.k AND a.k < b.k + 1 AND a.v + b.v > a.
 
 
 def _compile(text):
-    pytest.importorskip("cep.parser")
-    from cep.compiler import compile_text
+    pytest.importorskip("cep.lang.parser")
+    from cep.lang.compiler import compile_text
 
     return compile_text(text)
 
@@ -312,7 +312,7 @@ def test_cyclic_plans_run_correctly_on_the_engine():
         PATTERN and3 AND(A a, B b, C c) WITHIN 2
         """
     )
-    engine = pytest.importorskip("cep.engine")
+    engine = pytest.importorskip("cep.runtime.engine")
     from cep.event import Event
 
     def brute(name, a, b, c):

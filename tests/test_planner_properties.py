@@ -1,7 +1,7 @@
 """Property tests: the planner's output is a valid GJT pair for random small GCQs.
 
 Random GCQs (2-5 atoms, random shared variables, random binary predicates, cycles
-included) -> plan -> the independent validator (``cep.plan_validate``) passes, and
+included) -> plan -> the independent validator (``cep.plan.validate``) passes, and
 the tree predicates plus the residual filters are exactly the query's predicates.
 """
 
@@ -11,9 +11,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_planner import lt, make_cp
 
-from cep.gyo import reduce_gcq
-from cep.plan_validate import validate_plan, validate_tree
-from cep.planner import build_gjt_pair, plan_pattern
+from cep.plan.gyo import reduce_gcq
+from cep.plan.planner import build_gjt_pair, plan_pattern
+from cep.plan.validate import validate_plan, validate_tree
 
 ORIGINS = ["seq", "within", "where", "span"]
 
@@ -119,7 +119,7 @@ def test_random_projected_pairs(q):
 @given(plain_gcqs(), st.randoms(use_true_random=False))
 def test_prop16_transforms_keep_var_n(q, rnd):
     """Any connex N of an Alg. 8 tree -> sibling-closed, binary, same var(N) (Prop. 16)."""
-    from cep.binarize import binarize, sibling_close, tidy
+    from cep.plan.binarize import binarize, sibling_close, tidy
 
     atoms, preds, _ = q
     red = reduce_gcq(atoms, preds)

@@ -14,10 +14,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from cep import ast
-from cep.checker import AGGREGATES, STRATEGIES
-from cep.parser import KEYWORDS, item_text, parse_expr, parse_file, parse_text
-from cep.printer import format_expr, format_pattern, format_patterns
+from cep.lang import ast
+from cep.lang.checker import AGGREGATES, STRATEGIES
+from cep.lang.parser import KEYWORDS, item_text, parse_expr, parse_file, parse_text
+from cep.lang.printer import format_expr, format_pattern, format_patterns
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -282,7 +282,7 @@ def _query_shape(cp) -> tuple:
 @settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
 @given(patterns())
 def test_compile_print_compile_gives_the_same_query(p):
-    compiler = pytest.importorskip("cep.compiler")
+    compiler = pytest.importorskip("cep.lang.compiler")
     first = compiler.compile_pattern(p)
     (again,) = compiler.compile_text(format_pattern(p))
     assert _query_shape(again) == _query_shape(first)

@@ -130,7 +130,7 @@ def test_retraction_removes_the_earliest_equal_event():
 
 def test_expressions_three_valued():
     ev = reference.evaluate_expr
-    from cep import ast
+    from cep.lang import ast
 
     x = ast.Attr("e", "x")
     env = {("e", "x"): None}
@@ -145,7 +145,7 @@ def test_expressions_three_valued():
 
 def test_within_units_are_exact():
     d = reference.duration
-    from cep import ast
+    from cep.lang import ast
 
     assert d(ast.Duration(1, "h"), "s") == 3600
     assert d(ast.Duration(0.29, "s"), "ms") == 290

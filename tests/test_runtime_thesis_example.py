@@ -9,9 +9,9 @@ t-insert of <u:4,v:9> x3 gives delta root = [<y:1,w:3> -> 36], because the
 {y,z,w} tuple <1,3,3> has multiplicity 12.
 """
 
-from cep.gcq import Atom, CompiledPattern, Linear, Predicate, Variable
-from cep.plan import Plan, PlanNode
-from cep.runtime import PatternRuntime
+from cep.lang.gcq import Atom, CompiledPattern, Linear, Predicate, Variable
+from cep.plan.model import Plan, PlanNode
+from cep.runtime.iedyn import PatternRuntime
 
 
 def _num(v):

@@ -30,7 +30,7 @@ pytestmark = [pytest.mark.spark, need_spark]
 
 
 def cli_args(*argv: str):
-    from connectors.spark_cli import build_parser
+    from cep.connectors.spark_cli import build_parser
 
     return build_parser().parse_args([*PATTERNS, "--lateness", "1 d", *argv])
 
@@ -69,8 +69,9 @@ def data(tmp_path_factory):
 
 
 def test_partition_analysis_routes_by_key():
-    from cep.compiler import compile_text
-    from connectors.spark import partition_attrs
+    from cep.connectors.spark import partition_attrs
+
+    from cep.lang.compiler import compile_text
 
     cp, = compile_text("PATTERN p SEQ(A a, B b) WHERE a.x = b.y WITHIN 10")
     assert partition_attrs(cp) == {"A": ("x",), "B": ("y",)}
@@ -81,7 +82,7 @@ def test_partition_analysis_routes_by_key():
 
 
 def test_group_keys_follow_value_equality():
-    from connectors.spark import _canon_key, kafka_key
+    from cep.connectors.spark import _canon_key, kafka_key
 
     assert _canon_key([1]) == _canon_key([1.0]) != _canon_key(["1"])
     assert _canon_key([True]) != _canon_key([1])
@@ -92,7 +93,7 @@ def test_group_keys_follow_value_equality():
 
 
 def test_files_to_files_matches_cep_run(spark, data, tmp_path):
-    from connectors.spark_cli import start_query
+    from cep.connectors.spark_cli import start_query
 
     events, ref = data
     split_files(events, tmp_path / "in", 3)
@@ -106,7 +107,7 @@ def test_files_to_files_matches_cep_run(spark, data, tmp_path):
 
 
 def test_detect_on_a_static_dataframe_with_structured_columns(spark, data):
-    from connectors.spark import detect
+    from cep.connectors.spark import detect
 
     events, ref = data
     rows = [{**e, "pos": str(i + 1), "card": e.get("card"), "area": e.get("area"), "amount": e.get("amount"),
@@ -121,7 +122,7 @@ def test_detect_on_a_static_dataframe_with_structured_columns(spark, data):
 
 
 def test_query_stopped_mid_stream_resumes_from_checkpoint(spark, data, tmp_path):
-    from connectors.spark_cli import start_query
+    from cep.connectors.spark_cli import start_query
 
     events, ref = data
     split_files(events, tmp_path / "in", 6)
@@ -161,7 +162,7 @@ def test_query_stopped_mid_stream_resumes_from_checkpoint(spark, data, tmp_path)
 @pytest.mark.kafka
 @need_kafka
 def test_kafka_to_kafka_matches_cep_run(spark, kafka_broker, data, tmp_path):
-    from connectors.spark_cli import start_query
+    from cep.connectors.spark_cli import start_query
 
     events, ref = data
     tin = new_topic(kafka_broker, "spark-in")

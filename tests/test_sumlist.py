@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import cep.sumlist as sumlist
-from cep.sumlist import SumSortedMap
+import cep.runtime.sumlist as sumlist
+from cep.runtime.sumlist import SumSortedMap
 
 steps_strategy = st.lists(
     st.tuples(st.integers(0, 40), st.integers(0, 3), st.booleans(),

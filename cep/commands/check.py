@@ -3,8 +3,8 @@
 Why: users need to see what the engine understood before running a pattern:
 the structure, which WHERE conjuncts became per-alias filters, which joined
 aliases (shared variables, cross predicates), the window, the partition key
-and the output fields.  Each file is parsed (``cep.parser``) and each pattern
-compiled (``cep.compiler.compile_pattern``); every diagnostic of every file is
+and the output fields.  Each file is parsed (``cep.lang.parser``) and each pattern
+compiled (``cep.lang.compiler.compile_pattern``); every diagnostic of every file is
 reported on ``err`` in the spec's ``FILE:LINE:COL: message`` form with the
 source line and a caret.  Exit code 0, or 2 on any error.
 """
@@ -16,10 +16,10 @@ import sys
 from collections.abc import Sequence
 from typing import TextIO
 
-from cep import ast
 from cep.errors import Diagnostic, PatternError
-from cep.gcq import ID_ATTR, CompiledPattern
-from cep.printer import format_duration, format_structure
+from cep.lang import ast
+from cep.lang.gcq import ID_ATTR, CompiledPattern
+from cep.lang.printer import format_duration, format_structure
 
 
 def _fmt_number(v: int | float) -> str:
@@ -69,8 +69,8 @@ def _with_source_line(d: Diagnostic, text: str) -> Diagnostic:
 
 def run_check(paths: Sequence[str], out: TextIO | None = None, err: TextIO | None = None) -> int:
     """Check every pattern of the files; print summaries on ``out``, diagnostics on ``err``."""
-    from cep.compiler import compile_pattern
-    from cep.parser import parse_text_with_warnings, read_pattern_file
+    from cep.lang.compiler import compile_pattern
+    from cep.lang.parser import parse_text_with_warnings, read_pattern_file
 
     out = out if out is not None else sys.stdout
     err = err if err is not None else sys.stderr

@@ -1,7 +1,7 @@
 """``cep explain FILE...``: print each pattern's compiled query and its plan.
 
 Users need to see why a pattern is fast or slow: which comparisons are joins in the
-tree and how each edge is indexed (``cep.plan.enumeration_index`` and
+tree and how each edge is indexed (``cep.plan.model.enumeration_index`` and
 ``sibling_index``, the same functions the runtime builds its indexes from), which
 ones are residual filters, the query class with its bounds, and the partition key.
 Formats: ``text`` (default), ``json`` (stable schema, docs/explain.md) and ``dot``.
@@ -13,10 +13,10 @@ import json
 from collections.abc import Sequence
 from typing import Any, TextIO
 
-from cep.classify import QueryClass, classify_plan
 from cep.errors import PatternError
-from cep.gcq import Bound, CompiledPattern
-from cep.plan import IndexSpec, Plan, enumeration_index, sibling_index
+from cep.lang.gcq import Bound, CompiledPattern
+from cep.plan.classify import QueryClass, classify_plan
+from cep.plan.model import IndexSpec, Plan, enumeration_index, sibling_index
 
 SCHEMA_VERSION = 1
 FORMATS = ("text", "json", "dot")
@@ -31,8 +31,8 @@ def run_explain(paths: Sequence[str], fmt: str = "text", out: TextIO | None = No
     if fmt not in FORMATS:
         err.write(f"cep explain: unknown format {fmt!r} (choose from {', '.join(FORMATS)})\n")
         return 2
-    from cep.compiler import compile_files
-    from cep.planner import plan_pattern
+    from cep.lang.compiler import compile_files
+    from cep.plan.planner import plan_pattern
 
     try:
         patterns = compile_files(list(paths))

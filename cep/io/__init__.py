@@ -1,7 +1,7 @@
 """Input and output for the run loop: record sources and decoders, JSON-lines sinks.
 
-Kept apart from the engine core (``cep.engine`` does no I/O); connectors for
-Kafka implement the same source/sink protocol in ``connectors/``.
+Kept apart from the engine core (``cep.runtime.engine`` does no I/O); connectors for
+Kafka is ``cep.io.kafka`` (same source/sink protocol); Spark lives in ``cep.connectors``.
 """
 
 from cep.io.readers import BadRecord, make_decoder, open_source, parse_only

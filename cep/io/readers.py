@@ -346,10 +346,10 @@ def csv_decoder(decode: Callable[[str, Any], Event]) -> Callable[[str, Any], Eve
 
 
 def open_source(spec: str, fmt: str = "jsonl"):
-    """``-`` (stdin), a file path, or ``kafka://...`` (connectors.kafka, imported only then)."""
+    """``-`` (stdin), a file path, or ``kafka://...`` (cep.io.kafka, imported only then)."""
     if spec.startswith("kafka://"):
         try:
-            from connectors import kafka  # type: ignore[import-not-found]
+            from cep.io import kafka  # type: ignore[import-not-found]
         except ImportError as e:
             raise SourceError(f"Kafka input needs the kafka extra (pip install 'cep[kafka]'): {e}") from None
         return kafka.open_source(spec)

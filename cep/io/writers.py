@@ -96,14 +96,14 @@ class StreamSink:
 
 
 def open_sink(spec: str, truncate_to: int | None = None):
-    """``-`` (stdout), a path, or ``kafka://...`` (connectors.kafka, imported only then).
+    """``-`` (stdout), a path, or ``kafka://...`` (cep.io.kafka, imported only then).
 
     ``truncate_to``: resume a checkpointed run, keeping the file's first
     ``truncate_to`` bytes (what the checkpoint saw written) and appending.
     """
     if spec.startswith("kafka://"):
         try:
-            from connectors import kafka  # type: ignore[import-not-found]
+            from cep.io import kafka  # type: ignore[import-not-found]
         except ImportError as e:
             raise SinkError(f"Kafka output needs the kafka extra (pip install 'cep[kafka]'): {e}") from None
         return kafka.open_sink(spec)
@@ -139,7 +139,7 @@ class SinkError(Exception):
 def kafka_key(values: list[Any]) -> bytes:
     """The key bytes of a partition key value: a string as is, else compact JSON (1.0 -> 1).
 
-    The same rule as the Spark path (``connectors.spark.kafka_key``), so both
+    The same rule as the Spark path (``cep.connectors.spark.kafka_key``), so both
     paths key a composite event alike.
     """
     vals = [int(v) if type(v) is float and v.is_integer() else v for v in values]

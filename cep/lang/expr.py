@@ -56,7 +56,7 @@ import math
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
-from cep import ast
+from cep.lang import ast
 from cep.values import FALSE, TRUE, SqlBool
 
 __all__ = [
@@ -607,7 +607,7 @@ def _compile(expr: ast.Expr, access: AccessFn, params: Sequence[str], mode: str,
              cache: dict | None = None) -> Callable:
     src, consts = _build(expr, access, params, mode, cache)
     env = _env(consts)
-    code = compile(src, "<cep.expr>", "exec")
+    code = compile(src, "<cep.lang.expr>", "exec")
     exec(code, env)  # noqa: S102 - source generated above from the syntax tree
     fn = env["_cond" if mode == "condition" else "_expr"]
     fn.__cep_source__ = src  # type: ignore[attr-defined]

@@ -1,4 +1,4 @@
-"""Canonical pattern text from a syntax tree: the inverse of ``cep.parser``.
+"""Canonical pattern text from a syntax tree: the inverse of ``cep.lang.parser``.
 
 Why: ``cep explain``, the compiler's predicate texts and the round-trip tests
 need one printed form per tree.  Keywords are upper case, clauses come in a
@@ -12,7 +12,7 @@ for every valid pattern ``p`` (phase-2 constructs with ``allow_phase2``).
 EmitItem.text (an item's default output name) survives too: an item is
 printed from its own text when that text, re-spaced, parses back to the same
 expression (``x.a==1`` prints as ``x.a == 1``); otherwise it is printed in
-canonical form, whose text is ``cep.parser.item_text(format_expr(expr))``.
+canonical form, whose text is ``cep.lang.parser.item_text(format_expr(expr))``.
 An item whose text is neither (a hand-built tree with an arbitrary text) keeps
 its expression but not its text; give such items an ``AS`` name.
 """
@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import re
 
-from cep import ast
+from cep.lang import ast
 
 _PREC_OR, _PREC_AND, _PREC_NOT, _PREC_CMP, _PREC_ADD, _PREC_MUL, _PREC_NEG, _PREC_ATOM = range(1, 9)
 
@@ -129,7 +129,7 @@ def format_item(item: ast.EmitItem) -> str:
         return f"{item.star}.*"
     assert item.expr is not None
     from cep.errors import PatternError
-    from cep.parser import item_text, parse_expr
+    from cep.lang.parser import item_text, parse_expr
 
     body = format_expr(item.expr)
     if item_text(body) != item.text and item.text:

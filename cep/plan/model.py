@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from cep.gcq import Bound, CompiledPattern
+from cep.lang.gcq import Bound, CompiledPattern
 
 
 @dataclass

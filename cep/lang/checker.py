@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from cep import ast
-from cep.suggest import hint
+from cep.lang import ast
+from cep.lang.suggest import hint
 
 AGGREGATES = ("count", "sum", "avg", "min", "max", "first", "last")
 """Kleene-plus aggregate functions ([phase 2]); no other function exists."""

@@ -5,7 +5,7 @@ runtime keeps ``rho[n]``, a GMR (tuple -> positive multiplicity) that equals the
 projection onto ``var(n)`` of the join of the atoms below ``n`` under the
 predicates below ``n`` (the T-reduct, Definition 22).  Leaves hold one tuple per
 event (the identity variable makes each event a distinct tuple, so equal
-events are two events).  Each node keeps the indexes ``cep.plan`` derives for
+events are two events).  Each node keeps the indexes ``cep.plan.model`` derives for
 it: P_n (enumeration from its parent) and S_n (probes from its sibling); both
 group on the shared variables and sort each group on an inequality variable in
 a ``SumSortedMap``, whose range sums make the guard-side update O(log n).
@@ -31,9 +31,9 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from cep.gcq import ID_ATTR, TIME_ATTR, Bound, CompiledPattern
-from cep.plan import IndexSpec, Plan, enumeration_index, sibling_index
-from cep.sumlist import SumSortedMap
+from cep.lang.gcq import ID_ATTR, TIME_ATTR, Bound, CompiledPattern
+from cep.plan.model import IndexSpec, Plan, enumeration_index, sibling_index
+from cep.runtime.sumlist import SumSortedMap
 from cep.values import SqlBool, canon
 
 _LOWER = {">": False, ">=": True, "=": True}

@@ -19,8 +19,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from cep.gyo import Tree
-from cep.plan import Plan
+from cep.plan.gyo import Tree
+from cep.plan.model import Plan
 
 
 @dataclass
@@ -173,7 +173,7 @@ def validate_tree(
     out: Iterable[str] | None = None,
     binary: bool = True,
 ) -> list[str]:
-    """The same checks on a plain-set ``cep.gyo.Tree`` (out None: var(N) unchecked)."""
+    """The same checks on a plain-set ``cep.plan.gyo.Tree`` (out None: var(N) unchecked)."""
     live = tree.live()
     dead = tree.connex - set(live)
     if dead:

@@ -9,7 +9,7 @@ forest; linking the final roots under an empty root gives a GJT T, and the roots
 after stage 1 plus their ancestors give a sibling-closed connex set N.
 
 Everything here works on plain sets (variable names, predicate ids with their
-variable sets) so the thesis' examples can be run directly; ``cep.planner`` maps a
+variable sets) so the thesis' examples can be run directly; ``cep.plan.planner`` maps a
 compiled pattern onto it.  The reduction is confluent but the tree is not: the
 ``rank`` and ``keep_last`` hints choose among applicable steps so that SEQ patterns
 get the tree shape the runtime wants (later elements guard earlier ones).

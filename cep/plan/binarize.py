@@ -18,7 +18,7 @@ child, no predicate on the edge) and puts a guard first among every node's child
 
 from __future__ import annotations
 
-from cep.gyo import TNode, Tree
+from cep.plan.gyo import TNode, Tree
 
 
 def _is_guard(tree: Tree, parent: int, child: int) -> bool:

@@ -1,4 +1,4 @@
-"""Parse ``.pattern`` text into checked syntax trees (``cep.ast``).
+"""Parse ``.pattern`` text into checked syntax trees (``cep.lang.ast``).
 
 Why this module exists: it is the only way pattern text enters the engine, so
 it guarantees that whatever the input (any text, any bytes) the caller gets
@@ -9,7 +9,7 @@ or a traceback.
 Pipeline: Lark LALR (grammar in ``grammar/pattern.lark``, basic lexer so a
 keyword is always a keyword, positions propagated) -> an iterative tree-to-AST builder (normalizes ``==``
 to ``=``, ``<>`` to ``!=``, keyword case, duration units, folds ``-NUMBER``
-into a negative literal) -> ``cep.checker`` semantic checks.
+into a negative literal) -> ``cep.lang.checker`` semantic checks.
 
 Error recovery: when the whole text does not parse, it is split before every
 ``PATTERN`` keyword (outside strings and comments) and each piece is parsed on
@@ -33,17 +33,23 @@ import gc
 import math
 import os
 import re
+from importlib import resources
 from pathlib import Path
 
 from lark import Lark, Token, Tree
 from lark.exceptions import UnexpectedCharacters, UnexpectedInput, UnexpectedToken
 
-from cep import ast
-from cep.checker import STRATEGIES, Issue, check_pattern
 from cep.errors import Diagnostic, NotSupportedYet, PatternError
-from cep.suggest import hint
+from cep.lang import ast
+from cep.lang.checker import STRATEGIES, Issue, check_pattern
+from cep.lang.suggest import hint
 
-GRAMMAR_PATH = Path(__file__).resolve().parent.parent / "grammar" / "pattern.lark"
+
+def grammar_text() -> str:
+    """The grammar, read from the ``cep.grammar`` package data (works from a wheel)."""
+    return resources.files("cep.grammar").joinpath("pattern.lark").read_text(encoding="utf-8")
+
+
 MAX_DEPTH = 200
 
 KEYWORDS = frozenset(
@@ -76,7 +82,7 @@ def _lark() -> Lark:
     global _LARK
     if _LARK is None:
         _LARK = Lark(
-            GRAMMAR_PATH.read_text(encoding="utf-8"),
+            grammar_text(),
             parser="lalr",
             lexer="basic",
             start=["start", "expr_only"],

@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from cep.gyo import reduce_gcq
-from cep.plan import Plan
+from cep.plan.gyo import reduce_gcq
+from cep.plan.model import Plan
 
 Q_HIERARCHICAL = "q-hierarchical"
 FREE_CONNEX = "free-connex"

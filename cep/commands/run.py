@@ -23,8 +23,8 @@ import time
 from dataclasses import dataclass, field
 from typing import IO, Any
 
-from cep import checkpoint as ckpt
 from cep.errors import LateEventError, PatternError, UnknownRetractionError
+from cep.io import checkpoint as ckpt
 from cep.io.readers import (
     BadRecord,
     BadSeek,
@@ -67,8 +67,8 @@ class RunError(Exception):
 
 def parse_duration(text: str, time_unit: str = "s") -> int | float:
     """``--lateness`` text (``5 s``, ``2min``, ``10``) in timestamp units; same units as patterns."""
-    from cep.ast import Duration
-    from cep.compiler import duration_in_time_units
+    from cep.lang.ast import Duration
+    from cep.lang.compiler import duration_in_time_units
 
     m = _DURATION.fullmatch(text)
     if not m or m.group(2).lower() not in _UNITS:
@@ -140,8 +140,8 @@ class _Run:
 
     def setup(self) -> None:
         o = self.o
-        from cep.compiler import compile_files
-        from cep.engine import Engine
+        from cep.lang.compiler import compile_files
+        from cep.runtime.engine import Engine
 
         if o.time_unit not in ("s", "ms", "us"):
             raise RunError(f"unknown time unit {o.time_unit!r} (use s, ms or us)")

@@ -29,8 +29,8 @@ from typing import Any
 
 from cep.errors import LateEventError, UnknownRetractionError
 from cep.event import Event, Output, match_id
-from cep.gcq import CompiledPattern
-from cep.runtime import PatternRuntime
+from cep.lang.gcq import CompiledPattern
+from cep.runtime.iedyn import PatternRuntime
 from cep.values import canon
 
 STATE_MAGIC = b"CEPSTATE"
@@ -44,7 +44,7 @@ class StateError(Exception):
 def pattern_signature(cp: CompiledPattern) -> str:
     """What must not change between a saved state and the patterns it is loaded with."""
     try:
-        from cep.printer import format_pattern
+        from cep.lang.printer import format_pattern
 
         text = format_pattern(cp.source) if cp.source is not None else cp.name
     except ImportError:  # pragma: no cover
@@ -73,8 +73,8 @@ class Engine:
     """Runs compiled patterns over one stream of events (the core API)."""
 
     def __init__(self, patterns: Sequence[CompiledPattern], lateness: int | float = 0) -> None:
-        from cep.compiler import match_builder
-        from cep.planner import plan_pattern
+        from cep.lang.compiler import match_builder
+        from cep.plan.planner import plan_pattern
 
         self.patterns = list(patterns)
         self._builders = [match_builder(cp) for cp in self.patterns]

@@ -4,8 +4,8 @@ One ``Atom`` per event alias, over variables named ``alias.attr``; equalities
 between aliases are merged into shared variables; every other comparison
 between aliases is a ``Predicate`` (a theta predicate over variables); the SEQ
 order and WITHIN are predicates too.  Predicates on a single alias are pushed
-down into that atom's ``filter``.  The planner (``cep.planner``) turns a GCQ
-into a generalized join tree; the runtime (``cep.runtime``) evaluates it.
+down into that atom's ``filter``.  The planner (``cep.plan.planner``) turns a GCQ
+into a generalized join tree; the runtime (``cep.runtime.iedyn``) evaluates it.
 
 Every atom also has an identity variable ``alias.#`` (the event's serial), so
 the query is full and each leaf tuple is one event: equal events stay two
@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from cep import ast
+from cep.lang import ast
 
 ID_ATTR = "#"
 TIME_ATTR = "ts"

@@ -1,4 +1,4 @@
-"""Compile a checked pattern into a generalized conjunctive query (``cep.gcq``).
+"""Compile a checked pattern into a generalized conjunctive query (``cep.lang.gcq``).
 
 What goes where (thesis section 4.1, issue 2):
 
@@ -14,7 +14,7 @@ What goes where (thesis section 4.1, issue 2):
   (SEQ), or ``|x.ts - y.ts| <= w`` for every pair (AND);
 * EMIT items compiled once to functions of the match's events.
 
-Expressions are compiled to Python functions once, here (``cep.expr``).
+Expressions are compiled to Python functions once, here (``cep.lang.expr``).
 """
 
 from __future__ import annotations
@@ -22,10 +22,10 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from cep import ast
 from cep.errors import Diagnostic, NotSupportedYet
-from cep.expr import compile_condition, compile_expr, linear_form
-from cep.gcq import (
+from cep.lang import ast
+from cep.lang.expr import compile_condition, compile_expr, linear_form
+from cep.lang.gcq import (
     ID_ATTR,
     TIME_ATTR,
     Atom,
@@ -81,7 +81,7 @@ def _attrs(e: ast.Expr) -> list[ast.Attr]:
 
 def _text(e: ast.Expr) -> str:
     try:
-        from cep.printer import format_expr
+        from cep.lang.printer import format_expr
 
         return format_expr(e)
     except ImportError:  # pragma: no cover - printer is part of the package
@@ -347,7 +347,7 @@ def match_builder(cp: CompiledPattern) -> Callable[[Sequence[Any]], dict]:
 
 def compile_text(text: str, filename: str = "<pattern>", time_unit: str = "s") -> list[CompiledPattern]:
     """Parse, check and compile every pattern of a pattern file's text."""
-    from cep.parser import parse_text
+    from cep.lang.parser import parse_text
 
     return [compile_pattern(p, time_unit) for p in parse_text(text, filename)]
 
@@ -355,7 +355,7 @@ def compile_text(text: str, filename: str = "<pattern>", time_unit: str = "s") -
 def compile_files(paths: Iterable[str], time_unit: str = "s") -> list[CompiledPattern]:
     """Compile several pattern files; pattern names must be unique across them."""
     from cep.errors import PatternError
-    from cep.parser import parse_file
+    from cep.lang.parser import parse_file
 
     out: list[CompiledPattern] = []
     seen: dict[str, str] = {}

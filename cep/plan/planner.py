@@ -9,11 +9,11 @@ Steps (thesis ch. 5 and Prop. 16, issue 3):
    order of usefulness: equalities, SEQ order, WITHIN bands on consecutive elements,
    linear WHERE comparisons, other WHERE comparisons, and last the SEQ span and the
    non-consecutive AND window pairs.  The rest become residual filters.
-3. Algorithm 8 (``cep.gyo``) builds the tree; ranks make later SEQ elements guard
+3. Algorithm 8 (``cep.plan.gyo``) builds the tree; ranks make later SEQ elements guard
    earlier ones, so an in-order insert of the last element costs one range sum per
    level and an insert of an earlier element fans out to nothing; partition variables
    are removed last, so the tree is root(empty) -> {partition} -> {k, last.ts} -> ...
-4. ``cep.binarize`` makes the pair binary and sibling-closed, guard child first.
+4. ``cep.plan.binarize`` makes the pair binary and sibling-closed, guard child first.
 """
 
 from __future__ import annotations
@@ -22,11 +22,11 @@ import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from cep.binarize import normalise
-from cep.classify import classify_plan
-from cep.gcq import CompiledPattern, Predicate, Variable
-from cep.gyo import Reduction, Tree, reduce_gcq
-from cep.plan import Plan, PlanNode
+from cep.lang.gcq import CompiledPattern, Predicate, Variable
+from cep.plan.binarize import normalise
+from cep.plan.classify import classify_plan
+from cep.plan.gyo import Reduction, Tree, reduce_gcq
+from cep.plan.model import Plan, PlanNode
 from cep.values import canon
 
 # usefulness classes for keeping a predicate in the tree (lower is kept first)

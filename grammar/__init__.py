@@ -1,0 +1,1 @@
+"""The pattern grammar (``pattern.lark``), installed as ``cep.grammar`` package data."""

@@ -1,0 +1,1 @@
+"""The shipped patterns (``*.pattern``), installed as ``cep.patterns`` package data."""
