@@ -72,13 +72,19 @@ def _no_key(_first: Event) -> None:
 class Engine:
     """Runs compiled patterns over one stream of events (the core API)."""
 
-    def __init__(self, patterns: Sequence[CompiledPattern], lateness: int | float = 0) -> None:
+    def __init__(self, patterns: Sequence[CompiledPattern], lateness: int | float = 0,
+                 *, own_watermark: bool = True) -> None:
+        """``own_watermark``: derive the watermark from the events pushed (``max ts seen -
+        lateness``, one ordered source); False when the source owns it (the minimum over
+        Kafka partitions, Spark's global watermark) and moves it with ``advance_watermark``.
+        """
         from cep.lang.compiler import match_builder
         from cep.plan.planner import plan_pattern
 
         self.patterns = list(patterns)
         self._builders = [match_builder(cp) for cp in self.patterns]
         self.lateness = lateness
+        self.own_watermark = own_watermark
         self.events: dict[int, Event] = {}
         self.runtimes = [PatternRuntime(plan_pattern(cp), self.events) for cp in self.patterns]
         self._by_name = {cp.name: i for i, cp in enumerate(self.patterns)}
@@ -137,19 +143,23 @@ class Engine:
         self.stats["events"] += 1
         if self.max_ts is None or ts > self.max_ts:
             self.max_ts = ts
-            self.watermark = ts - self.lateness
-            self._expire()
+            if self.own_watermark:
+                self.watermark = ts - self.lateness
+                self._expire()
         if event.op == "-":
             return self._retract(event)
         return self._insert(event)
 
-    def advance_watermark(self, watermark: int | float) -> None:
-        """Move the watermark forward (e.g. on an idle source or an event-time timer)."""
+    def advance_watermark(self, watermark: int | float) -> list[Output]:
+        """Move the watermark forward (a source-owned watermark, an idle source, the end of a
+        bounded input with ``math.inf``); returns the composite events this decides (none
+        until patterns with gap elements exist: spec section 7.4)."""
         if self.watermark is None or watermark > self.watermark:
             self.watermark = watermark
-            if self.max_ts is None or watermark + self.lateness > self.max_ts:
+            if self.own_watermark and (self.max_ts is None or watermark + self.lateness > self.max_ts):
                 self.max_ts = watermark + self.lateness
             self._expire()
+        return []
 
     def _insert(self, event: Event, emit: bool = True, serial: int | None = None) -> list[Output]:
         if serial is None:
