@@ -17,8 +17,7 @@ from typing import Any, NamedTuple
 class Event:
     """One input event.  ``fields`` is the record as read, without the op field."""
 
-    # ``_mask`` is the engine's: which (pattern, atom) slots hold the event (0: none)
-    __slots__ = ("type", "ts", "fields", "pos", "op", "_mask")
+    __slots__ = ("type", "ts", "fields", "pos", "op")
 
     def __init__(self, type: str, ts: int | float, fields: dict, pos: str, op: str = "+") -> None:
         self.type = type
@@ -26,7 +25,6 @@ class Event:
         self.fields = fields
         self.pos = pos
         self.op = op
-        self._mask = 0
 
     def __repr__(self) -> str:
         return f"Event({self.type!r}, {self.ts!r}, {self.fields!r}, pos={self.pos!r}, op={self.op!r})"
@@ -36,7 +34,6 @@ class Event:
 
     def __setstate__(self, state) -> None:
         self.type, self.ts, self.fields, self.pos, self.op = state
-        self._mask = 0
 
 
 class Output(NamedTuple):

@@ -11,6 +11,7 @@ t-insert of <u:4,v:9> x3 gives delta root = [<y:1,w:3> -> 36], because the
 
 from cep.lang.gcq import Atom, CompiledPattern, Linear, Predicate, Variable
 from cep.plan.model import Plan, PlanNode
+from cep.plan.physical import physical_plan
 from cep.runtime.iedyn import PatternRuntime
 
 
@@ -40,29 +41,29 @@ def build():
         PlanNode(4, ("x", "y"), 0, (), 1, (0,)),  # r, edge x < z
         PlanNode(5, ("u", "v"), 2, (), 2),  # t
     ]
-    return PatternRuntime(Plan(cp, nodes, 0), {}, keep_all_gmrs=True, merge_pass_through=False)
+    return PatternRuntime(physical_plan(Plan(cp, nodes, 0), merge_pass_through=False, keep_all_gmrs=True))
 
 
 def test_t_reduct_after_each_update():
     rt = build()
     # the database: r = {<2,2>: 2, <1,1>: 4}, s = {<1,3,3>: 3}, t = {<5,1>: 1}
-    rt._propagate(4, (2, 2), 2)
-    rt._propagate(4, (1, 1), 4)
-    rt._propagate(3, (1, 3, 3), 3)
+    rt.apply(4, (2, 2), 2)
+    rt.apply(4, (1, 1), 4)
+    rt.apply(3, (1, 3, 3), 3)
     assert rt.rho[1] == {(1, 3, 3): 12}
     assert rt.rho[0] == {}
-    rt._propagate(5, (5, 1), 1)
+    rt.apply(5, (5, 1), 1)
     assert rt.rho[2] == {(5,): 1}
     assert rt.rho[0] == {(1, 3): 12}
 
     # update 1: <y:2, z:3, w:6> x2 into s
-    path = rt.path_deltas(rt._propagate(3, (2, 3, 6), 2))
+    path = rt.apply(3, (2, 3, 6), 2).path()
     assert 0 not in path  # the root delta is empty (6 < 5 fails)
     assert rt.rho[1] == {(1, 3, 3): 12, (2, 3, 6): 4}  # delta {y,z,w} = [t1 -> 4]
     assert rt.rho[0] == {(1, 3): 12}
 
     # update 2: <u:4, v:9> x3 into t
-    path = rt.path_deltas(rt._propagate(5, (4, 9), 3))
+    path = rt.apply(5, (4, 9), 3).path()
     assert path[2] == {(4,): 3}
     assert path[0] == {(1, 3): 36}
     assert rt.rho[0] == {(1, 3): 48}
@@ -71,8 +72,9 @@ def test_t_reduct_after_each_update():
     # the indexes: S of r grouped on y, sorted on x; P of {u} sorted on u
     assert set(rt.nodes[4].S.groups) == {1, 2}
     assert rt.nodes[2].P.spec.kind == "sorted"
-    assert rt.nodes[1].pspec.kind == "hash"  # the plan's P of {y,z,w}: hash on its parent's variables,
-    assert rt.nodes[1].P_shared  # kept in S's storage (same key, sorted on z) with an equality seek
+    assert rt.plan.nodes[1].enumeration.kind == "hash"  # the plan's P of {y,z,w}: hash on its parent's variables,
+    assert rt.plan.nodes[1].P.storage == "S"  # kept in S's storage (same key, sorted on z) with an equality seek
+    assert rt.nodes[1].P.groups is rt.nodes[1].S.groups
 
     # enumeration: every (y,z,w,u,...) combination with x < z and w < u
     got = sorted((s[0], s[1], s[2][0]) for s in rt.all_matches())
@@ -83,15 +85,15 @@ def test_t_reduct_after_each_update():
 
 def test_deletions_restore_the_reduct():
     rt = build()
-    rt._propagate(4, (1, 1), 4)
-    rt._propagate(3, (1, 3, 3), 3)
-    rt._propagate(5, (4, 9), 3)
+    rt.apply(4, (1, 1), 4)
+    rt.apply(3, (1, 3, 3), 3)
+    rt.apply(5, (4, 9), 3)
     assert rt.rho[0] == {(1, 3): 36}
-    rt._propagate(5, (4, 9), -3)
+    rt.apply(5, (4, 9), -3)
     assert rt.rho[0] == {} and rt.rho[2] == {}
-    rt._propagate(4, (1, 1), -4)
+    rt.apply(4, (1, 1), -4)
     assert rt.rho[1] == {}
-    rt._propagate(3, (1, 3, 3), -3)
+    rt.apply(3, (1, 3, 3), -3)
     assert all(not r for r in rt.rho)
     # nothing is left in any index either
     for n in rt.nodes:

@@ -22,6 +22,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
+from cep import codegen
 from cep.errors import Diagnostic, NotSupportedYet
 from cep.lang import ast
 from cep.lang.expr import compile_condition, compile_expr, linear_form
@@ -231,7 +232,7 @@ def compile_pattern(p: ast.Pattern, time_unit: str = "s") -> CompiledPattern:
             cond = fexprs[0]
             for e in fexprs[1:]:
                 cond = ast.And(cond, e)
-            fn = compile_condition(cond, _event_access, ["e"])
+            fn = compile_condition(cond, _event_access, ["e"], f"{p.name}: filter of {a}")
             ftext = " AND ".join(_text(e) for e in fexprs)
         atoms.append(Atom(a, el.type, i, tuple(vars_), tuple(attrs), fn, fexprs, ftext))
 
@@ -246,7 +247,7 @@ def compile_pattern(p: ast.Pattern, time_unit: str = "s") -> CompiledPattern:
         def access(attr: ast.Attr, pos=pos) -> str:
             return f"v{pos[var_of[(attr.alias, attr.name)]]}"
 
-        fn = compile_condition(c, access, params)
+        fn = compile_condition(c, access, params, f"{p.name}: predicate #{len(predicates)}")
         lin = None
         if isinstance(c, ast.Compare) and len(pvars) == 2:
             lf = linear_form(c)
@@ -309,7 +310,7 @@ def _compile_emit(p: ast.Pattern, aliases: Sequence[str], alias_pos: dict[str, i
             specs.append(EmitSpec(item.text, None, alias_pos[item.star], item.text))
         else:
             assert item.expr is not None
-            fn = compile_expr(item.expr, access, params)
+            fn = compile_expr(item.expr, access, params, f"{p.name}: emit {item.name or item.text}")
             bare = None
             if isinstance(item.expr, ast.Attr) and item.expr.name != TIME_ATTR:
                 bare = (alias_pos[item.expr.alias], item.expr.name)
@@ -341,8 +342,7 @@ def match_builder(cp: CompiledPattern) -> Callable[[Sequence[Any]], dict]:
                 items.append(f"{spec.name!r}: _f{j}({', '.join(f'e{i}' for i in range(k))})")
     unpack = "".join(f"e{i}, " for i in range(k))
     src = f"def build(events):\n    {unpack}= events\n    return {{{', '.join(items)}}}\n"
-    exec(compile(src, f"<cep.emit {cp.name}>", "exec"), env)  # noqa: S102 - generated from the EMIT items
-    return env["build"]
+    return codegen.define(f"{cp.name}: match builder", src, "build", env)
 
 
 def compile_text(text: str, filename: str = "<pattern>", time_unit: str = "s") -> list[CompiledPattern]:

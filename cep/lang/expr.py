@@ -56,6 +56,7 @@ import math
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
+from cep import codegen
 from cep.lang import ast
 from cep.values import FALSE, TRUE, SqlBool
 
@@ -157,8 +158,10 @@ class _Dyn(NamedTuple):
 class _Gen:
     """Generates the source of one function."""
 
-    def __init__(self, access: AccessFn, params: Sequence[str], cache: dict | None = None) -> None:
+    def __init__(self, access: AccessFn, params: Sequence[str], cache: dict | None = None,
+                 label: str = "expression") -> None:
         self.access = access
+        self.label = label
         self.cache: dict[int, Callable] = {} if cache is None else cache
         self.params = list(params)
         self.prologue: list[str] = []
@@ -172,7 +175,8 @@ class _Gen:
         key = id(e)
         fn = self.cache.get(key)
         if fn is None:
-            fn = self.cache[key] = _compile(e, self.access, self.params, "value", self.cache)
+            fn = self.cache[key] = _compile(e, self.access, self.params, "value", self.cache,
+                                            f"{self.label} (part)")
         return self.const(fn)
 
     def tmp(self) -> str:
@@ -575,8 +579,8 @@ def _env(consts: dict[str, Any]) -> dict[str, Any]:
 
 
 def _build(expr: ast.Expr, access: AccessFn, params: Sequence[str], mode: str,
-           cache: dict | None = None) -> tuple[str, dict]:
-    g = _Gen(access, params, cache)
+           cache: dict | None = None, label: str = "expression") -> tuple[str, dict]:
+    g = _Gen(access, params, cache, label)
     if mode == "condition":
         body = g.truth(expr, True)
         fail = "False"
@@ -604,24 +608,23 @@ def source_of(expr: ast.Expr, access: AccessFn, params: Sequence[str], condition
 
 
 def _compile(expr: ast.Expr, access: AccessFn, params: Sequence[str], mode: str,
-             cache: dict | None = None) -> Callable:
-    src, consts = _build(expr, access, params, mode, cache)
-    env = _env(consts)
-    code = compile(src, "<cep.lang.expr>", "exec")
-    exec(code, env)  # noqa: S102 - source generated above from the syntax tree
-    fn = env["_cond" if mode == "condition" else "_expr"]
-    fn.__cep_source__ = src  # type: ignore[attr-defined]
-    return fn
+             cache: dict | None = None, label: str = "expression") -> Callable:
+    src, consts = _build(expr, access, params, mode, cache, label)
+    return codegen.define(label, src, "_cond" if mode == "condition" else "_expr", _env(consts))
 
 
-def compile_condition(expr: ast.Expr, access: AccessFn, params: Sequence[str]) -> Callable[..., bool]:
-    """A function of ``params`` that returns True iff the condition is TRUE (3VL)."""
-    return _compile(expr, access, params, "condition")
+def compile_condition(expr: ast.Expr, access: AccessFn, params: Sequence[str],
+                      label: str = "condition") -> Callable[..., bool]:
+    """A function of ``params`` that returns True iff the condition is TRUE (3VL).
+
+    ``label`` names the generated function in tracebacks (``cep.codegen``)."""
+    return _compile(expr, access, params, "condition", label=label)
 
 
-def compile_expr(expr: ast.Expr, access: AccessFn, params: Sequence[str]) -> Callable[..., Any]:
+def compile_expr(expr: ast.Expr, access: AccessFn, params: Sequence[str],
+                 label: str = "expression") -> Callable[..., Any]:
     """A function of ``params`` that returns the expression's value (None: null/unknown)."""
-    return _compile(expr, access, params, "value")
+    return _compile(expr, access, params, "value", label=label)
 
 
 # ------------------------------------------------------------- linear form

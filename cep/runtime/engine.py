@@ -27,6 +27,7 @@ from collections import deque
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+from cep import codegen
 from cep.errors import LateEventError, UnknownRetractionError
 from cep.event import Event, Output, match_id
 from cep.lang.gcq import CompiledPattern
@@ -79,6 +80,7 @@ class Engine:
         Kafka partitions, Spark's global watermark) and moves it with ``advance_watermark``.
         """
         from cep.lang.compiler import match_builder
+        from cep.plan.physical import physical_plan
         from cep.plan.planner import plan_pattern
 
         self.patterns = list(patterns)
@@ -86,7 +88,10 @@ class Engine:
         self.lateness = lateness
         self.own_watermark = own_watermark
         self.events: dict[int, Event] = {}
-        self.runtimes = [PatternRuntime(plan_pattern(cp), self.events) for cp in self.patterns]
+        # serial -> which (pattern, atom) slots hold the event (a bit mask, never 0): the
+        # engine's bookkeeping, kept beside the events rather than on the user's records
+        self._holders: dict[int, int] = {}
+        self.runtimes = [PatternRuntime(physical_plan(plan_pattern(cp))) for cp in self.patterns]
         self._by_name = {cp.name: i for i, cp in enumerate(self.patterns)}
         # every (pattern, atom) is a bit; an event's holders are a bit mask (a small int),
         # and its leaf tuples are recomputed from the event when it leaves
@@ -106,7 +111,8 @@ class Engine:
             if cp.partition_vars and a0 is not None:
                 attrs = [a0.attrs[a0.vars.index(v)] for v in cp.partition_vars]
                 items = "".join("e.ts, " if a == "ts" else f"e.fields.get({a!r}), " for a in attrs)
-                self._key_fns.append(eval(f"lambda e: ({items})"))  # noqa: S307 - from attribute names
+                self._key_fns.append(codegen.define(f"{cp.name}: partition key of a match",
+                                                    f"def key(e):\n    return ({items})\n", "key"))
             else:
                 self._key_fns.append(_no_key)
         self._windowed = [(ri, self._pattern_mask[ri]) for ri, cp in enumerate(self.patterns)
@@ -167,9 +173,6 @@ class Engine:
             self._serial = serial + 1
         elif serial >= self._serial:
             self._serial = serial + 1
-        if event._mask:
-            # the same object pushed again: a second, equal event
-            event = Event(event.type, event.ts, event.fields, event.pos, event.op)
         self.events[serial] = event
         mask = 0
         outs: list[Output] = []
@@ -177,18 +180,18 @@ class Engine:
         for ri, ai, flt, bit in self.route.get(event.type, ()):
             if flt is not None and not flt(event):
                 continue
-            rt = self.runtimes[ri]
-            t = rt.insert(ai, event, serial, t)
-            if t is None:
+            delta = self.runtimes[ri].insert(ai, event, serial, t)
+            if delta is None:
                 continue
+            t = delta.tuple
             mask |= bit
             if emit:
-                for slots in rt.delta_matches():
+                for slots in delta.matches():
                     outs.append(self._output(ri, slots, "+"))
         if not mask:
             del self.events[serial]
             return outs
-        event._mask = mask
+        self._holders[serial] = mask
         if self._fp_enabled:
             self._by_fp.setdefault(_fingerprint(event.fields), []).append(serial)
         ts = event.ts
@@ -240,12 +243,11 @@ class Engine:
         if not serials:
             del self._by_fp[fp]
         outs: list[Output] = []
-        for ri, ai, t in list(self._leaf_tuples(serial, self.events[serial]._mask)):
-            rt = self.runtimes[ri]
-            rt.delete(ai, t)
-            for slots in rt.delta_matches():
+        for ri, ai, t in list(self._leaf_tuples(serial, self._holders[serial])):
+            for slots in self.runtimes[ri].delete(ai, t).matches():
                 outs.append(self._output(ri, slots, "-"))
-        self.events.pop(serial)._mask = 0
+        del self.events[serial]
+        del self._holders[serial]
         self.stats["retracted"] += 1
         return outs
 
@@ -259,7 +261,7 @@ class Engine:
             due: list[int] = []
             while queue:
                 e = events.get(queue[0])
-                if e is None or not e._mask:
+                if e is None:
                     queue.popleft()  # retracted meanwhile
                 elif e.ts < limit:
                     due.append(queue.popleft())
@@ -274,21 +276,25 @@ class Engine:
         """Drop these events from pattern ``ri``: one batch of deletions per atom, no output."""
         rt = self.runtimes[ri]
         pmask = self._pattern_mask[ri]
+        holders = self._holders
         batches: dict[int, list[tuple]] = {}
         for serial in serials:
-            e = self.events.get(serial)
-            if e is None or not e._mask & pmask:
+            mask = holders.get(serial, 0)
+            if not mask & pmask:
                 continue  # already retracted
-            for _ri, ai, t in self._leaf_tuples(serial, e._mask & pmask):
+            for _ri, ai, t in self._leaf_tuples(serial, mask & pmask):
                 batches.setdefault(ai, []).append(t)
-            e._mask &= ~pmask
-            if not e._mask:
+            mask &= ~pmask
+            if mask:
+                holders[serial] = mask
+            else:
                 self._forget(serial)
         for ai, tuples in batches.items():
             rt.expire(ai, tuples)
 
     def _forget(self, serial: int) -> None:
         event = self.events.pop(serial)
+        del self._holders[serial]
         self.stats["expired"] += 1
         if not self._fp_enabled:
             return

@@ -31,8 +31,9 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from cep import codegen
 from cep.lang.gcq import ID_ATTR, TIME_ATTR, Bound, CompiledPattern
-from cep.plan.model import IndexSpec, Plan, enumeration_index, sibling_index
+from cep.plan.physical import IndexUse, PhysicalPlan
 from cep.runtime.sumlist import SumSortedMap
 from cep.values import SqlBool, canon
 
@@ -52,13 +53,6 @@ def rank_key(v):
     return None
 
 
-def _numeric_key(v):
-    t = type(v)
-    if t is int or t is float:
-        return v
-    return None
-
-
 def _in_range(k, r) -> bool:
     """Whether sort key ``k`` lies in the range ``(lo, lo_incl, hi, hi_incl)``."""
     lo, lo_incl, hi, hi_incl = r
@@ -69,7 +63,7 @@ def _in_range(k, r) -> bool:
     return True
 
 
-def _numeric_range(bounds: list[tuple[Bound, int]]) -> Callable | None:
+def _numeric_range(bounds: list[tuple[Bound, int]], label: str) -> Callable | None:
     """A generated range function for a numeric sort variable with at most one
     lower and one upper bound (the SEQ order plus a WITHIN band): no loop, no calls."""
     lower = [(b, p) for b, p in bounds if b.op in _LOWER]
@@ -94,28 +88,10 @@ def _numeric_range(bounds: list[tuple[Bound, int]]) -> Callable | None:
     lo = f"{expr(*lower[0])}, {_LOWER[lower[0][0].op]}" if lower else "None, True"
     hi = f"{expr(*upper[0])}, {_UPPER[upper[0][0].op]}" if upper else "None, True"
     lines.append(f" return ({lo}, {hi})")
-    env: dict[str, Any] = {}
-    exec("\n".join(lines), env)  # noqa: S102 - generated from the plan's bounds
-    return env["rng"]
+    return codegen.define(label, "\n".join(lines), "rng")
 
 
-def _tuple_getter(positions: list[int]) -> Callable[[tuple], tuple]:
-    """A function returning the tuple of the given positions (always a tuple)."""
-    if not positions:
-        return lambda t: ()
-    src = "lambda t: (" + "".join(f"t[{p}], " for p in positions) + ")"
-    return eval(src)  # noqa: S307 - generated from integer positions only
-
-
-def _key_getter(positions: list[int]) -> Callable[[tuple], Any]:
-    """A hash key of the given positions: the bare value for one position."""
-    if len(positions) == 1:
-        p = positions[0]
-        return eval(f"lambda t: t[{p}]")  # noqa: S307
-    return _tuple_getter(positions)
-
-
-def _checker(preds: list, sources: list[tuple[str, dict[str, int]]]) -> Callable[..., bool] | None:
+def _checker(preds: list, sources: list[tuple[str, dict[str, int]]], label: str) -> Callable[..., bool] | None:
     """Compile a conjunction of predicates into one function of the source tuples.
 
     ``sources`` names the arguments (e.g. ``("u", pos_u), ("t", pos_t)``) and where
@@ -135,17 +111,17 @@ def _checker(preds: list, sources: list[tuple[str, dict[str, int]]]) -> Callable
                     break
             else:  # pragma: no cover - the plan validator rules this out
                 raise AssertionError(f"variable {v} of predicate {p.text} not bound")
-        parts.append(f"f{i}({', '.join(args)})")
+        parts.append(f"f{i}({', '.join(args)})  # {p.text}")
     params = ", ".join(name for name, _ in sources)
-    src = f"lambda {params}: " + " and ".join(parts)
-    return eval(src, env)  # noqa: S307 - generated from the plan
+    src = f"def check({params}):\n    return (\n        " + "\n        and ".join(parts) + "\n    )\n"
+    return codegen.define(label, src, "check", env)
 
 
-def _equal_checker(pairs: list[tuple[int, int]]) -> Callable[[tuple, tuple], bool]:
+def _equal_checker(pairs: list[tuple[int, int]], label: str) -> Callable[[tuple, tuple], bool]:
     """``u[i] == t[j]`` for every (i, j): the rest of a hash key, compared like dict keys
     (identity first, so a NaN matches itself as it does as a key)."""
-    src = "lambda u, t: " + " and ".join(f"(u[{i}] is t[{j}] or u[{i}] == t[{j}])" for i, j in pairs)
-    return eval(src)  # noqa: S307 - generated from integer positions only
+    body = " and ".join(f"(u[{i}] is t[{j}] or u[{i}] == t[{j}])" for i, j in pairs)
+    return codegen.define(label, f"def equal(u, t):\n    return {body}\n", "equal")
 
 
 class NodeIndex:
@@ -155,30 +131,42 @@ class NodeIndex:
     weighted by the multiplicities; an unsorted group is ``{tuple: multiplicity}``
     with its total kept beside it.  Tuples whose sort value is null (or of a type
     no bound can reach) are left out: no comparison with them can be true.
+
+    ``storage``: another index whose groups this one reads (the physical plan's
+    shared storage); only the index owning a storage is updated.
     """
 
-    def __init__(self, spec: IndexSpec, own_pos: dict[str, int], probe_pos: dict[str, int],
-                 numeric: set[str], preds: list) -> None:
+    def __init__(self, use: IndexUse, own_pos: dict[str, int], probe_pos: dict[str, int],
+                 preds: list, label: str, storage: NodeIndex | None = None) -> None:
+        spec = use.spec
         self.spec = spec
-        self.key_of_own = _key_getter([own_pos[v] for v in spec.key_vars])
-        self.key_of_probe = _key_getter([probe_pos[v] for v in spec.key_vars])
+        self.key_of_own = codegen.key_getter([own_pos[v] for v in spec.key_vars])
+        self.key_of_probe = codegen.key_getter([probe_pos[v] for v in spec.key_vars])
         self.sorted = spec.sort_var is not None
-        self.groups: dict[Any, Any] = {}
-        self.totals: dict[Any, int] = {}
+        if storage is None:
+            self.groups: dict[Any, Any] = {}
+            self.totals: dict[Any, int] = {}
+        else:
+            self.groups = storage.groups
+            self.totals = storage.totals
         if self.sorted:
             self.sort_pos = own_pos[spec.sort_var]
-            self.numeric = spec.sort_var in numeric
-            self.sort_key = _numeric_key if self.numeric else rank_key
+            self.numeric = use.numeric
             self.bounds = [(b, probe_pos[b.other]) for b in spec.bounds]
             if self.numeric:
-                fast = _numeric_range(self.bounds)
+                fast = _numeric_range(self.bounds, f"{label} range")
                 if fast is not None:
                     self._range = fast  # type: ignore[method-assign]
         probe_only = [preds[i] for i in spec.filter_preds if set(preds[i].vars) <= set(probe_pos)]
         cand = [preds[i] for i in spec.filter_preds if not set(preds[i].vars) <= set(probe_pos)]
-        self.check_probe = _checker(probe_only, [("u", probe_pos)])
-        self.check_pair = _checker(cand, [("u", probe_pos), ("t", own_pos)])
+        self.check_probe = _checker(probe_only, [("u", probe_pos)], f"{label} probe filter")
+        self.check_pair = _checker(cand, [("u", probe_pos), ("t", own_pos)], f"{label} filter")
         self.summable = not cand
+        if use.equal_rest:
+            assert self.check_pair is None, "an index served from another's storage has no filter"
+            self.check_pair = _equal_checker([(probe_pos[v], own_pos[v]) for v in use.equal_rest],
+                                             f"{label} rest of key")
+            self.summable = False
 
     # ------------------------------------------------------------ maintenance
 
@@ -379,40 +367,62 @@ class NodeIndex:
 
 
 class _Node:
-    """Per-node compiled plumbing (all derived from the plan; no state)."""
+    """A physical node with its built indexes and generated helpers (no state of its own:
+    the state is in the indexes and, where kept, in ``PatternRuntime.rho``)."""
 
     __slots__ = (
         "id", "vars", "pos", "parent", "sibling", "children", "is_guard", "atom",
-        "P", "S", "S_shared", "P_shared", "stores", "proj", "edge_check", "delta_key", "delta_probe_key", "delta_check", "pspec",
+        "P", "S", "stores", "proj", "edge_check", "delta_key", "delta_probe_key", "delta_check",
     )
 
 
-class PatternRuntime:
-    """The (T, N)-representation of one compiled pattern, and its operations."""
+class Delta:
+    """What one insert or delete changed: its leaf tuple and the deltas along its path.
 
-    def __init__(self, plan: Plan, events: dict[int, Any], keep_all_gmrs: bool = False,
-                 merge_pass_through: bool = True) -> None:
-        self.logical_plan = plan
-        if merge_pass_through:
-            plan = merge_pass_through_nodes(plan)
+    ``matches()`` enumerates the matches the change added (an insert) or removed (a
+    delete).  Enumeration reads the runtime's current indexes, so it must run before
+    the next update of the same runtime.
+    """
+
+    __slots__ = ("runtime", "tuple", "chain")
+
+    def __init__(self, runtime: PatternRuntime, t: tuple, chain: list | None) -> None:
+        self.runtime = runtime
+        self.tuple = t
+        self.chain = chain  # None: the change did not reach the root (no match changed)
+
+    def matches(self) -> Iterator[list]:
+        """The matches added or removed (lists of leaf tuples, one per atom)."""
+        if not self.chain:
+            return iter(())
+        return self.runtime._enumerate(self.path())
+
+    def path(self) -> dict[int, dict[tuple, int]]:
+        """The deltas of the updated path as ``{node: {tuple: multiplicity}}``."""
+        path: dict[int, dict[tuple, int]] = {}
+        for item in self.chain or ():
+            if type(item) is dict:
+                path.update(item)
+            else:
+                path[item[0]] = {item[1]: item[2]}
+        return path
+
+
+class PatternRuntime:
+    """Executes one pattern's physical plan: its (T, N)-representation and operations."""
+
+    def __init__(self, plan: PhysicalPlan) -> None:
         self.plan = plan
         self.pattern: CompiledPattern = plan.pattern
-        self.events = events  # serial -> Event, shared with the engine
+        name = self.pattern.name
         preds = self.pattern.predicates
-        numeric = {
-            name for name, v in self.pattern.variables.items()
-            if all(attr == TIME_ATTR for _, attr in v.refs)
-        }
         var_atoms: dict[str, int] = {}
         for a in self.pattern.atoms:
             for v in a.vars:
                 var_atoms[v] = var_atoms.get(v, 0) + 1
-        # the GMR of a node is kept only at the root (enumeration starts there,
-        # counts come from it) unless ``keep_all_gmrs``: every other node's
-        # tuples and multiplicities live in its indexes already
-        self.rho: list[dict[tuple, int] | None] = [
-            {} if (keep_all_gmrs or pn.id == plan.root) else None for pn in plan.nodes
-        ]
+        # the GMR of a node is kept where the plan says (the root: enumeration starts
+        # there, counts come from it); every other node's tuples live in its indexes
+        self.rho: list[dict[tuple, int] | None] = [{} if pn.keeps_gmr else None for pn in plan.nodes]
         nodes: list[_Node] = []
         for pn in plan.nodes:
             n = _Node()
@@ -420,87 +430,61 @@ class PatternRuntime:
             n.vars = pn.vars
             n.pos = {v: i for i, v in enumerate(pn.vars)}
             n.parent = pn.parent
-            n.sibling = plan.sibling(pn.id)
+            n.sibling = pn.sibling
             n.children = pn.children
             n.atom = pn.atom
+            n.is_guard = pn.is_guard
             nodes.append(n)
         self.nodes = nodes
-        for n in nodes:
+        for pn, n in zip(plan.nodes, nodes, strict=True):
             n.P = n.S = None
-            n.S_shared = n.P_shared = False
             n.stores = ()
             n.proj = n.edge_check = n.delta_key = n.delta_probe_key = n.delta_check = None
-            n.is_guard = False
             if n.parent is None:
                 continue
             p = nodes[n.parent]
-            n.is_guard = set(p.vars) <= set(n.vars)
-            pspec = enumeration_index(plan, n.id)
-            n.pspec = pspec
-            n.P = NodeIndex(pspec, n.pos, p.pos, numeric, preds)
-            edge_preds = [preds[i] for i in plan.nodes[n.id].preds]
-            # delta enumeration: group deltas like P, check every edge predicate
-            n.delta_key = _key_getter([n.pos[v] for v in pspec.key_vars])
-            n.delta_probe_key = _key_getter([p.pos[v] for v in pspec.key_vars])
-            n.delta_check = _checker(edge_preds, [("u", p.pos), ("t", n.pos)])
+            label = f"{name}: n{n.id}"
+            assert pn.P is not None and pn.enumeration is not None
+            sib_pos = {v: i for i, v in enumerate(nodes[n.sibling].vars)} if n.sibling is not None else {}
+            # an index reading another's storage is built after it
+            order = ("S", "P") if pn.P.storage == "S" else ("P", "S")
+            for which in order:
+                use = pn.P if which == "P" else pn.S
+                if use is None:
+                    continue
+                owner = None if use.storage == "own" else (n.P if use.storage == "P" else n.S)
+                probe_pos = p.pos if which == "P" else sib_pos
+                idx = NodeIndex(use, n.pos, probe_pos, preds, f"{label} {which}", owner)
+                if which == "P":
+                    n.P = idx
+                else:
+                    n.S = idx
+            n.stores = tuple(n.P if which == "P" else n.S for which in pn.stores)
+            edge_preds = [preds[i] for i in pn.preds]
+            # delta enumeration: group deltas like the logical P, check every edge predicate
+            key_vars = pn.enumeration.key_vars
+            n.delta_key = codegen.key_getter([n.pos[v] for v in key_vars])
+            n.delta_probe_key = codegen.key_getter([p.pos[v] for v in key_vars])
+            n.delta_check = _checker(edge_preds, [("u", p.pos), ("t", n.pos)], f"{label} edge")
             if n.sibling is None:
                 # single child (always a guard): delta_p = proj(sigma_edge(delta_n))
-                n.proj = _tuple_getter([n.pos[v] for v in p.vars])
-                n.edge_check = _checker(edge_preds, [("t", n.pos)])
+                n.proj = codegen.tuple_getter([n.pos[v] for v in p.vars])
+                n.edge_check = _checker(edge_preds, [("t", n.pos)], f"{label} edge filter")
+            elif n.is_guard:
+                n.proj = codegen.tuple_getter([n.pos[v] for v in p.vars])
             else:
-                sspec = sibling_index(plan, n.id)
-                assert sspec is not None
-                m = plan.nodes[n.sibling]
-                n.S = NodeIndex(sspec, n.pos, {v: i for i, v in enumerate(m.vars)}, numeric, preds)
-                if sspec.key_vars == pspec.key_vars and sspec.sort_var == pspec.sort_var:
-                    # same layout: one storage, two probe views (maintained once, through P)
-                    n.S.groups = n.P.groups
-                    n.S.totals = n.P.totals
-                    n.S_shared = True
-                elif (
-                    pspec.sort_var is None
-                    and not pspec.filter_preds
-                    and sspec.sort_var is not None
-                    and set(pspec.key_vars) >= set(sspec.key_vars) | {sspec.sort_var}
-                ):
-                    # P groups on S's key, S's sort variable and maybe more (a leaf's P keys on
-                    # its parent's whole tuple): serve P from S's storage with an equality seek
-                    # on the sort variable, then compare the rest of P's key (one storage, not
-                    # two: each event costs one index entry and one update less).  The seek
-                    # reads only tuples of the same S key with the same sort value (events of
-                    # one partition key with equal times), so what it skips is that small.
-                    view = IndexSpec(n.id, pspec.probe_vars, sspec.key_vars, sspec.sort_var,
-                                     (Bound(sspec.sort_var, "=", sspec.sort_var),), (), "band")
-                    n.P = NodeIndex(view, n.pos, p.pos, numeric, preds)
-                    rest = [v for v in pspec.key_vars if v not in sspec.key_vars and v != sspec.sort_var]
-                    if rest:
-                        n.P.check_pair = _equal_checker([(p.pos[v], n.pos[v]) for v in rest])
-                        n.P.summable = False
-                    n.P.groups = n.S.groups
-                    n.P.totals = n.S.totals
-                    n.P_shared = True
-            n.stores = tuple(
-                x for x, shared in ((n.P, n.P_shared), (n.S, n.S_shared)) if x is not None and not shared
-            )
-        for n in nodes:
-            if n.sibling is not None:
-                m = nodes[n.sibling]
-                p = nodes[n.parent]
-                if n.is_guard:
-                    n.proj = _tuple_getter([n.pos[v] for v in p.vars])
-                else:
-                    n.proj = _tuple_getter([m.pos[v] for v in p.vars])
+                n.proj = codegen.tuple_getter([sib_pos[v] for v in p.vars])
         # leaves: how an event becomes a leaf tuple
-        self.leaf_of_atom: dict[int, int] = {}
         self.extract: dict[int, Callable] = {}
-        self.slot_serial: list[int] = [0] * len(self.pattern.atoms)
+        slot_serial: list[int] = [0] * len(self.pattern.atoms)
+        leaf_of_atom: dict[int, int] = {}
         for pn in plan.nodes:
             if pn.atom is None:
                 continue
             atom = self.pattern.atoms[pn.atom]
-            self.leaf_of_atom[pn.atom] = pn.id
-            self.extract[pn.atom] = self._extractor(atom, pn.vars, var_atoms)
-            self.slot_serial[pn.atom] = pn.vars.index(atom.id_var)
+            leaf_of_atom[pn.atom] = pn.id
+            self.extract[pn.atom] = self._extractor(atom, pn.vars, var_atoms, f"{name}: leaf tuple of {atom.alias}")
+            slot_serial[pn.atom] = pn.vars.index(atom.id_var)
         # residual predicates, checked on complete matches (slots = leaf tuples by atom)
         self.residual_check = None
         if plan.residual:
@@ -515,17 +499,23 @@ class PatternRuntime:
                 pr = preds[pid]
                 env[f"f{j}"] = pr.fn
                 args = ", ".join(f"s[{leaf_pos[v][0]}][{leaf_pos[v][1]}]" for v in pr.vars)
-                parts.append(f"f{j}({args})")
-            self.residual_check = eval("lambda s: " + " and ".join(parts), env)  # noqa: S307
+                parts.append(f"f{j}({args})  # {pr.text}")
+            src = "def residual(s):\n    return (\n        " + "\n        and ".join(parts) + "\n    )\n"
+            self.residual_check = codegen.define(f"{name}: residual filter", src, "residual", env)
         self.k = len(self.pattern.atoms)
-        self.events_of = self._events_getter()
+        items = "".join(f"E[s[{i}][{slot_serial[i]}]], " for i in range(self.k))
+        self.events_of = codegen.define(f"{name}: events of a match", f"def events_of(s, E):\n    return [{items}]\n",
+                                        "events_of")
         self._enum_nested = self._compile_enumeration()
-        self._prop = {n.id: self._compile_propagation(n.id) for n in nodes if n.atom is not None}
+        # the generated update path of each leaf, by leaf node and by atom
+        self._prop = {leaf: self._compile_propagation(leaf) for leaf in leaf_of_atom.values()}
+        self._prop_of_atom = {a: self._prop[leaf] for a, leaf in leaf_of_atom.items()}
+        self._leaf_of_atom = leaf_of_atom
 
     # ------------------------------------------------------------------ leaves
 
     @staticmethod
-    def _extractor(atom, leaf_vars: tuple[str, ...], var_atoms: dict[str, int]) -> Callable:
+    def _extractor(atom, leaf_vars: tuple[str, ...], var_atoms: dict[str, int], label: str) -> Callable:
         """event, serial -> leaf tuple, or None when a join value is null."""
         env: dict[str, Any] = {"canon": _canon_scalar}
         items = []
@@ -546,8 +536,7 @@ class PatternRuntime:
             src = f"def ex(e, s):\n f = e.fields\n t = {body}\n return None if {cond} else t\n"
         else:
             src = f"def ex(e, s):\n f = e.fields\n return {body}\n"
-        exec(src, env)  # noqa: S102 - generated from the compiled pattern
-        return env["ex"]
+        return codegen.define(label, src, "ex", env)
 
     # ----------------------------------------------------------------- updates
 
@@ -564,13 +553,6 @@ class PatternRuntime:
                 raise AssertionError("negative multiplicity in the T-reduct")
         for idx in n.stores:
             idx.update(t, delta)
-
-    def _propagate(self, leaf: int, t: tuple, delta: int) -> list | None:
-        """Algorithm 7 for one leaf tuple; returns the path's deltas (see ``path_deltas``).
-
-        Runs the leaf's generated update path (``_compile_propagation``).
-        """
-        return self._prop[leaf](t, delta)
 
     def _compile_propagation(self, leaf: int) -> Callable[[tuple, int], list | None]:
         """The update path of one leaf as one generated function (straight-line code).
@@ -625,8 +607,7 @@ class PatternRuntime:
                           "    if rest is None:", "        return None", "    path.append(rest)", "    return path"]
                 break
             n = nodes[p]
-        exec(compile("\n".join(lines) + "\n", f"<cep.propagate leaf {leaf}>", "exec"), env)  # noqa: S102
-        return env["prop"]
+        return codegen.define(f"{self.pattern.name}: propagate leaf {leaf}", "\n".join(lines), "prop", env)
 
     def _propagate_batch(self, start: int, d: dict[tuple, int]) -> dict[int, dict[tuple, int]] | None:
         """Algorithm 7 for a batch of changes entering at node ``start`` (one leaf's path).
@@ -681,8 +662,13 @@ class PatternRuntime:
             n = nodes[n.parent]
             path[n.id] = d
 
-    def insert(self, atom: int, event, serial: int, same: tuple | None = None) -> tuple | None:
-        """Insert an event into an atom; returns its leaf tuple (None: a join value is null).
+    def apply(self, leaf: int, t: tuple, delta: int) -> Delta:
+        """Algorithm 7: add ``delta`` (any multiplicity) to tuple ``t`` of leaf node ``leaf``."""
+        return Delta(self, t, self._prop[leaf](t, delta))
+
+    def insert(self, atom: int, event, serial: int, same: tuple | None = None) -> Delta | None:
+        """Insert an event into an atom; returns the change (None: a join value is null,
+        nothing is inserted).
 
         ``same`` is the event's tuple in another atom: an equal tuple is shared, not copied.
         """
@@ -691,41 +677,20 @@ class PatternRuntime:
             return None
         if t == same:
             t = same
-        self._last_path = self._prop[self.leaf_of_atom[atom]](t, 1)
-        return t
+        return Delta(self, t, self._prop_of_atom[atom](t, 1))
 
-    def delete(self, atom: int, t: tuple) -> None:
-        """Delete a leaf tuple (a retraction); ``delta_matches`` gives the matches it undoes."""
-        self._last_path = self._prop[self.leaf_of_atom[atom]](t, -1)
+    def delete(self, atom: int, t: tuple) -> Delta:
+        """Delete a leaf tuple (a retraction); the delta's ``matches()`` are the matches it undoes."""
+        return Delta(self, t, self._prop_of_atom[atom](t, -1))
 
     def expire(self, atom: int, tuples: list[tuple]) -> None:
         """Delete a batch of leaf tuples of one atom (window expiry): nothing is enumerated."""
-        leaf = self.leaf_of_atom[atom]
         if len(tuples) == 1:
-            self._prop[leaf](tuples[0], -1)
+            self._prop_of_atom[atom](tuples[0], -1)
         else:
-            self._propagate_batch(leaf, dict.fromkeys(tuples, -1))
-        self._last_path = None
+            self._propagate_batch(self._leaf_of_atom[atom], dict.fromkeys(tuples, -1))
 
     # ------------------------------------------------------------- enumeration
-
-    def delta_matches(self) -> Iterator[list]:
-        """The matches the last insert or delete added or removed (slots of leaf tuples)."""
-        chain = self._last_path
-        if not chain:
-            return iter(())
-        return self._enumerate(self.path_deltas(chain))
-
-    @staticmethod
-    def path_deltas(chain: list | None) -> dict[int, dict[tuple, int]]:
-        """The deltas of the updated path as ``{node: {tuple: multiplicity}}``."""
-        path: dict[int, dict[tuple, int]] = {}
-        for item in chain or ():
-            if type(item) is dict:
-                path.update(item)
-            else:
-                path[item[0]] = {item[1]: item[2]}
-        return path
 
     def all_matches(self) -> Iterator[list]:
         return self._enumerate(None)
@@ -819,8 +784,7 @@ class PatternRuntime:
 
         lines.append("    for t0 in roots:")
         emit(self.plan.root, "t0", 8, final)
-        exec(compile("\n".join(lines) + "\n", "<cep.enumerate>", "exec"), env)  # noqa: S102 - from the plan
-        return env["enum"]
+        return codegen.define(f"{self.pattern.name}: enumerate", "\n".join(lines), "enum", env)
 
     def _enum_recursive(self, roots: list, dindex: dict[int, dict[Any, list[tuple]]]) -> Iterator[list]:
         """Enumeration by recursive generators (trees too deep for ``_compile_enumeration``)."""
@@ -867,11 +831,6 @@ class PatternRuntime:
             return sum(self.rho[self.plan.root].values())
         return sum(1 for _ in self.all_matches())
 
-    def _events_getter(self) -> Callable[[list, dict], list]:
-        """slots, events by serial -> the match's events in atom order (generated: once per composite event)."""
-        items = "".join(f"E[s[{i}][{self.slot_serial[i]}]], " for i in range(self.k))
-        return eval(f"lambda s, E: [{items}]")  # noqa: S307 - generated from integer positions only
-
     def size(self) -> int:
         """Tuples stored over all nodes (a memory measure)."""
         total = 0
@@ -879,48 +838,6 @@ class PatternRuntime:
             for idx in n.stores:
                 total += idx.size()
         return total
-
-
-def merge_pass_through_nodes(plan: Plan) -> Plan:
-    """The physical plan: every pass-through node merged into its only child.
-
-    A non-root node ``n`` with a single child ``c`` and no predicate on the edge
-    has ``rho_n = proj(rho_c)``, so any index on ``rho_n`` (grouped and sorted on
-    variables of ``n``) can be kept over ``rho_c`` instead, with the same range
-    sums of multiplicities.  ``c`` takes ``n``'s place (and its edge predicates)
-    under ``n``'s parent; the result is still a generalized join tree (``c``
-    guards wherever ``n`` did, since var(n) is a subset of var(c)).  This removes
-    the projections GYO puts above every atom, one index update per event and
-    level.  ``cep explain`` prints the logical plan.
-    """
-    from dataclasses import replace
-
-    nodes = {pn.id: replace(pn) for pn in plan.nodes}
-    for nid in plan.bottom_up():
-        n = nodes[nid]
-        if nid == plan.root or len(n.children) != 1:
-            continue
-        c = nodes[n.children[0]]
-        if c.preds:
-            continue
-        p = nodes[n.parent]  # type: ignore[index]
-        c.parent = n.parent
-        c.preds = n.preds
-        c.in_connex = c.in_connex or n.in_connex
-        p.children = tuple(c.id if x == nid else x for x in p.children)
-        del nodes[nid]
-    # renumber densely, keeping the order
-    ids = {old: new for new, old in enumerate(sorted(nodes))}
-    out = []
-    for old in sorted(nodes):
-        n = nodes[old]
-        out.append(replace(
-            n,
-            id=ids[old],
-            parent=None if n.parent is None else ids[n.parent],
-            children=tuple(ids[c] for c in n.children),
-        ))
-    return Plan(plan.pattern, out, ids[plan.root], plan.residual, plan.query_class, list(plan.notes))
 
 
 def _canon_scalar(v):
@@ -932,4 +849,4 @@ def _canon_scalar(v):
     return v
 
 
-__all__ = ["PatternRuntime", "NodeIndex", "rank_key", "Bound"]
+__all__ = ["Delta", "PatternRuntime", "NodeIndex", "rank_key"]

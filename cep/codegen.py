@@ -1,0 +1,100 @@
+"""Every function cep generates at run time is made here.
+
+Why one place: the hot paths (update paths, enumeration, match builders, key
+functions, compiled expressions, range functions) are Python source generated
+from the plan and the pattern, so the code that runs is not the code in the
+repository.  Made here, each generated function gets
+
+- a name that says what it is, as the file name of its code object
+  (``<cep card_testing: propagate leaf 2>``), which a traceback shows;
+- its source registered in ``linecache`` under that name, so a traceback (and
+  ``pdb``) prints the generated line that failed;
+- an entry in the listing ``cep explain --generated`` prints (``defined_since``).
+
+The registry is bounded (``_MAX_KEPT`` sources, oldest dropped first): the
+property tests build thousands of patterns in one process.  This module is a
+base utility with no import from the rest of cep, so every layer may use it.
+"""
+
+from __future__ import annotations
+
+import linecache
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from itertools import count
+from operator import itemgetter
+from typing import Any
+
+_MAX_KEPT = 4096
+
+# file name -> (definition number, label, source), oldest first
+_registry: OrderedDict[str, tuple[int, str, str]] = OrderedDict()
+_label_uses: dict[str, int] = {}
+_numbers = count()
+
+
+def define(label: str, source: str, entry: str, env: dict[str, Any] | None = None) -> Callable:
+    """Execute generated ``source`` (defining function ``entry``) and return that function.
+
+    ``label`` says what the function is (``"card_testing: propagate leaf 2"``); a
+    second, different source under the same label gets ``#2``, ``#3``... appended.
+    ``env`` holds the names the source refers to (it becomes the function's globals).
+    """
+    if not source.endswith("\n"):
+        source += "\n"
+    filename = f"<cep {label}>"
+    if filename in _registry and _registry[filename][2] != source:
+        n = _label_uses.get(label, 1)
+        while True:
+            n += 1
+            filename = f"<cep {label} #{n}>"
+            if filename not in _registry or _registry[filename][2] == source:
+                break
+        _label_uses[label] = n
+    namespace: dict[str, Any] = {} if env is None else env
+    exec(compile(source, filename, "exec"), namespace)  # noqa: S102 - the one place generated code is run
+    _remember(filename, label, source)
+    return namespace[entry]
+
+
+def _remember(filename: str, label: str, source: str) -> None:
+    if filename in _registry:
+        _registry.move_to_end(filename)
+    _registry[filename] = (next(_numbers), label, source)
+    # mtime None: linecache.checkcache keeps the entry (there is no file to compare with)
+    linecache.cache[filename] = (len(source), None, source.splitlines(keepends=True), filename)
+    while len(_registry) > _MAX_KEPT:
+        old, _entry = _registry.popitem(last=False)
+        linecache.cache.pop(old, None)
+
+
+def mark() -> int:
+    """A point in the listing: ``defined_since(mark())`` lists what is defined after it."""
+    return next(_numbers)
+
+
+def defined_since(point: int) -> list[tuple[str, str]]:
+    """(file name, source) of every function defined (or defined again) after ``point``, in order."""
+    items = sorted((num, filename, src) for filename, (num, _label, src) in _registry.items() if num > point)
+    return [(filename, src) for _num, filename, src in items]
+
+
+def tuple_getter(positions: Sequence[int]) -> Callable[[tuple], tuple]:
+    """t -> the tuple of ``t``'s values at ``positions`` (always a tuple, even of one)."""
+    if not positions:
+        return _empty
+    if len(positions) == 1:
+        p = positions[0]
+        return define(f"tuple of position {p}", f"def get(t):\n    return (t[{p}],)\n", "get")
+    return itemgetter(*positions)
+
+
+def key_getter(positions: Sequence[int]) -> Callable[[tuple], Any]:
+    """A hash key of ``t``'s values at ``positions``: the bare value for one position."""
+    if len(positions) == 1:
+        return itemgetter(positions[0])
+    return tuple_getter(positions)
+
+
+def _empty(_t: tuple) -> tuple:
+    return ()
