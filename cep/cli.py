@@ -99,12 +99,13 @@ def check_cmd(patterns) -> None:
 @click.argument("patterns", nargs=-1, required=True, type=click.Path(dir_okay=False))
 @click.option("--format", "fmt", type=click.Choice(["text", "json", "dot"]), default="text",
               show_default=True, help="Output format of the plan.")
-def explain_cmd(patterns, fmt) -> None:
-    """Print each pattern's compiled query and its join-tree plan."""
+@click.option("--generated", is_flag=True,
+              help="Also print the source of every function generated for the patterns (text, json).")
+def explain_cmd(patterns, fmt, generated) -> None:
+    """Print each pattern's compiled query, its join-tree plan and the physical plan that runs."""
     from cep.commands.explain import run_explain
 
-    sys.exit(run_explain(list(patterns), fmt, sys.stdout,
-                         sys.stderr))
+    sys.exit(run_explain(list(patterns), fmt, sys.stdout, sys.stderr, generated))
 
 
 @cli.command("spark", context_settings={**CONTEXT, "ignore_unknown_options": True,

@@ -17,13 +17,17 @@ from cep.plan.planner import plan_pattern
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PATTERN_KEYS = {
     "name", "file", "op", "within", "time_unit", "atoms", "predicates", "tree",
-    "residual", "query_class", "partition_key", "notes",
+    "residual", "query_class", "partition_key", "notes", "physical",
 }
 NODE_KEYS = {
     "id", "vars", "atom", "parent", "children", "guard", "in_connex", "edge_predicates",
     "enumeration_index", "sibling_index",
 }
 INDEX_KEYS = {"kind", "key_vars", "sort_var", "bounds", "filter_predicates"}
+PHYSICAL_NODE_KEYS = {
+    "id", "vars", "atom", "parent", "children", "edge_predicates", "keeps_gmr", "stores",
+    "enumeration_index", "sibling_index",
+}
 
 
 def test_text_names_tree_residual_class_partition():
@@ -68,6 +72,16 @@ def test_json_schema_is_stable():
     for n in plan.nodes:
         if n.parent is not None:
             assert nodes[n.id]["enumeration_index"]["kind"] == enumeration_index(plan, n.id).kind
+    # the physical plan: the tree that runs, with the storage each index reads
+    phys = doc["physical"]
+    assert set(phys) == {"root", "merged", "nodes"} and phys["merged"]
+    assert len(phys["nodes"]) == len(nodes) - len(phys["merged"])
+    for n in phys["nodes"]:
+        assert set(n) == PHYSICAL_NODE_KEYS
+        for key in ("enumeration_index", "sibling_index"):
+            if n[key] is not None:
+                assert set(n[key]) == INDEX_KEYS | {"storage", "equal_rest"}
+                assert n[key]["storage"] in ("own", "P", "S")
 
 
 def test_dot_is_a_digraph_with_every_node_and_edge():

@@ -2,8 +2,11 @@
 
 Users need to see why a pattern is fast or slow: which comparisons are joins in the
 tree and how each edge is indexed (``cep.plan.model.enumeration_index`` and
-``sibling_index``, the same functions the runtime builds its indexes from), which
-ones are residual filters, the query class with its bounds, and the partition key.
+``sibling_index``), which ones are residual filters, the query class with its
+bounds, and the partition key; then the physical plan the runtime executes
+(``cep.plan.physical``: merged nodes, shared index storage), and with
+``--generated`` the source of every function generated for the patterns
+(``cep.codegen``), the code a traceback points into.
 Formats: ``text`` (default), ``json`` (stable schema, docs/explain.md) and ``dot``.
 """
 
@@ -17,13 +20,17 @@ from cep.errors import PatternError
 from cep.lang.gcq import Bound, CompiledPattern
 from cep.plan.classify import QueryClass, classify_plan
 from cep.plan.model import IndexSpec, Plan, enumeration_index, sibling_index
+from cep.plan.physical import IndexUse, PhysicalPlan, physical_plan
 
 SCHEMA_VERSION = 1
 FORMATS = ("text", "json", "dot")
 
 
-def run_explain(paths: Sequence[str], fmt: str = "text", out: TextIO | None = None, err: TextIO | None = None) -> int:
-    """Explain every pattern of the files; exit code 0, or 2 on a pattern error."""
+def run_explain(paths: Sequence[str], fmt: str = "text", out: TextIO | None = None, err: TextIO | None = None,
+                generated: bool = False) -> int:
+    """Explain every pattern of the files; exit code 0, or 2 on a pattern error.
+
+    ``generated``: also print the generated functions (text and json formats)."""
     import sys
 
     out = out if out is not None else sys.stdout
@@ -31,9 +38,14 @@ def run_explain(paths: Sequence[str], fmt: str = "text", out: TextIO | None = No
     if fmt not in FORMATS:
         err.write(f"cep explain: unknown format {fmt!r} (choose from {', '.join(FORMATS)})\n")
         return 2
+    if generated and fmt == "dot":
+        err.write("cep explain: --generated prints text or json, not dot\n")
+        return 2
+    from cep import codegen
     from cep.lang.compiler import compile_files
     from cep.plan.planner import plan_pattern
 
+    since = codegen.mark()
     try:
         patterns = compile_files(list(paths))
     except PatternError as e:
@@ -43,14 +55,34 @@ def run_explain(paths: Sequence[str], fmt: str = "text", out: TextIO | None = No
         err.write(f"cep explain: {e}\n")
         return 2
     plans = [plan_pattern(cp) for cp in patterns]
+    sources: list[tuple[str, str]] = []
+    if generated:
+        from cep.runtime.engine import Engine
+
+        Engine(patterns)  # builds every runtime, key function and match builder
+        sources = codegen.defined_since(since)
     if fmt == "json":
-        doc = {"version": SCHEMA_VERSION, "patterns": [plan_to_dict(p) for p in plans]}
+        doc: dict[str, Any] = {"version": SCHEMA_VERSION, "patterns": [plan_to_dict(p) for p in plans]}
+        if generated:
+            doc["generated"] = [{"name": name, "source": src} for name, src in sources]
         out.write(json.dumps(doc, indent=2) + "\n")
     elif fmt == "dot":
         out.write(plans_to_dot(plans))
     else:
         out.write("\n".join(plan_to_text(p) for p in plans))
+        if generated:
+            out.write("\n" + generated_to_text(sources))
     return 0
+
+
+def generated_to_text(sources: Sequence[tuple[str, str]]) -> str:
+    """Each generated function under its name (the file name a traceback shows)."""
+    lines = [f"generated functions ({len(sources)}):"]
+    for name, src in sources:
+        lines.append("")
+        lines.append(f"# {name}")
+        lines.extend(src.rstrip("\n").split("\n"))
+    return "\n".join(lines) + "\n"
 
 
 # -- shared pieces
@@ -74,6 +106,25 @@ def index_dict(ix: IndexSpec | None) -> dict[str, Any] | None:
         "bounds": [bound_text(b) for b in ix.bounds],
         "filter_predicates": list(ix.filter_preds),
     }
+
+
+def index_use_dict(use: IndexUse | None) -> dict[str, Any] | None:
+    if use is None:
+        return None
+    d = index_dict(use.spec)
+    assert d is not None
+    d["storage"] = use.storage
+    d["equal_rest"] = list(use.equal_rest)
+    return d
+
+
+def index_use_text(use: IndexUse) -> str:
+    text = index_text(use.spec)
+    if use.equal_rest:
+        text += ", then equal " + ",".join(use.equal_rest)
+    if use.storage != "own":
+        text += f"  (reads {use.storage}'s storage)"
+    return text
 
 
 def index_text(ix: IndexSpec) -> str:
@@ -180,6 +231,31 @@ def plan_to_dict(plan: Plan) -> dict[str, Any]:
         },
         "partition_key": list(cp.partition_vars),
         "notes": list(plan.notes),
+        "physical": physical_to_dict(physical_plan(plan)),
+    }
+
+
+def physical_to_dict(pp: PhysicalPlan) -> dict[str, Any]:
+    """The physical plan (``cep.plan.physical``) as JSON: the tree and indexes that run."""
+    cp = pp.pattern
+    return {
+        "root": pp.root,
+        "merged": [list(vs) for vs in pp.merged],
+        "nodes": [
+            {
+                "id": n.id,
+                "vars": list(n.vars),
+                "atom": cp.atoms[n.atom].alias if n.atom is not None else None,
+                "parent": n.parent,
+                "children": list(n.children),
+                "edge_predicates": list(n.preds),
+                "keeps_gmr": n.keeps_gmr,
+                "stores": list(n.stores),
+                "enumeration_index": index_use_dict(n.P),
+                "sibling_index": index_use_dict(n.S),
+            }
+            for n in pp.nodes
+        ],
     }
 
 
@@ -219,7 +295,32 @@ def plan_to_text(plan: Plan) -> str:
         lines.append("  partition key: none: runs as one group")
     for note in plan.notes:
         lines.append(f"  note: {note}")
+    pp = physical_plan(plan)
+    merged = "; ".join("{" + ", ".join(vs) + "}" for vs in pp.merged) or "none"
+    lines.append("  physical plan (what runs; pass-through nodes merged: " + merged + "):")
+    _physical_lines(pp, pp.root, "", "", lines)
     return "\n".join(lines) + "\n"
+
+
+def _physical_lines(pp: PhysicalPlan, nid: int, head: str, tail: str, lines: list[str]) -> None:
+    cp = pp.pattern
+    n = pp.nodes[nid]
+    label = f"n{nid} {{{', '.join(n.vars)}}}"
+    if n.atom is not None:
+        label += f" leaf {_atom_label(cp, n.atom)}"
+    if n.preds:
+        label += "  edge: " + " AND ".join(f"#{p}" for p in n.preds)
+    if n.keeps_gmr:
+        label += "  (GMR kept)"
+    lines.append("    " + head + label)
+    for which, use in (("P", n.P), ("S", n.S)):
+        if use is not None:
+            stored = "stored " if which in n.stores else ""
+            lines.append("    " + tail + f"    {which}: {stored}{index_use_text(use)}")
+    kids = n.children
+    for i, c in enumerate(kids):
+        last = i == len(kids) - 1
+        _physical_lines(pp, c, tail + ("`-- " if last else "|-- "), tail + ("    " if last else "|   "), lines)
 
 
 def _tree_lines(plan: Plan, nid: int, head: str, tail: str, lines: list[str]) -> None:

@@ -76,8 +76,9 @@ def _numeric_range(bounds: list[tuple[Bound, int]], label: str) -> Callable | No
         if pos not in seen:
             name = f"v{len(seen)}"
             seen[pos] = name
-            lines.append(f" {name} = u[{pos}]")
-            lines.append(f" if type({name}) is not int and type({name}) is not float: return None")
+            lines.append(f"    {name} = u[{pos}]")
+            lines.append(f"    if type({name}) is not int and type({name}) is not float:")
+            lines.append("        return None")
 
     def expr(b: Bound, pos: int) -> str:
         v = seen[pos]
@@ -87,7 +88,7 @@ def _numeric_range(bounds: list[tuple[Bound, int]], label: str) -> Callable | No
 
     lo = f"{expr(*lower[0])}, {_LOWER[lower[0][0].op]}" if lower else "None, True"
     hi = f"{expr(*upper[0])}, {_UPPER[upper[0][0].op]}" if upper else "None, True"
-    lines.append(f" return ({lo}, {hi})")
+    lines.append(f"    return ({lo}, {hi})")
     return codegen.define(label, "\n".join(lines), "rng")
 
 
@@ -533,9 +534,9 @@ class PatternRuntime:
         body = "(" + "".join(f"{x}, " for x in items) + ")"
         if joins:
             cond = " or ".join(f"t[{i}] is None" for i in joins)
-            src = f"def ex(e, s):\n f = e.fields\n t = {body}\n return None if {cond} else t\n"
+            src = f"def ex(e, s):\n    f = e.fields\n    t = {body}\n    return None if {cond} else t\n"
         else:
-            src = f"def ex(e, s):\n f = e.fields\n return {body}\n"
+            src = f"def ex(e, s):\n    f = e.fields\n    return {body}\n"
         return codegen.define(label, src, "ex", env)
 
     # ----------------------------------------------------------------- updates
