@@ -95,7 +95,8 @@ class Engine:
         self._by_name = {cp.name: i for i, cp in enumerate(self.patterns)}
         # every (pattern, atom) is a bit; an event's holders are a bit mask (a small int),
         # and its leaf tuples are recomputed from the event when it leaves
-        self.route: dict[str, list[tuple[int, int, Any, int]]] = {}
+        # event type -> (pattern, atom, filter, bit, the atom's insert) per atom of that type
+        self.route: dict[str, list[tuple[int, int, Any, int, Any]]] = {}
         self._slots: list[tuple[int, int]] = []
         self._pattern_mask = [0] * len(self.patterns)
         for ri, cp in enumerate(self.patterns):
@@ -103,7 +104,7 @@ class Engine:
                 bit = 1 << len(self._slots)
                 self._slots.append((ri, ai))
                 self._pattern_mask[ri] |= bit
-                self.route.setdefault(atom.type, []).append((ri, ai, atom.filter, bit))
+                self.route.setdefault(atom.type, []).append((ri, ai, atom.filter, bit, self.runtimes[ri].inserter[ai]))
         # the partition key of a match, read from its first event (a generated function: per output)
         self._key_fns: list[Any] = []
         for cp in self.patterns:
@@ -177,10 +178,10 @@ class Engine:
         mask = 0
         outs: list[Output] = []
         t = None
-        for ri, ai, flt, bit in self.route.get(event.type, ()):
+        for ri, _ai, flt, bit, insert in self.route.get(event.type, ()):
             if flt is not None and not flt(event):
                 continue
-            delta = self.runtimes[ri].insert(ai, event, serial, t)
+            delta = insert(event, serial, t)
             if delta is None:
                 continue
             t = delta.tuple
@@ -221,7 +222,7 @@ class Engine:
             j += 1
 
     def _would_keep(self, event: Event) -> bool:
-        for ri, ai, flt, _bit in self.route.get(event.type, ()):
+        for ri, ai, flt, _bit, _insert in self.route.get(event.type, ()):
             if flt is None or flt(event):
                 if self.runtimes[ri].extract[ai](event, -1) is not None:
                     return True

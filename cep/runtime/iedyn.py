@@ -475,17 +475,13 @@ class PatternRuntime:
                 n.proj = codegen.tuple_getter([n.pos[v] for v in p.vars])
             else:
                 n.proj = codegen.tuple_getter([sib_pos[v] for v in p.vars])
-        # leaves: how an event becomes a leaf tuple
-        self.extract: dict[int, Callable] = {}
+        # leaves: where each atom's tuples enter the tree
         slot_serial: list[int] = [0] * len(self.pattern.atoms)
         leaf_of_atom: dict[int, int] = {}
         for pn in plan.nodes:
-            if pn.atom is None:
-                continue
-            atom = self.pattern.atoms[pn.atom]
-            leaf_of_atom[pn.atom] = pn.id
-            self.extract[pn.atom] = self._extractor(atom, pn.vars, var_atoms, f"{name}: leaf tuple of {atom.alias}")
-            slot_serial[pn.atom] = pn.vars.index(atom.id_var)
+            if pn.atom is not None:
+                leaf_of_atom[pn.atom] = pn.id
+                slot_serial[pn.atom] = pn.vars.index(self.pattern.atoms[pn.atom].id_var)
         # residual predicates, checked on complete matches (slots = leaf tuples by atom)
         self.residual_check = None
         if plan.residual:
@@ -512,13 +508,18 @@ class PatternRuntime:
         self._prop = {leaf: self._compile_propagation(leaf) for leaf in leaf_of_atom.values()}
         self._prop_of_atom = {a: self._prop[leaf] for a, leaf in leaf_of_atom.items()}
         self._leaf_of_atom = leaf_of_atom
+        # how an event becomes a leaf tuple, and its insert, per atom
+        self.extract: dict[int, Callable] = {}
+        self.inserter: dict[int, Callable] = {}
+        for a, leaf in leaf_of_atom.items():
+            self.extract[a], self.inserter[a] = self._compile_leaf(a, leaf, var_atoms)
 
     # ------------------------------------------------------------------ leaves
 
     @staticmethod
-    def _extractor(atom, leaf_vars: tuple[str, ...], var_atoms: dict[str, int], label: str) -> Callable:
-        """event, serial -> leaf tuple, or None when a join value is null."""
-        env: dict[str, Any] = {"canon": _canon_scalar}
+    def _leaf_tuple(atom, leaf_vars: tuple[str, ...], var_atoms: dict[str, int]) -> tuple[str, str | None]:
+        """Source of the leaf tuple of event ``e`` (fields ``f``) with serial ``s``, and the
+        condition under which it is not inserted (a join value is null), if any."""
         items = []
         joins = []
         for i, v in enumerate(leaf_vars):
@@ -532,12 +533,28 @@ class PatternRuntime:
                 if var_atoms.get(v, 0) > 1:
                     joins.append(i)
         body = "(" + "".join(f"{x}, " for x in items) + ")"
-        if joins:
-            cond = " or ".join(f"t[{i}] is None" for i in joins)
-            src = f"def ex(e, s):\n    f = e.fields\n    t = {body}\n    return None if {cond} else t\n"
+        return body, (" or ".join(f"t[{i}] is None" for i in joins) or None)
+
+    def _compile_leaf(self, atom: int, leaf: int, var_atoms: dict[str, int]) -> tuple[Callable, Callable]:
+        """The atom's extractor (event, serial -> leaf tuple or None) and its insert
+        (event, serial, same -> Delta or None: extraction and update path in one call)."""
+        a = self.pattern.atoms[atom]
+        pn = self.plan.nodes[leaf]
+        body, null = self._leaf_tuple(a, pn.vars, var_atoms)
+        name = self.pattern.name
+        env: dict[str, Any] = {"canon": _canon_scalar}
+        if null:
+            src = f"def ex(e, s):\n    f = e.fields\n    t = {body}\n    return None if {null} else t\n"
         else:
             src = f"def ex(e, s):\n    f = e.fields\n    return {body}\n"
-        return codegen.define(label, src, "ex", env)
+        extract = codegen.define(f"{name}: leaf tuple of {a.alias}", src, "ex", env)
+        lines = ["def insert(e, s, same):", "    f = e.fields", f"    t = {body}"]
+        if null:
+            lines += [f"    if {null}:", "        return None"]
+        lines += ["    if t == same:", "        t = same", "    return Delta(rt, t, prop(t, 1))"]
+        env = {"canon": _canon_scalar, "Delta": Delta, "rt": self, "prop": self._prop[leaf]}
+        insert = codegen.define(f"{name}: insert into {a.alias}", "\n".join(lines), "insert", env)
+        return extract, insert
 
     # ----------------------------------------------------------------- updates
 
@@ -673,12 +690,7 @@ class PatternRuntime:
 
         ``same`` is the event's tuple in another atom: an equal tuple is shared, not copied.
         """
-        t = self.extract[atom](event, serial)
-        if t is None:
-            return None
-        if t == same:
-            t = same
-        return Delta(self, t, self._prop_of_atom[atom](t, 1))
+        return self.inserter[atom](event, serial, same)
 
     def delete(self, atom: int, t: tuple) -> Delta:
         """Delete a leaf tuple (a retraction); the delta's ``matches()`` are the matches it undoes."""
