@@ -16,6 +16,8 @@ import sys
 import click
 
 from cep import __version__
+from cep.exit_codes import EXIT_INTERRUPTED, EXIT_OK, EXIT_OTHER
+from cep.units import TIME_UNITS
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 
@@ -44,7 +46,7 @@ def cli() -> None:
               help="Input format: JSON lines, or CSV with a header row (numeric-looking cells are numbers).")
 @click.option("--type-field", default="type", show_default=True, help="Field holding the event type.")
 @click.option("--time-field", default="ts", show_default=True, help="Field holding the event time.")
-@click.option("--time-unit", type=click.Choice(["s", "ms", "us"]), default="s", show_default=True,
+@click.option("--time-unit", type=click.Choice(list(TIME_UNITS)), default="s", show_default=True,
               help="Unit of numeric event times (ISO-8601 strings are converted to it).")
 @click.option("--op-field", default="op", show_default=True,
               help="Field holding the op: '+' insert (default) or '-' retract.")
@@ -63,11 +65,12 @@ def cli() -> None:
               metavar="SECONDS", help="Checkpoint at least this often (0: only by records and at exit).")
 @click.option("-q", "--quiet", is_flag=True, help="No end-of-run summary on stderr.")
 @click.option("--no-progress", is_flag=True, help="No progress bar.")
-@click.option("--max-records", type=click.IntRange(min=1), default=None, hidden=True)
-@click.option("--simulate-crash", is_flag=True, hidden=True)
+# test hooks (hidden; the checkpoint and Kafka tests stop or "crash" a run mid-stream with them)
+@click.option("--test-stop-after", type=click.IntRange(min=1), default=None, hidden=True, metavar="N")
+@click.option("--test-crash-at-stop", is_flag=True, hidden=True)
 def run_cmd(patterns, input_, output, fmt, type_field, time_field, time_unit, op_field, lateness,
             late_output, on_error, errors, checkpoint, checkpoint_every, checkpoint_interval, quiet,
-            no_progress, max_records, simulate_crash) -> None:
+            no_progress, test_stop_after, test_crash_at_stop) -> None:
     """Run the patterns of PATTERNS over the input; write every match as a JSON line.
 
     Several pattern files (and several patterns in one file) run together over
@@ -81,7 +84,8 @@ def run_cmd(patterns, input_, output, fmt, type_field, time_field, time_unit, op
         time_field=time_field, time_unit=time_unit, op_field=op_field, lateness=lateness,
         late_output=late_output, on_error=on_error, errors=errors, checkpoint=checkpoint,
         checkpoint_every=checkpoint_every, checkpoint_interval=checkpoint_interval, quiet=quiet,
-        progress=not no_progress, max_records=max_records, crash=simulate_crash,
+        progress=not no_progress, test_stop_after=test_stop_after,
+        test_crash_at_stop=test_crash_at_stop,
     )
     sys.exit(run(opts, sys.stderr))
 
@@ -130,7 +134,7 @@ def spark_cmd(args) -> None:
         rc = entry.main(args=list(args), prog_name="cep spark", standalone_mode=False)
     else:
         rc = entry(list(args))
-    sys.exit(rc or 0)
+    sys.exit(rc or EXIT_OK)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -141,13 +145,13 @@ def main(argv: list[str] | None = None) -> None:
         rc = e.exit_code
     except click.ClickException as e:
         e.show()
-        rc = 1
+        rc = EXIT_OTHER
     except click.exceptions.Abort:
         click.echo("cep: aborted", err=True)
-        rc = 1
+        rc = EXIT_OTHER
     except KeyboardInterrupt:
         click.echo("cep: interrupted", err=True)
-        rc = 130
+        rc = EXIT_INTERRUPTED
     except BrokenPipeError:
         # the reader of our output went away (e.g. `| head`): stop quietly
         try:
@@ -155,15 +159,15 @@ def main(argv: list[str] | None = None) -> None:
             os.dup2(devnull, sys.stdout.fileno())
         except OSError:
             pass
-        rc = 1
+        rc = EXIT_OTHER
     except SystemExit as e:
-        rc = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+        rc = e.code if isinstance(e.code, int) else (EXIT_OK if e.code is None else EXIT_OTHER)
     except Exception as e:  # noqa: BLE001 - no traceback for users, unless asked
         if os.environ.get("CEP_DEBUG"):
             raise
         click.echo(f"cep: error: {type(e).__name__}: {e}", err=True)
-        rc = 1
-    sys.exit(rc if isinstance(rc, int) else 0)
+        rc = EXIT_OTHER
+    sys.exit(rc if isinstance(rc, int) else EXIT_OK)
 
 
 if __name__ == "__main__":  # pragma: no cover

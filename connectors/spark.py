@@ -41,10 +41,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from cep.units import TIME_UNITS
+
 ROUTE_SCHEMA = "g int, kg int, tus long, pos string, value string"
 OUT_SCHEMA = "pattern string, op string, id string, match string, key string, value string"
 STATE_SCHEMA = "nonce string, blob binary"
-TIME_US = {"s": 1_000_000, "ms": 1_000, "us": 1}
+TIME_US = {u: 1_000_000 // per_s for u, per_s in TIME_UNITS.items()}  # microseconds per time unit
 
 
 class SparkPathError(ValueError):
@@ -124,15 +126,11 @@ def partition_attrs(cp) -> dict[str, tuple[str, ...]] | None:
     different attributes (then an event's key depends on the alias it plays, and one group per event would
     not be enough).
     """
-    pvars = tuple(getattr(cp, "partition_vars", ()) or ())
-    if not pvars:
+    if not cp.partition_vars:
         return None
     by_type: dict[str, tuple[str, ...]] = {}
     for atom in cp.atoms:
-        try:
-            attrs = tuple(atom.attrs[atom.vars.index(v)] for v in pvars)
-        except ValueError:
-            return None
+        attrs = cp.key_attrs(atom)
         prev = by_type.setdefault(atom.type, attrs)
         if prev != attrs:
             return None
@@ -166,7 +164,7 @@ def kafka_key(values: Sequence[Any]) -> str:
 
 def _router(spec: PatternSpec):
     from cep.io.readers import BadRecord, make_decoder
-    from cep.lang.gcq import TIME_ATTR
+    from cep.lang.gcq import read_key
 
     cps = spec.compile()
     decode = make_decoder(spec.type_field, spec.time_field, spec.time_unit, spec.op_field)
@@ -198,7 +196,7 @@ def _router(spec: PatternSpec):
             if attrs is None:
                 kg = 0
             else:
-                key = _canon_key([ev.ts if a == TIME_ATTR else ev.fields.get(a) for a in attrs])
+                key = _canon_key(read_key(ev, attrs))
                 kg = zlib.crc32(key.encode()) % groups
             rows.append((g, kg, tus, pos, raw.decode()))
         return rows

@@ -13,7 +13,8 @@ import sys
 import time
 from pathlib import Path
 
-EXIT_OK, EXIT_OTHER, EXIT_PATTERN = 0, 1, 2
+from cep.exit_codes import EXIT_INTERRUPTED, EXIT_OK, EXIT_OTHER, EXIT_PATTERN
+from cep.units import TIME_UNITS, parse_duration
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -34,7 +35,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--master", default="local[*]", help="Spark master (default local[*])")
     p.add_argument("--type-field", default="type")
     p.add_argument("--time-field", default="ts")
-    p.add_argument("--time-unit", default="s", choices=["s", "ms", "us"])
+    p.add_argument("--time-unit", default="s", choices=list(TIME_UNITS))
     p.add_argument("--op-field", default="op")
     p.add_argument("--lateness", default=None, help="allowed lateness, a duration (e.g. '5 s')")
     p.add_argument("--on-error", default="fail", choices=["fail", "skip"])
@@ -117,8 +118,6 @@ def start_query(spark, args: argparse.Namespace):
 
     lateness = 0
     if args.lateness:
-        from cep.commands.run import parse_duration
-
         lateness = parse_duration(args.lateness, args.time_unit)
     spec = pattern_spec(args.patterns, time_unit=args.time_unit, type_field=args.type_field,
                         time_field=args.time_field, op_field=args.op_field, lateness=lateness,
@@ -142,10 +141,12 @@ def main(argv: list[str] | None = None) -> int:
         from cep.connectors.spark import pattern_spec
 
         pattern_spec(args.patterns, time_unit=args.time_unit)  # pattern errors before Spark starts
+        if args.lateness:
+            parse_duration(args.lateness, args.time_unit)  # and a bad --lateness
     except PatternError as e:
         err.write(str(e) + "\n")
         return EXIT_PATTERN
-    except SparkPathError as e:
+    except (SparkPathError, ValueError) as e:
         err.write(f"cep spark: error: {e}\n")
         return EXIT_OTHER
     kafka = _is_kafka(args.input) or _is_kafka(args.output)
@@ -182,7 +183,7 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_OK
     except KeyboardInterrupt:
         err.write("cep spark: interrupted; the checkpoint resumes the query\n")
-        return 130
+        return EXIT_INTERRUPTED
     except (SparkPathError, FileNotFoundError) as e:
         err.write(f"cep spark: error: {e}\n")
         return EXIT_OTHER

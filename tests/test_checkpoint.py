@@ -13,6 +13,7 @@ import orjson
 import pytest
 from cephelp import PATTERNS, cep, lines, multiset, write
 
+from cep.exit_codes import EXIT_SIMULATED_CRASH
 from cep.io import checkpoint as ckpt
 
 CARD = str(PATTERNS / "card_testing.pattern")
@@ -80,7 +81,7 @@ def test_stop_and_resume_loses_nothing_duplicates_nothing(tmp_path, stream):
     inp, expected = stream
     out, ck = tmp_path / "out.jsonl", tmp_path / "run.ckpt"
     r1 = cep("run", CARD, "-i", inp, "-o", out, "--checkpoint", ck, "--checkpoint-every", "100",
-             "--max-records", "1234")
+             "--test-stop-after", "1234")
     assert r1.returncode == 0, r1.stderr
     assert ck.exists()
     first = lines(out.read_bytes())
@@ -98,8 +99,8 @@ def test_crash_after_checkpoint_resumes_exactly_with_file_output(tmp_path, strea
     inp, expected = stream
     out, ck = tmp_path / "out.jsonl", tmp_path / "run.ckpt"
     r1 = cep("run", CARD, "-i", inp, "-o", out, "--checkpoint", ck, "--checkpoint-every", "500",
-             "--checkpoint-interval", "0", "--max-records", "1750", "--simulate-crash")
-    assert r1.returncode == 75  # died without a final checkpoint
+             "--checkpoint-interval", "0", "--test-stop-after", "1750", "--test-crash-at-stop")
+    assert r1.returncode == EXIT_SIMULATED_CRASH  # died without a final checkpoint
     written = lines(out.read_bytes())
     header = orjson.loads(ck.read_bytes().split(b"\n", 1)[0])
     assert header["position"]["record"] == 1500  # the last checkpoint before the crash
@@ -114,7 +115,7 @@ def test_crash_with_stream_output_repeats_only_with_same_ids(tmp_path, stream):
     inp, expected = stream
     ck = tmp_path / "run.ckpt"
     r1 = cep("run", CARD, "-i", inp, "--checkpoint", ck, "--checkpoint-every", "500",
-             "--checkpoint-interval", "0", "--max-records", "1750", "--simulate-crash")
+             "--checkpoint-interval", "0", "--test-stop-after", "1750", "--test-crash-at-stop")
     r2 = cep("run", CARD, "-i", inp, "--checkpoint", ck)
     got = lines(r1.stdout) + lines(r2.stdout)
     assert set(multiset(got)) == set(multiset(expected))  # nothing lost
@@ -132,7 +133,7 @@ def test_resume_csv_input(tmp_path):
     inp.write_text("\n".join(rows) + "\n")
     ref = lines(cep("run", CARD, "--format", "csv", "-i", inp, "-q").stdout)
     out, ck = tmp_path / "out.jsonl", tmp_path / "ck"
-    cep("run", CARD, "--format", "csv", "-i", inp, "-o", out, "--checkpoint", ck, "--max-records", "77")
+    cep("run", CARD, "--format", "csv", "-i", inp, "-o", out, "--checkpoint", ck, "--test-stop-after", "77")
     r = cep("run", CARD, "--format", "csv", "-i", inp, "-o", out, "--checkpoint", ck)
     assert r.returncode == 0, r.stderr
     assert multiset(lines(out.read_bytes())) == multiset(ref) and ref
@@ -152,7 +153,7 @@ def test_finished_run_resumes_to_nothing_more(tmp_path, stream):
 def test_resume_with_other_patterns_or_options_is_refused(tmp_path, stream):
     inp, _ = stream
     ck = tmp_path / "ck"
-    cep("run", CARD, "-i", inp, "-o", tmp_path / "o", "--checkpoint", ck, "--max-records", "300")
+    cep("run", CARD, "-i", inp, "-o", tmp_path / "o", "--checkpoint", ck, "--test-stop-after", "300")
     other = write(tmp_path / "other.pattern", "PATTERN other SEQ(Txn a, Txn b) PARTITION BY card WITHIN 5 s\n")
     r = cep("run", other, "-i", inp, "-o", tmp_path / "o", "--checkpoint", ck)
     assert r.returncode == 1 and b"other pattern files or options" in r.stderr
@@ -163,7 +164,7 @@ def test_resume_with_other_patterns_or_options_is_refused(tmp_path, stream):
 def test_checkpoint_format_mismatch_is_a_clear_error(tmp_path, stream):
     inp, _ = stream
     ck = tmp_path / "ck"
-    cep("run", CARD, "-i", inp, "-o", tmp_path / "o", "--checkpoint", ck, "--max-records", "300")
+    cep("run", CARD, "-i", inp, "-o", tmp_path / "o", "--checkpoint", ck, "--test-stop-after", "300")
     head, _, body = ck.read_bytes().partition(b"\n")
     h = orjson.loads(head)
     h["version"] = 99
@@ -175,7 +176,7 @@ def test_checkpoint_format_mismatch_is_a_clear_error(tmp_path, stream):
 def test_engine_state_mismatch_is_a_clear_error(tmp_path, stream):
     inp, _ = stream
     ck = tmp_path / "ck"
-    cep("run", CARD, "-i", inp, "-o", tmp_path / "o", "--checkpoint", ck, "--max-records", "300")
+    cep("run", CARD, "-i", inp, "-o", tmp_path / "o", "--checkpoint", ck, "--test-stop-after", "300")
     head, _, body = ck.read_bytes().partition(b"\n")
     h = orjson.loads(head)
     h["state_len"] = 5
@@ -194,8 +195,8 @@ def test_checkpoint_by_time(tmp_path, stream):
     inp, _ = stream
     out, ck = tmp_path / "out.jsonl", tmp_path / "ck"
     r = cep("run", CARD, "-i", inp, "-o", out, "--checkpoint", ck, "--checkpoint-every", "1000000",
-            "--checkpoint-interval", "0.000001", "--max-records", "600", "--simulate-crash")
-    assert r.returncode == 75
+            "--checkpoint-interval", "0.000001", "--test-stop-after", "600", "--test-crash-at-stop")
+    assert r.returncode == EXIT_SIMULATED_CRASH
     header = orjson.loads(ck.read_bytes().split(b"\n", 1)[0])
     assert header["position"]["record"] == 512
     assert header["sizes"]["output"] <= out.stat().st_size

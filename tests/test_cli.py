@@ -242,6 +242,20 @@ def test_lateness_admits_disorder(pair):
     assert lines(r.stdout) == [] and b"(1 late" in r.stderr
 
 
+def test_run_prints_the_warnings_check_prints(tmp_path):
+    """`cep run` shows a pattern's warnings on stderr (as `cep check` does), then runs it."""
+    pat = write(tmp_path / "w.pattern", "PATTERN w\n  SEQ(A a, B b)\n  WHERE a.x = NULL\n")
+    warning = f"{pat}:3:9: warning: comparison with null is never true\n      WHERE a.x = NULL\n            ^\n"
+    check = cep("check", pat)
+    assert check.returncode == 0 and warning in check.stderr.decode()
+    r = cep("run", pat, input=rec(type="A", ts=1, x=None) + rec(type="B", ts=2))
+    assert r.returncode == 0, r.stderr
+    assert r.stderr.decode().startswith(warning)
+    assert lines(r.stdout) == []  # a comparison with null is never true: no match
+    quiet = cep("run", str(PATTERNS / "card_testing.pattern"), input=SMALL_BIG)
+    assert b"warning" not in quiet.stderr
+
+
 def test_bad_lateness_is_status_1(pair):
     r = cep("run", pair, "--lateness", "5 parsecs", input=b"")
     assert r.returncode == 1 and b"bad duration" in r.stderr

@@ -119,7 +119,7 @@ def test_stopped_run_resumes_from_checkpoint_without_loss(kafka_broker, stream, 
     common = ["run", *PATTERNS, "-i", src, "-o", kafka_url(kafka_broker, out), "--lateness", "1 d", "-q",
               "--checkpoint", str(ck), "--checkpoint-every", "100"]
     # stop mid-stream without a final checkpoint (as a crash would), then resume
-    r = run_cep(*common, "--max-records", "450", "--simulate-crash", check=False)
+    r = run_cep(*common, "--test-stop-after", "450", "--test-crash-at-stop", check=False)
     assert r.returncode != 0 and ck.exists()
     r = run_cep(*[a for a in common if a != "-q"])
     m = re.search(r"cep: (\d+) records", r.stderr)

@@ -253,10 +253,23 @@ def test_warnings_api():
     text = "PATTERN p SEQ(A a) WHERE a.x = 1 AND 'x' = 1"
     patterns, warnings = parse_text_with_warnings(text)
     assert len(patterns) == 1 and [w.severity for w in warnings] == ["warning"]
-    parse_text(text)
-    assert parser_mod.last_warnings == warnings
-    parse_text("PATTERN p SEQ(A a)")
-    assert parser_mod.last_warnings == []
+    assert parse_text(text) == patterns  # the same patterns, warnings not kept anywhere
+    assert not hasattr(parser_mod, "last_warnings")
+    assert parse_text_with_warnings("PATTERN p SEQ(A a)")[1] == []
+
+
+def test_parsing_leaves_the_garbage_collector_alone(monkeypatch):
+    """The parser runs inside long-lived processes (Spark workers, services): the collector is theirs."""
+    import gc
+
+    def refuse() -> None:
+        raise AssertionError("the parser switched the garbage collector off")
+
+    monkeypatch.setattr(gc, "disable", refuse)
+    monkeypatch.setattr(gc, "freeze", refuse)
+    text = "\n".join(f"PATTERN p{i} SEQ(A a, B b) WHERE a.x < b.y WITHIN 5 s" for i in range(20))
+    assert len(parse_text_with_warnings(text)[0]) == 20
+    assert gc.isenabled()
 
 
 # ---------------------------------------------------------------------- files

@@ -5,7 +5,7 @@ end to end, <= 3x the read+parse floor).  Each record costs one decode, one
 ``Engine.push`` and, only when the record completed matches, their encoding
 and one flush, so every composite event is written before the next record is
 read (spec section 4).  Everything else (checkpoints, the progress bar, the
-``--max-records`` stop) runs on a "tick" every few hundred records.  Bad and
+test hook's stop) runs on a "tick" every few hundred records.  Bad and
 late records leave the loop through exceptions, which cost nothing on the
 common path.
 
@@ -17,13 +17,14 @@ written: sinks are flushed before every exit.
 from __future__ import annotations
 
 import os
-import re
 import sys
 import time
 from dataclasses import dataclass, field
 from typing import IO, Any
 
+from cep.commands.heap import tune_heap
 from cep.errors import LateEventError, PatternError, UnknownRetractionError
+from cep.exit_codes import EXIT_OK, EXIT_OTHER, EXIT_PATTERN, EXIT_RECORD, EXIT_SIMULATED_CRASH
 from cep.io import checkpoint as ckpt
 from cep.io.readers import (
     BadRecord,
@@ -44,41 +45,22 @@ from cep.io.writers import (
     open_sink,
     raw_line,
 )
-
-EXIT_OK = 0
-EXIT_OTHER = 1
-EXIT_PATTERN = 2
-EXIT_RECORD = 3
+from cep.units import check_time_unit, parse_duration
 
 TICK = 256  # records between housekeeping checks
 
-_DURATION = re.compile(r"\s*(\d+(?:\.\d*)?|\.\d+)\s*([A-Za-z]*)\s*")
-_UNITS = {
-    "": None, "ms": "ms", "millisecond": "ms", "milliseconds": "ms",
-    "s": "s", "sec": "s", "secs": "s", "second": "s", "seconds": "s",
-    "min": "min", "mins": "min", "minute": "min", "minutes": "min",
-    "h": "h", "hour": "h", "hours": "h", "d": "d", "day": "d", "days": "d",
-}
 
 
 class RunError(Exception):
     """A run that cannot start or go on (exit status 1); the message is for the user."""
 
 
-def parse_duration(text: str, time_unit: str = "s") -> int | float:
+def parse_lateness(text: str, time_unit: str = "s") -> int | float:
     """``--lateness`` text (``5 s``, ``2min``, ``10``) in timestamp units; same units as patterns."""
-    from cep.lang.ast import Duration
-    from cep.lang.compiler import duration_in_time_units
-
-    m = _DURATION.fullmatch(text)
-    if not m or m.group(2).lower() not in _UNITS:
-        raise RunError(
-            f"bad duration {text!r}: expected a number and an optional unit "
-            "(ms, s, sec, min, h, d; no unit: timestamp units), e.g. '5 s'"
-        )
-    num = m.group(1)
-    value: int | float = float(num) if "." in num else int(num)
-    return duration_in_time_units(Duration(value, _UNITS[m.group(2).lower()]), time_unit)
+    try:
+        return parse_duration(text, time_unit)
+    except ValueError as e:
+        raise RunError(str(e)) from None
 
 
 @dataclass
@@ -102,8 +84,10 @@ class RunOptions:
     checkpoint_interval: float = 10.0
     quiet: bool = False
     progress: bool = True
-    max_records: int | None = None  # hidden: stop after this many records (tests, benchmarks)
-    crash: bool = False  # hidden: at --max-records, exit at once without the final checkpoint
+    # test hooks (hidden options): stop after this many records, and then exit at once without
+    # the final checkpoint or summary, as a crash would (status EXIT_SIMULATED_CRASH)
+    test_stop_after: int | None = None
+    test_crash_at_stop: bool = False
     extra: dict[str, Any] = field(default_factory=dict)
 
     def result_options(self) -> dict[str, Any]:
@@ -140,19 +124,20 @@ class _Run:
 
     def setup(self) -> None:
         o = self.o
-        from cep.lang.compiler import compile_files
+        from cep.lang.compiler import compile_files_with_warnings
         from cep.runtime.engine import Engine
 
-        if o.time_unit not in ("s", "ms", "us"):
-            raise RunError(f"unknown time unit {o.time_unit!r} (use s, ms or us)")
-        lateness = parse_duration(o.lateness, o.time_unit) if o.lateness else 0
         try:
-            patterns = compile_files(o.patterns, o.time_unit)  # PatternError -> exit 2
+            check_time_unit(o.time_unit)
+        except ValueError as e:
+            raise RunError(str(e)) from None
+        lateness = parse_lateness(o.lateness, o.time_unit) if o.lateness else 0
+        try:
+            patterns, warnings = compile_files_with_warnings(o.patterns, o.time_unit)  # error: exit 2
         except OSError as e:
             raise RunError(f"cannot read pattern file {e.filename or ''}: {e.strerror or e}") from None
-        for cp in patterns:
-            for w in getattr(cp, "warnings", None) or []:
-                self.err.write((w.format() if hasattr(w, "format") else str(w)) + "\n")
+        for w in warnings:  # the same warnings as `cep check`, before any output
+            self.err.write(w.format() + "\n")
         self.patterns = patterns
 
         state = None
@@ -235,8 +220,8 @@ class _Run:
         # there the checkpoint timer is looked at after every record
         tick = TICK if isinstance(src, (JsonlSource, CsvSource)) else 1
         next_tick = min(tick, next_ck) if every else tick
-        if o.max_records is not None:
-            next_tick = min(next_tick, o.max_records)
+        if o.test_stop_after is not None:
+            next_tick = min(next_tick, o.test_stop_after)
         last_offset = getattr(src, "offset", 0)
         n = 0
         nout = 0
@@ -291,10 +276,10 @@ class _Run:
                 if n >= next_tick:
                     self.records = n
                     self.outputs = nout
-                    if o.max_records is not None and n >= o.max_records:
-                        if o.crash:
+                    if o.test_stop_after is not None and n >= o.test_stop_after:
+                        if o.test_crash_at_stop:
                             self._flush_all()
-                            os._exit(75)
+                            os._exit(EXIT_SIMULATED_CRASH)
                         break
                     if bar is not None:
                         off = src.offset
@@ -312,8 +297,8 @@ class _Run:
                     next_tick = n + tick
                     if every:
                         next_tick = min(next_tick, next_ck)
-                    if o.max_records is not None:
-                        next_tick = min(next_tick, o.max_records)
+                    if o.test_stop_after is not None:
+                        next_tick = min(next_tick, o.test_stop_after)
         finally:
             self.records = n
             self.outputs = nout
@@ -446,6 +431,7 @@ class _Run:
 def run(opts: RunOptions, err: IO[str] | None = None) -> int:
     """Run patterns over the input; return the exit status (messages go to ``err``)."""
     err = err if err is not None else sys.stderr
+    tune_heap()
     r = _Run(opts, err)
     try:
         try:

@@ -27,8 +27,7 @@ from typing import IO, Any
 import orjson
 
 from cep.event import Event
-
-TIME_FACTORS: dict[str, int] = {"s": 1, "ms": 1000, "us": 1_000_000}
+from cep.units import TIME_UNITS, check_time_unit
 
 _NUMBER = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?")
 _INTEGER = re.compile(r"[+-]?\d+")
@@ -113,9 +112,8 @@ def make_decoder(
     missing/empty/non-string type, a missing or bad time, an op other than
     ``"+"``/``"-"``.  ``fields`` is the record as read, without the op field.
     """
-    if time_unit not in TIME_FACTORS:
-        raise ValueError(f"unknown time unit {time_unit!r} (use s, ms or us)")
-    factor = TIME_FACTORS[time_unit]
+    check_time_unit(time_unit)
+    factor = TIME_UNITS[time_unit]
     loads = orjson.loads
     JSONDecodeError = orjson.JSONDecodeError
 

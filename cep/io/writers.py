@@ -21,6 +21,7 @@ from typing import IO, Any
 import orjson
 
 from cep.event import Output
+from cep.lang.gcq import CompiledPattern
 from cep.values import SqlBool
 
 _OPTS = orjson.OPT_APPEND_NEWLINE
@@ -151,13 +152,13 @@ def kafka_key(values: list[Any]) -> bytes:
     return orjson.dumps(vals, default=_default)
 
 
-def make_key_fn(cp: Any):
+def make_key_fn(cp: CompiledPattern):
     """``Output -> key bytes`` for a compiled pattern, or None when it has no partition key.
 
     The key is the pattern's partition key value (``Output.key``, filled by the
     engine from the match's events), whatever EMIT keeps.
     """
-    if not tuple(getattr(cp, "partition_vars", ()) or ()):
+    if not cp.partition_vars:
         return None
 
     def key(o: Output) -> bytes | None:

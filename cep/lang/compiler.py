@@ -36,19 +36,12 @@ from cep.lang.gcq import (
     Predicate,
     Variable,
 )
-
-UNIT_SECONDS = {"ms": 0.001, "s": 1, "min": 60, "h": 3600, "d": 86400}
-TIME_UNITS = {"s": 1, "ms": 1000, "us": 1_000_000}
+from cep.units import in_time_units
 
 
 def duration_in_time_units(d: ast.Duration, time_unit: str = "s") -> int | float:
     """A duration in timestamp units (no unit: already in timestamp units)."""
-    if d.unit is None:
-        return d.value
-    value = d.value * UNIT_SECONDS[d.unit] * TIME_UNITS[time_unit]
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    return value
+    return in_time_units(d.value, d.unit, time_unit)
 
 
 def _conjuncts(e: ast.Expr | None) -> list[ast.Expr]:
@@ -353,19 +346,33 @@ def compile_text(text: str, filename: str = "<pattern>", time_unit: str = "s") -
 
 
 def compile_files(paths: Iterable[str], time_unit: str = "s") -> list[CompiledPattern]:
-    """Compile several pattern files; pattern names must be unique across them."""
+    """Compile several pattern files; pattern names must be unique across them (no warnings)."""
+    return compile_files_with_warnings(paths, time_unit)[0]
+
+
+def compile_files_with_warnings(
+    paths: Iterable[str], time_unit: str = "s"
+) -> tuple[list[CompiledPattern], list[Diagnostic]]:
+    """Compile several pattern files: ``(patterns, warnings)``; errors raise ``PatternError``.
+
+    Pattern names must be unique across the files.  The warnings (comparisons
+    that can never be true, ...) are the ones ``cep check`` prints; ``cep run``
+    prints them too.
+    """
     from cep.errors import PatternError
-    from cep.lang.parser import parse_file
+    from cep.lang.parser import parse_text_with_warnings, read_pattern_file
 
     out: list[CompiledPattern] = []
+    warnings: list[Diagnostic] = []
     seen: dict[str, str] = {}
     diags: list[Diagnostic] = []
     for path in paths:
         try:
-            pats = parse_file(path)
+            pats, file_warnings = parse_text_with_warnings(read_pattern_file(path), str(path))
         except PatternError as e:
             diags.extend(e.diagnostics)
             continue
+        warnings.extend(file_warnings)
         for p in pats:
             if p.name in seen:
                 diags.append(Diagnostic(p.file, p.loc, f"pattern {p.name!r} is also defined in {seen[p.name]}"))
@@ -376,5 +383,5 @@ def compile_files(paths: Iterable[str], time_unit: str = "s") -> list[CompiledPa
             except PatternError as e:
                 diags.extend(e.diagnostics)
     if diags:
-        raise PatternError(diags)
-    return out
+        raise PatternError(warnings + diags)
+    return out, warnings

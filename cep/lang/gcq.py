@@ -152,15 +152,32 @@ class CompiledPattern:
     emit: list[EmitSpec] | None  # None: each alias maps to its whole event
     source: ast.Pattern | None = field(default=None, repr=False)
     time_unit: str = "s"
-    warnings: list[Any] = field(default_factory=list, repr=False)
 
     @property
     def time_vars(self) -> tuple[str, ...]:
         """The ``alias.ts`` variable of each atom, in atom order."""
         return tuple(a.vars[a.attrs.index(TIME_ATTR)] for a in self.atoms)
 
+    def key_attrs(self, atom: Atom) -> tuple[str, ...]:
+        """The attributes of ``atom``'s event that hold the partition key, in ``partition_vars`` order.
+
+        The one rule for reading a partition key (the engine's key of a match,
+        Kafka record keys, Spark's routing); read the values with ``read_key``.
+        Empty when the pattern has no partition key.
+        """
+        return tuple(atom.attrs[atom.vars.index(v)] for v in self.partition_vars)
+
     def atom_of(self, alias: str) -> Atom:
         for a in self.atoms:
             if a.alias == alias:
                 return a
         raise KeyError(alias)
+
+
+def read_key(event: Any, attrs: tuple[str, ...]) -> tuple:
+    """The partition key value of an event, from ``CompiledPattern.key_attrs``.
+
+    ``ts`` is the event time (as ``alias.ts`` is in expressions); a missing
+    attribute reads as None.  The engine generates the same reading inline.
+    """
+    return tuple(event.ts if a == TIME_ATTR else event.fields.get(a) for a in attrs)

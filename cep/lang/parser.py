@@ -16,12 +16,11 @@ Error recovery: when the whole text does not parse, it is split before every
 its own, so several broken patterns give several syntax errors and the good
 patterns are still checked.
 
-Warnings never raise.  ``parse_text_with_warnings`` returns them;
-``parse_text`` and ``parse_file`` also leave them in the module-level
-``last_warnings`` (a convenience for single-threaded callers).  When errors
-are raised, the warnings are in the same ``PatternError`` (severity
-``"warning"``).  If every error is a phase-2 construct the exception is a
-``NotSupportedYet``.
+Warnings never raise.  ``parse_text_with_warnings`` returns them (``parse_text``
+and ``parse_file`` are for callers that do not show warnings).  When errors are
+raised, the warnings are in the same ``PatternError`` (severity ``"warning"``).
+If every error is a section-7 construct the exception is a ``NotSupportedYet``.
+The language is described for users in docs/language.md.
 
 Limits: expressions and structures nest at most ``MAX_DEPTH`` levels (deeper
 nesting is an error, so no later recursive pass can exhaust the stack).
@@ -29,7 +28,6 @@ nesting is an error, so no later recursive pass can exhaust the stack).
 
 from __future__ import annotations
 
-import gc
 import math
 import os
 import re
@@ -43,6 +41,7 @@ from cep.errors import Diagnostic, NotSupportedYet, PatternError
 from cep.lang import ast
 from cep.lang.checker import STRATEGIES, Issue, check_pattern
 from cep.lang.suggest import hint
+from cep.units import DURATION_UNITS, UNIT_HELP, canonical_unit
 
 
 def grammar_text() -> str:
@@ -56,14 +55,6 @@ KEYWORDS = frozenset(
     "PATTERN SEQ AND OR NOT IN WHERE PARTITION BY WITHIN EMIT AS USING TRUE FALSE NULL".split()
 )
 
-UNITS = {
-    "ms": "ms", "millisecond": "ms", "milliseconds": "ms",
-    "s": "s", "sec": "s", "second": "s", "seconds": "s",
-    "min": "min", "minute": "min", "minutes": "min",
-    "h": "h", "hour": "h", "hours": "h",
-    "d": "d", "day": "d", "days": "d",
-}  # fmt: skip
-
 CLAUSE_NAMES = {
     "where": "WHERE",
     "partition": "PARTITION BY",
@@ -71,9 +62,6 @@ CLAUSE_NAMES = {
     "emit": "EMIT",
     "using": "USING",
 }
-
-last_warnings: list[Diagnostic] = []
-"""Warnings of the latest ``parse_text``/``parse_file`` call (not thread-safe)."""
 
 _LARK: Lark | None = None
 
@@ -392,11 +380,11 @@ class _Builder:
         unit = None
         if len(toks) > 1:
             u = str(toks[1])
-            unit = UNITS.get(u.lower())
+            unit = canonical_unit(u)
             if unit is None:
                 self.error(
                     _tok_loc(toks[1]),
-                    f"unknown duration unit '{u}'{hint(u, UNITS)}; use ms, s, min, h or d",
+                    f"unknown duration unit '{u}'{hint(u, DURATION_UNITS)}; use {UNIT_HELP}",
                 )
         return ast.Duration(value, unit, _node_loc(node))
 
@@ -618,10 +606,6 @@ def parse_text_with_warnings(
     """
     if isinstance(text, (bytes, bytearray)):
         text = decode(bytes(text), filename)
-    # Parsing allocates many small objects and no garbage cycles: pausing the cyclic
-    # collector meanwhile halves the time of a large file.
-    gc_was_enabled = gc.isenabled()
-    gc.disable()
     try:
         patterns, issues, name_locs = _parse_patterns(text, filename)
         first_name: dict[str, ast.Loc] = {}
@@ -637,9 +621,6 @@ def parse_text_with_warnings(
         raise PatternError(
             [Diagnostic(filename, ast.Loc(1, 1), f"nested too deeply (more than {MAX_DEPTH} levels)")]
         ) from None
-    finally:
-        if gc_was_enabled:
-            gc.enable()
     diags, errors, only_phase2 = _diagnostics(text, filename, issues)
     if errors:
         raise (NotSupportedYet if only_phase2 else PatternError)(diags)
@@ -647,12 +628,8 @@ def parse_text_with_warnings(
 
 
 def parse_text(text: str | bytes, filename: str = "<pattern>", *, allow_phase2: bool = False) -> list[ast.Pattern]:
-    """Parse and check a pattern file's text; warnings go to ``last_warnings``."""
-    global last_warnings
-    last_warnings = []
-    patterns, warnings = parse_text_with_warnings(text, filename, allow_phase2=allow_phase2)
-    last_warnings = warnings
-    return patterns
+    """Parse and check a pattern file's text, without its warnings (``parse_text_with_warnings``)."""
+    return parse_text_with_warnings(text, filename, allow_phase2=allow_phase2)[0]
 
 
 def read_pattern_file(path: str | os.PathLike) -> str:

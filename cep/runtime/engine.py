@@ -30,7 +30,7 @@ from typing import Any
 from cep import codegen
 from cep.errors import LateEventError, UnknownRetractionError
 from cep.event import Event, Output, match_id
-from cep.lang.gcq import CompiledPattern
+from cep.lang.gcq import TIME_ATTR, CompiledPattern
 from cep.runtime.iedyn import PatternRuntime
 from cep.values import canon
 
@@ -109,9 +109,9 @@ class Engine:
         self._key_fns: list[Any] = []
         for cp in self.patterns:
             a0 = cp.atoms[0] if cp.atoms else None
-            if cp.partition_vars and a0 is not None:
-                attrs = [a0.attrs[a0.vars.index(v)] for v in cp.partition_vars]
-                items = "".join("e.ts, " if a == "ts" else f"e.fields.get({a!r}), " for a in attrs)
+            if cp.partition_vars and a0 is not None:  # the rule of gcq.read_key, inline
+                attrs = cp.key_attrs(a0)
+                items = "".join("e.ts, " if a == TIME_ATTR else f"e.fields.get({a!r}), " for a in attrs)
                 self._key_fns.append(codegen.define(f"{cp.name}: partition key of a match",
                                                     f"def key(e):\n    return ({items})\n", "key"))
             else:
