@@ -22,6 +22,17 @@ from cep.units import TIME_UNITS
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 
 
+def _pattern_paths(_ctx: click.Context, _param: click.Parameter, values: tuple[str, ...]) -> list[str]:
+    """Pattern arguments as paths: a shipped pattern's bare name becomes its installed file."""
+    from cep import patterns as shipped
+
+    return [shipped.resolve(v) for v in values]
+
+
+PATTERN_FILES = click.argument("patterns", nargs=-1, required=True, callback=_pattern_paths,
+                               type=click.Path(dir_okay=False))
+
+
 @click.group(context_settings=CONTEXT)
 @click.version_option(__version__, "-V", "--version", prog_name="cep")
 def cli() -> None:
@@ -31,13 +42,17 @@ def cli() -> None:
     cep run PATTERNS... [-i INPUT] [-o OUTPUT]   detect matches, JSON lines out
     cep check PATTERNS...                       validate pattern files
     cep explain PATTERNS...                     show the compiled query and plan
+    cep patterns [NAME]                         list the shipped patterns, or print one
+
+    PATTERNS are .pattern files, or names of shipped patterns (cep run card_testing).
+    The pattern language is described in docs/language.md of the cep sources.
 
     Exit status: 0 ok, 1 usage or other error, 2 pattern error, 3 bad input record.
     """
 
 
 @cli.command("run", context_settings=CONTEXT)
-@click.argument("patterns", nargs=-1, required=True, type=click.Path(dir_okay=False))
+@PATTERN_FILES
 @click.option("-i", "--input", "input_", default="-", show_default=True, metavar="PATH",
               help="Input: '-' for stdin, a file, or kafka://HOST:PORT/TOPIC?group=G&from=earliest.")
 @click.option("-o", "--output", default="-", show_default=True, metavar="PATH",
@@ -91,7 +106,7 @@ def run_cmd(patterns, input_, output, fmt, type_field, time_field, time_unit, op
 
 
 @cli.command("check", context_settings=CONTEXT)
-@click.argument("patterns", nargs=-1, required=True, type=click.Path(dir_okay=False))
+@PATTERN_FILES
 def check_cmd(patterns) -> None:
     """Validate pattern files; print each pattern's summary (status 2 on errors)."""
     from cep.commands.check import run_check
@@ -100,7 +115,7 @@ def check_cmd(patterns) -> None:
 
 
 @cli.command("explain", context_settings=CONTEXT)
-@click.argument("patterns", nargs=-1, required=True, type=click.Path(dir_okay=False))
+@PATTERN_FILES
 @click.option("--format", "fmt", type=click.Choice(["text", "json", "dot"]), default="text",
               show_default=True, help="Output format of the plan.")
 @click.option("--generated", is_flag=True,
@@ -110,6 +125,33 @@ def explain_cmd(patterns, fmt, generated) -> None:
     from cep.commands.explain import run_explain
 
     sys.exit(run_explain(list(patterns), fmt, sys.stdout, sys.stderr, generated))
+
+
+@cli.command("patterns", context_settings=CONTEXT)
+@click.argument("name", required=False)
+def patterns_cmd(name) -> None:
+    """List the shipped patterns, or print the pattern NAME (to read, or to copy and adapt).
+
+    Run a shipped pattern by its name: cep run card_testing -i txns.jsonl
+    """
+    from cep import patterns as shipped
+
+    if name is None:
+        available = shipped.names()
+        width = max(map(len, available))
+        for n in available:
+            click.echo(f"{n:<{width}}  {shipped.summary(n)}")
+        click.echo(f"\n{len(available)} shipped patterns in {shipped.path(available[0]).parent}\n"
+                   "print one: cep patterns NAME; run one: cep run NAME -i INPUT")
+        sys.exit(EXIT_OK)
+    try:
+        click.echo(shipped.text(name), nl=False)
+    except KeyError:
+        from cep.lang.suggest import hint
+
+        raise click.ClickException(f"no shipped pattern '{name}'{hint(name, shipped.names())}; "
+                                   "`cep patterns` lists them") from None
+    sys.exit(EXIT_OK)
 
 
 @cli.command("spark", context_settings={**CONTEXT, "ignore_unknown_options": True,

@@ -2,9 +2,9 @@
 
 Pattern problems are ``Diagnostic`` values (file, position, message, severity)
 collected into one ``PatternError``, so every problem in a file is reported,
-not only the first.  Record problems are ``RecordError`` (the input line
-number and the reason).  ``format()`` renders ``FILE:LINE:COL: message``, the
-offending source line and a caret under the column.
+not only the first.  ``format()`` renders ``FILE:LINE:COL: message``, the
+offending source line and a caret under the column.  (A bad input record is
+``cep.io.readers.BadRecord``; the run loop names its line.)
 """
 
 from __future__ import annotations
@@ -48,18 +48,6 @@ class PatternError(Exception):
 
 class NotSupportedYet(PatternError):
     """A phase-2 construct (spec section 7) that this version rejects."""
-
-
-@dataclass
-class RecordError(Exception):
-    """A bad input record: ``line`` is its 1-based line (or record) number."""
-
-    line: int
-    reason: str
-    text: str = ""
-
-    def __str__(self) -> str:
-        return f"input line {self.line}: {self.reason}"
 
 
 class LateEventError(Exception):

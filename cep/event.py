@@ -50,10 +50,6 @@ class Output(NamedTuple):
     match: dict[str, Any]
     key: tuple | None = None
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"pattern": self.pattern, "op": self.op, "id": self.id, "match": self.match}
-
-
 def match_id(pattern: str, positions: tuple[str, ...]) -> str:
     """The deterministic id of a composite event: 16 hex digits of a keyed hash."""
     # the bytes hashed: the pattern name, then NUL and each position (one call: this runs per composite event)

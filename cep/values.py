@@ -43,9 +43,3 @@ def canon(v):
         return TRUE if v else FALSE
     return v
 
-
-def uncanon(v):
-    """Back from ``canon``: ``SqlBool`` to ``bool``, anything else unchanged."""
-    if type(v) is SqlBool:
-        return v.value
-    return v

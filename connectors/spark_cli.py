@@ -13,6 +13,7 @@ import sys
 import time
 from pathlib import Path
 
+from cep import patterns as shipped
 from cep.exit_codes import EXIT_INTERRUPTED, EXIT_OK, EXIT_OTHER, EXIT_PATTERN
 from cep.units import TIME_UNITS, parse_duration
 
@@ -132,6 +133,7 @@ def start_query(spark, args: argparse.Namespace):
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    args.patterns = [shipped.resolve(p) for p in args.patterns]  # a shipped pattern by its name
     err = sys.stderr
     from cep.connectors.spark import SparkPathError, checkpoint_state_partitions, make_session
 

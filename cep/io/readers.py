@@ -237,7 +237,6 @@ class CsvSource:
         self.offset = 0
         self.record = 0
         self.line = 0  # physical lines consumed
-        self._lines: dict[str, int] = {}
         self.last_line = 0
         self._read_header()
 

@@ -227,7 +227,7 @@ def compile_pattern(p: ast.Pattern, time_unit: str = "s") -> CompiledPattern:
                 cond = ast.And(cond, e)
             fn = compile_condition(cond, _event_access, ["e"], f"{p.name}: filter of {a}")
             ftext = " AND ".join(_text(e) for e in fexprs)
-        atoms.append(Atom(a, el.type, i, tuple(vars_), tuple(attrs), fn, fexprs, ftext))
+        atoms.append(Atom(a, el.type, i, tuple(vars_), tuple(attrs), fn, filter_text=ftext))
 
     # -- predicates over variables
     predicates: list[Predicate] = []

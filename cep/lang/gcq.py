@@ -23,7 +23,6 @@ from cep.lang import ast
 ID_ATTR = "#"
 TIME_ATTR = "ts"
 
-COMPARISON_OPS = ("=", "!=", "<", "<=", ">", ">=")
 _FLIP = {"<": ">", "<=": ">=", ">": "<", ">=": "<=", "=": "=", "!=": "!="}
 
 
@@ -49,7 +48,6 @@ class Atom:
     vars: tuple[str, ...]  # variable names; the last one is the identity ``alias.#``
     attrs: tuple[str, ...]  # the attribute each var reads from this alias's event
     filter: Callable[[Any], bool] | None = None  # event -> True iff the filter is true
-    filter_exprs: tuple[ast.Expr, ...] = ()
     filter_text: str = ""
 
     @property
@@ -153,11 +151,6 @@ class CompiledPattern:
     source: ast.Pattern | None = field(default=None, repr=False)
     time_unit: str = "s"
 
-    @property
-    def time_vars(self) -> tuple[str, ...]:
-        """The ``alias.ts`` variable of each atom, in atom order."""
-        return tuple(a.vars[a.attrs.index(TIME_ATTR)] for a in self.atoms)
-
     def key_attrs(self, atom: Atom) -> tuple[str, ...]:
         """The attributes of ``atom``'s event that hold the partition key, in ``partition_vars`` order.
 
@@ -166,12 +159,6 @@ class CompiledPattern:
         Empty when the pattern has no partition key.
         """
         return tuple(atom.attrs[atom.vars.index(v)] for v in self.partition_vars)
-
-    def atom_of(self, alias: str) -> Atom:
-        for a in self.atoms:
-            if a.alias == alias:
-                return a
-        raise KeyError(alias)
 
 
 def read_key(event: Any, attrs: tuple[str, ...]) -> tuple:
