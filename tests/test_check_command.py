@@ -5,8 +5,6 @@ from __future__ import annotations
 import io
 from pathlib import Path
 
-import pytest
-
 from cep.commands.check import run_check
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -136,8 +134,10 @@ def test_missing_and_undecodable_files(tmp_path):
 
 
 def test_cli_check_uses_run_check(tmp_path):
-    click_testing = pytest.importorskip("click.testing")
-    cli = pytest.importorskip("cep.cli").cli
+    from click import testing as click_testing
+
+    from cep.cli import cli
+
     f = write(tmp_path, "card.pattern", CARD)
     res = click_testing.CliRunner().invoke(cli, ["check", str(f)])
     assert res.exit_code == 0 and "pattern card_testing" in res.output

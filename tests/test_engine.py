@@ -1,23 +1,17 @@
-"""Engine behaviour of spec section 4: time, retention, retractions, state, leaks."""
+"""Engine behaviour of docs/language.md section 4: time, retention, retractions, state, leaks."""
 
 import pickle
 import random
 
 import pytest
+from cephelp import PATTERNS
 
 from cep.errors import LateEventError, UnknownRetractionError
 from cep.event import Event
 from cep.lang.compiler import compile_text
 from cep.runtime.engine import Engine, StateError
 
-CARD = """
-PATTERN card_testing
-  SEQ(Txn s1, Txn s2, Txn big)
-  WHERE s1.amount < 100 AND s2.amount < 100 AND big.amount > 400
-  PARTITION BY card
-  WITHIN 1 hour
-  EMIT s1.card AS card, s1.ts AS first_ts, big.amount AS amount
-"""
+CARD = (PATTERNS / "card_testing.pattern").read_text()
 
 
 def txn(i, ts, card, amount, op="+"):

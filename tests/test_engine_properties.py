@@ -24,6 +24,7 @@ from collections import Counter
 import pytest
 import reference
 import test_reference_selfcheck
+from cephelp import PATTERNS
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from strategies import Case, cases
@@ -133,10 +134,7 @@ def test_state_survives_dumps_loads(case: Case, restore_at: int) -> None:
 # A few fixed cases, so a regression shows without hypothesis' search.
 FIXED = [
     Case(
-        "PATTERN card_testing\n  SEQ(Txn s1, Txn s2, Txn big)\n"
-        "  WHERE s1.amount < 100 AND s2.amount < 100 AND big.amount > 400\n"
-        "  PARTITION BY card\n  WITHIN 1 hour\n"
-        "  EMIT s1.card AS card, s1.ts AS first_ts, big.amount AS amount\n",
+        (PATTERNS / "card_testing.pattern").read_text(),
         [
             {"type": "Txn", "ts": 0, "card": "c1", "amount": 10},
             {"type": "Txn", "ts": 5, "card": "c1", "amount": 20},

@@ -282,7 +282,8 @@ def _query_shape(cp) -> tuple:
 @settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
 @given(patterns())
 def test_compile_print_compile_gives_the_same_query(p):
-    compiler = pytest.importorskip("cep.lang.compiler")
+    from cep.lang import compiler
+
     first = compiler.compile_pattern(p)
     (again,) = compiler.compile_text(format_pattern(p))
     assert _query_shape(again) == _query_shape(first)

@@ -1,7 +1,7 @@
 """Hand-checked cases for the reference evaluator itself (tests/reference.py).
 
 The property tests trust the reference, so here it is checked against matches
-worked out by hand from the spec.
+worked out by hand from docs/language.md.
 """
 
 from __future__ import annotations
@@ -9,16 +9,9 @@ from __future__ import annotations
 from collections import Counter
 
 import reference
+from cephelp import PATTERNS
 
-CARD_TESTING = """
--- Card testing: two small purchases, then a large one, same card, within 1 hour.
-PATTERN card_testing
-  SEQ(Txn s1, Txn s2, Txn big)
-  WHERE s1.amount < 100 AND s2.amount < 100 AND big.amount > 400
-  PARTITION BY card
-  WITHIN 1 hour
-  EMIT s1.card AS card, s1.ts AS first_ts, big.amount AS amount
-"""
+CARD_TESTING = (PATTERNS / "card_testing.pattern").read_text()
 
 
 def txn(ts, card, amount=None, op=None):
