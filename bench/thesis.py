@@ -87,7 +87,7 @@ QUERIES: dict[str, Query] = {
 
 
 def pattern_text(q: Query, seq: bool = False) -> str:
-    """The query as a ``.pattern`` (spec section 2). ``seq``: SEQ order instead of the inequalities.
+    """The query as a ``.pattern`` (docs/language.md section 2). ``seq``: SEQ order instead of the inequalities.
 
     On a temporally ordered stream ``x < y`` between attributes of two relations holds exactly when the
     first tuple arrived first, so SEQ(R, S[, T]) with only the equality is the same query.

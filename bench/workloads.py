@@ -139,7 +139,7 @@ EPL_SCHEMAS = {
 }
 
 # EPL versions of patterns/*.pattern. Skip-till-any-match: `every` on each element, so each earlier
-# element starts its own sub-pattern instance. WITHIN w (inclusive, spec section 3) is
+# element starts its own sub-pattern instance. WITHIN w (inclusive, docs/language.md section 3) is
 # timer:within(w + 1 ms): Esper's timer fires at exactly start + w, before an event of that time.
 CEP_EPL = {
     "card_testing": ("cards", """@name('card_testing') select s1.card as card, s1.ts as first_ts, big.amount as amount

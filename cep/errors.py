@@ -1,4 +1,4 @@
-"""Errors users see, with the spec's formats (section 6).
+"""Errors users see, in the formats of docs/language.md (section 6).
 
 Pattern problems are ``Diagnostic`` values (file, position, message, severity)
 collected into one ``PatternError``, so every problem in a file is reported,
@@ -47,7 +47,7 @@ class PatternError(Exception):
 
 
 class NotSupportedYet(PatternError):
-    """A phase-2 construct (spec section 7) that this version rejects."""
+    """A phase-2 construct (docs/language.md section 7) that this version rejects."""
 
 
 class LateEventError(Exception):

@@ -3,7 +3,7 @@
 An ``Event`` is one input record after reading: its type, its numeric event
 time, the record as read (``fields``), its input position (``pos``: the record
 number in a file, ``partition:offset`` in Kafka) and its op.  An ``Output`` is
-one emitted composite event (spec section 5).  The id of a composite event is a
+one emitted composite event (docs/language.md section 5).  The id of a composite event is a
 hash of the pattern name and its events' positions, so replaying the same input
 gives the same ids and a ``-`` carries the id of the ``+`` it retracts.
 """

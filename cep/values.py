@@ -1,6 +1,6 @@
 """Value canonicalization for hash keys and sort keys.
 
-Spec section 2: numbers compare by value (``1 = 1.0``) and booleans are not
+docs/language.md section 2: numbers compare by value (``1 = 1.0``) and booleans are not
 numbers.  Python's ``True == 1`` (and equal hashes) would merge a boolean and a
 number in a hash group, so the runtime stores join values through ``canon``,
 which maps booleans to the singletons ``TRUE``/``FALSE``.  Everything that reads

@@ -1,4 +1,4 @@
-"""A brute-force reference evaluator written from the spec alone (sections 1-5).
+"""A brute-force reference evaluator written from docs/language.md alone (sections 1-5).
 
 It shares nothing with the engine but the parser (``cep.lang.parser.parse_text``
 for the syntax tree): expressions are evaluated by a tree walk here, matches
@@ -9,7 +9,7 @@ enough to check by reading.
 type/time/op fields) and returns
 
 * ``late``: the positions of late records (``ts < max ts seen before it -
-  lateness``, spec section 4), which are not processed;
+  lateness``, docs/language.md section 4), which are not processed;
 * ``bad``: positions of retractions that found no equal inserted event;
 * ``matches``: the multiset of matches over all on-time inserted minus
   retracted events: ``(pattern, positions, frozen match)`` keys, positions in
@@ -86,7 +86,7 @@ def freeze_match(match: dict) -> tuple:
 
 
 def evaluate_expr(e: ast.Expr, env: dict[tuple[str, str], Any]) -> Any:
-    """Spec section 2: the value of ``e``; None is null (for conditions: unknown)."""
+    """docs/language.md section 2: the value of ``e``; None is null (for conditions: unknown)."""
     if isinstance(e, ast.Literal):
         return e.value
     if isinstance(e, ast.Attr):
@@ -282,7 +282,7 @@ def pattern_matches(p: ast.Pattern, events: list[RefEvent], time_unit: str = "s"
 
 
 def build_match(p: ast.Pattern, aliases: list[str], combo, env) -> dict:
-    """Spec section 5: EMIT items by name (default: source text), ``x.*``, or whole events."""
+    """docs/language.md section 5: EMIT items by name (default: source text), ``x.*``, or whole events."""
     if p.emit is None:
         return {a: e.fields for a, e in zip(aliases, combo, strict=True)}
     match: dict[str, Any] = {}

@@ -1,4 +1,4 @@
-"""Every pattern check reports the exact position and message (spec section 6)."""
+"""Every pattern check reports the exact position and message (docs/language.md section 6)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """End-to-end tests of the ``cep`` command: every exit status and every ``cep run`` option.
 
 Each test runs ``cep`` in a subprocess exactly as a user would (stdin, stdout,
-stderr, exit status), against the spec (sections 1, 4, 5, 6).
+stderr, exit status), against docs/language.md (sections 1, 4, 5, 6).
 """
 
 from __future__ import annotations

@@ -1,9 +1,9 @@
-"""Three-valued logic of compiled expressions (spec section 2, docs/semantics.md).
+"""Three-valued logic of compiled expressions (docs/language.md section 2, docs/semantics.md).
 
 Table-driven cases for null, missing attributes, number vs string, boolean vs
 number, division by zero, NOT/AND/OR truth tables, IN and arithmetic; then a
 hypothesis test comparing ``cep.lang.expr``'s generated code with a tiny tree-walking
-evaluator written here from the spec (independent of ``cep.lang.expr``).
+evaluator written here from docs/language.md and docs/semantics.md (independent of ``cep.lang.expr``).
 """
 
 from __future__ import annotations
@@ -77,7 +77,7 @@ def _plain(v):
 
 
 def ref_eval(e: ast.Expr, env: dict):
-    """Value of ``e`` with None for null/unknown, straight from the spec."""
+    """Value of ``e`` with None for null/unknown, straight from docs/language.md."""
     if isinstance(e, ast.Literal):
         return e.value
     if isinstance(e, ast.Attr):

@@ -5,7 +5,7 @@ the structure, which WHERE conjuncts became per-alias filters, which joined
 aliases (shared variables, cross predicates), the window, the partition key
 and the output fields.  Each file is parsed (``cep.lang.parser``) and each pattern
 compiled (``cep.lang.compiler.compile_pattern``); every diagnostic of every file is
-reported on ``err`` in the spec's ``FILE:LINE:COL: message`` form with the
+reported on ``err`` in the ``FILE:LINE:COL: message`` form (docs/language.md section 6) with the
 source line and a caret.  Exit code 0, or 2 on any error.
 """
 

@@ -4,12 +4,12 @@ Why it is one flat loop: the per-record path is measured (>= 50,000 events/s
 end to end, <= 3x the read+parse floor).  Each record costs one decode, one
 ``Engine.push`` and, only when the record completed matches, their encoding
 and one flush, so every composite event is written before the next record is
-read (spec section 4).  Everything else (checkpoints, the progress bar, the
+read (docs/language.md section 4).  Everything else (checkpoints, the progress bar, the
 test hook's stop) runs on a "tick" every few hundred records.  Bad and
 late records leave the loop through exceptions, which cost nothing on the
 common path.
 
-Exit statuses (spec section 6): 0 ok, 2 pattern errors, 3 bad record (unless
+Exit statuses (docs/language.md section 6): 0 ok, 2 pattern errors, 3 bad record (unless
 ``--on-error skip``), 1 anything else.  Output written before an error stays
 written: sinks are flushed before every exit.
 """
@@ -65,7 +65,7 @@ def parse_lateness(text: str, time_unit: str = "s") -> int | float:
 
 @dataclass
 class RunOptions:
-    """Everything ``cep run`` takes (spec section 6, plus checkpoints from issue 5)."""
+    """Everything ``cep run`` takes (docs/language.md section 6, plus checkpoints from issue 5)."""
 
     patterns: list[str]
     input: str = "-"

@@ -12,7 +12,7 @@ it equals the file's line number (blank lines are skipped but counted).  For
 CSV the header is not a record, so record 1 is on line 2; ``last_line`` gives
 the line of the last record for error messages.  A file source is resumable:
 ``position()`` is the byte offset of the next record plus the counters, and
-``seek(position)`` restores it (checkpoints, spec section 6 / issue 5).
+``seek(position)`` restores it (checkpoints, docs/language.md section 6 / issue 5).
 """
 
 from __future__ import annotations

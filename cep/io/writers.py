@@ -1,6 +1,6 @@
 """Composite events and side records -> JSON lines, written and flushed per input record.
 
-Why: spec section 4 says every match an input record completes is emitted
+Why: docs/language.md section 4 says every match an input record completes is emitted
 before the next record is read, and section 6 that output is flushed, never
 truncated, when the run stops on an error.  A sink buffers the lines of one
 input record and ``flush()`` writes them with one system call; the run loop

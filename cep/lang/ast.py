@@ -1,4 +1,4 @@
-"""The syntax tree of the pattern language (spec sections 2 and 7).
+"""The syntax tree of the pattern language (docs/language.md sections 2 and 7).
 
 The parser builds these nodes; the checker and the compiler read them.  Nodes
 are frozen dataclasses.  Source locations are carried in ``loc`` and excluded
@@ -41,7 +41,7 @@ class Literal:
 
 @dataclass(frozen=True)
 class Attr:
-    """``alias.name``; ``alias.ts`` is always the event time (spec section 2)."""
+    """``alias.name``; ``alias.ts`` is always the event time (docs/language.md section 2)."""
 
     alias: str
     name: str

@@ -1,4 +1,4 @@
-"""Semantic checks of a parsed pattern (spec sections 2, 3 and 7).
+"""Semantic checks of a parsed pattern (docs/language.md sections 2, 3 and 7).
 
 The parser builds the syntax tree; this module finds what is wrong with it
 that the grammar cannot see: unknown or duplicate aliases, AND with a repeated

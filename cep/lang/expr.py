@@ -11,7 +11,7 @@ becomes::
         t0 = e.fields.get('amount')
         return (type(t0) is int or type(t0) is float) and t0 < 100
 
-Semantics (spec section 2; written down in ``docs/semantics.md``):
+Semantics (docs/language.md section 2; written down in ``docs/semantics.md``):
 
 * Values are numbers (``int``/``float``), strings, booleans (``bool`` or the
   runtime's canonical ``cep.values.SqlBool``) and null (``None``).  A missing

@@ -105,7 +105,7 @@ class Linear:
 
 @dataclass
 class Predicate:
-    """A theta predicate over two or more variables (spec conditions are 3-valued)."""
+    """A theta predicate over two or more variables (conditions are 3-valued: docs/language.md section 2)."""
 
     id: int
     vars: tuple[str, ...]  # the arguments of ``fn``, in this order
