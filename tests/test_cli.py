@@ -482,3 +482,39 @@ def test_progress_bar_on_a_terminal(tmp_path):
     assert b"cep:" in err and b"%|" in err  # the bar: "cep:  42%|████ ..."
     rc, err = stderr_on_pty("--no-progress")
     assert rc == 0 and b"%|" not in err and b"3000 records" in err
+
+
+# ------------------------------------------------------------ shipped patterns
+
+
+def test_patterns_lists_and_prints_the_shipped_patterns():
+    from cep import patterns as shipped
+
+    files = sorted(p.stem for p in PATTERNS.glob("*.pattern"))
+    assert shipped.names() == files
+    r = cep("patterns")
+    assert r.returncode == 0, r.stderr
+    listed = [line.split()[0] for line in r.stdout.decode().splitlines()[: len(files)]]
+    assert listed == files
+    assert b"Card testing fraud." in r.stdout
+    for name in files:
+        printed = cep("patterns", name)
+        assert printed.returncode == 0 and printed.stdout.decode() == (PATTERNS / f"{name}.pattern").read_text()
+    bad = cep("patterns", "card_testin")
+    assert bad.returncode == 1 and b"did you mean card_testing?" in bad.stderr
+
+
+def test_a_shipped_pattern_runs_by_name_from_anywhere(tmp_path):
+    r = cep("run", "card_testing", "--quiet", input=SMALL_BIG, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert [o["match"] for o in lines(r.stdout)] == [{"card": "c1", "first_ts": 100, "amount": 500}]
+    assert cep("check", "card_testing", cwd=tmp_path).returncode == 0
+    assert b"card_testing" in cep("explain", "card_testing", cwd=tmp_path).stdout
+
+
+def test_an_existing_file_wins_over_a_shipped_name(tmp_path):
+    write(tmp_path / "card_testing", "PATTERN mine SEQ(Txn a, Txn b)\n")
+    r = cep("check", "card_testing", cwd=tmp_path)
+    assert r.returncode == 0 and b"pattern mine" in r.stdout
+    missing = cep("run", "no_such_pattern", input=b"", cwd=tmp_path)
+    assert missing.returncode == 2 and b"no_such_pattern:1:1: cannot read file" in missing.stderr
