@@ -75,9 +75,10 @@ def _collector_paused() -> Iterator[None]:
     """Pause the cyclic garbage collector while ``cep check`` parses (the command owns its process).
 
     Parsing a large file keeps a large Lark tree alive, and each full
-    collection walks it: without the pause ``cep check`` on 3,000 patterns
-    takes about 2.4x as long (bench/results/gc_pause.md).  The parser itself
-    leaves the collector alone: it also runs inside other programs.
+    collection walks it: without the pause ``cep check`` on 1,000 patterns
+    took 1.38x as long (``python -m bench.check_gc_pause``,
+    bench/results/gc_pause.md).  The parser itself leaves the collector
+    alone: it also runs inside Spark workers and other programs.
     """
     was_enabled = gc.isenabled()
     gc.disable()

@@ -19,7 +19,7 @@ from __future__ import annotations
 import os
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import IO, Any
 
 from cep.commands.heap import tune_heap
@@ -88,7 +88,6 @@ class RunOptions:
     # the final checkpoint or summary, as a crash would (status EXIT_SIMULATED_CRASH)
     test_stop_after: int | None = None
     test_crash_at_stop: bool = False
-    extra: dict[str, Any] = field(default_factory=dict)
 
     def result_options(self) -> dict[str, Any]:
         """The options that change results: a checkpoint must be resumed with the same ones."""
