@@ -1,4 +1,4 @@
-"""The ``cep`` command: ``run``, ``check``, ``explain`` and ``spark`` (docs/language.md section 6).
+"""The ``cep`` command: ``run``, ``check``, ``explain``, ``patterns`` and ``spark`` (docs/language.md section 6).
 
 Why a thin layer: each command only maps options onto a function that does
 the work (``cep.commands.run.run``, ``cep.commands.check.run_check``,
