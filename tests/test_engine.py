@@ -1,5 +1,6 @@
 """Engine behaviour of docs/language.md section 4: time, retention, retractions, state, leaks."""
 
+import json
 import pickle
 import random
 
@@ -120,9 +121,10 @@ def test_state_dumps_and_loads_mid_stream():
 def test_state_of_another_version_is_refused():
     cps = compile_text(CARD)
     data = Engine(cps).dumps()
-    state = pickle.loads(data[len(b"CEPSTATE"):])
-    state["version"] = 99
-    bad = b"CEPSTATE" + pickle.dumps(state)
+    head, _, body = data.partition(b"\n")
+    state = json.loads(body)
+    state["format"] = 99
+    bad = head + b"\n" + json.dumps(state).encode()
     with pytest.raises(StateError, match="format 99"):
         Engine.loads(bad, cps)
     with pytest.raises(StateError):

@@ -26,6 +26,7 @@ from cep.commands.heap import tune_heap
 from cep.errors import LateEventError, PatternError, UnknownRetractionError
 from cep.exit_codes import EXIT_OK, EXIT_OTHER, EXIT_PATTERN, EXIT_RECORD, EXIT_SIMULATED_CRASH
 from cep.io import checkpoint as ckpt
+from cep.io.paths import PathClash, Role, check_checkpoint_path, check_roles
 from cep.io.readers import (
     BadRecord,
     BadSeek,
@@ -101,6 +102,25 @@ def _is_file_sink(s: Any) -> bool:
     return isinstance(s, StreamSink) and s.name != "-"
 
 
+def check_paths(o: RunOptions) -> None:
+    """Refuse (``RunError``) paths that would destroy data, before anything is opened for writing."""
+    roles = [Role("pattern file", p, False) for p in o.patterns]
+    roles.append(Role("-i", o.input, False))
+    roles.append(Role("-o", o.output, True))
+    if o.late_output:
+        roles.append(Role("--late-output", o.late_output, True))
+    if o.errors:
+        roles.append(Role("--errors", o.errors, True))
+    if o.checkpoint:
+        roles.append(Role("--checkpoint", o.checkpoint, True))
+    try:
+        if o.checkpoint:
+            check_checkpoint_path(o.checkpoint)
+        check_roles(roles)
+    except PathClash as e:
+        raise RunError(str(e)) from None
+
+
 class _Run:
     """State of one run, so the loop's helpers (bad records, checkpoints) share it."""
 
@@ -130,6 +150,7 @@ class _Run:
             check_time_unit(o.time_unit)
         except ValueError as e:
             raise RunError(str(e)) from None
+        check_paths(o)
         lateness = parse_lateness(o.lateness, o.time_unit) if o.lateness else 0
         try:
             patterns, warnings = compile_files_with_warnings(o.patterns, o.time_unit)  # error: exit 2
@@ -155,6 +176,10 @@ class _Run:
                         "(a resumed run needs the same patterns, --format, --type-field, --time-field, "
                         "--time-unit, --op-field and --lateness); delete it to start over"
                     )
+                try:
+                    ckpt.verify_resume(state, o.checkpoint, self._input_file(), self._output_specs())
+                except ckpt.CheckpointError as e:
+                    raise RunError(str(e)) from None
         if state is not None:
             try:
                 self.engine = Engine.loads(state.state, patterns)
@@ -310,6 +335,14 @@ class _Run:
 
     # --------------------------------------------------------------- helpers
 
+    def _input_file(self) -> str | None:
+        """The input when it is a file (its identity is checked on resume), else None."""
+        i = self.o.input
+        return None if i == "-" or i.startswith("kafka://") else i
+
+    def _output_specs(self) -> dict[str, str | None]:
+        return {"output": self.o.output, "late": self.o.late_output, "errors": self.o.errors}
+
     def _bad(self, pos: str, raw: Any, reason: str, skip: bool) -> bool:
         """Count a bad record; report it (skip) and return True, or stop the run (False)."""
         self.bad += 1
@@ -374,19 +407,35 @@ class _Run:
                 sizes[role] = s.size
             else:
                 s.flush()
-        ckpt.save(
-            self.o.checkpoint,
-            ckpt.Checkpoint(
-                fingerprint=self.fp,
-                position=self.src.position(),
-                state=self.engine.dumps(),
-                outputs=self.prior_outputs + self.outputs,
-                sizes=sizes,
-            ),
-        )
+        position = self.src.position()
+        inp = self._input_file()
+        try:
+            ckpt.save(
+                self.o.checkpoint,
+                ckpt.Checkpoint(
+                    fingerprint=self.fp,
+                    position=position,
+                    state=self.engine.dumps(),
+                    outputs=self.prior_outputs + self.outputs,
+                    sizes=sizes,
+                    paths={role: ckpt.where(spec) for role, spec in self._output_specs().items()},
+                    input=ckpt.input_identity(inp, position["offset"]) if inp is not None else None,
+                ),
+            )
+        except (ckpt.CheckpointError, OSError) as e:
+            raise RunError(str(e) if isinstance(e, ckpt.CheckpointError)
+                           else f"cannot read input {inp}: {e.strerror or e}") from None
         commit = getattr(self.src, "commit", None)  # Kafka: the group's offsets follow the checkpoint
         if commit is not None:
             commit()
+
+    def finish(self) -> None:
+        """Flush and close every sink after a run that ended well: a write error is the run's error."""
+        try:
+            while self.sinks:
+                self.sinks.pop(next(iter(self.sinks))).close()
+        except SinkError as e:
+            raise RunError(str(e)) from None
 
     def close(self) -> None:
         self._flush_all()
@@ -442,7 +491,8 @@ def run(opts: RunOptions, err: IO[str] | None = None) -> int:
             err.write(f"cep: error: {e}\n")
             return EXIT_OTHER
         status = r.loop()
-    except RunError as e:
+        r.finish()
+    except (RunError, SinkError) as e:
         r._flush_all()
         err.write(f"cep: error: {e}\n")
         return EXIT_OTHER

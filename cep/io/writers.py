@@ -76,9 +76,21 @@ class StreamSink:
         if buf:
             data = b"".join(buf) if len(buf) > 1 else buf[0]
             buf.clear()
-            self._stream.write(data)
+            try:
+                self._stream.write(data)
+                self._stream.flush()
+            except BrokenPipeError:
+                raise  # the reader went away (``| head``): the CLI stops quietly
+            except OSError as e:  # a full disk, /dev/full: every write failure is an error
+                raise SinkError(f"cannot write {self.name}: {e.strerror or e}") from None
             self.size += len(data)
-        self._stream.flush()
+            return
+        try:
+            self._stream.flush()
+        except BrokenPipeError:
+            raise
+        except OSError as e:
+            raise SinkError(f"cannot write {self.name}: {e.strerror or e}") from None
 
     def sync(self) -> None:
         """Flush and fsync (before a checkpoint claims these bytes are written)."""
@@ -92,8 +104,11 @@ class StreamSink:
         try:
             self.flush()
         finally:
-            if self._close:
-                self._stream.close()
+            if self._close and not self._stream.closed:
+                try:
+                    self._stream.close()
+                except OSError as e:
+                    raise SinkError(f"cannot write {self.name}: {e.strerror or e}") from None
 
 
 def open_sink(spec: str, truncate_to: int | None = None):

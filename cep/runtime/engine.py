@@ -14,7 +14,7 @@ sorted group).  When every event of a partition key has expired, nothing of
 that key remains: empty groups are removed from every index.
 
 State is plain data: ``dumps()`` writes the retained events, the watermark and
-the counters (a versioned pickle); ``loads()`` rebuilds the T-reducts by
+the counters (versioned JSON that cannot run code: ``cep.runtime.state``); ``loads()`` rebuilds the T-reducts by
 re-inserting the events without emitting, so the format does not depend on
 the index layout.
 """
@@ -22,7 +22,6 @@ the index layout.
 from __future__ import annotations
 
 import heapq
-import pickle
 from collections import deque
 from collections.abc import Iterator, Sequence
 from typing import Any
@@ -32,14 +31,10 @@ from cep.errors import LateEventError, UnknownRetractionError
 from cep.event import Event, Output, match_id
 from cep.lang.gcq import TIME_ATTR, CompiledPattern
 from cep.runtime.iedyn import PatternRuntime
+from cep.runtime.state import StateError, decode_state, encode_state
 from cep.values import canon
 
-STATE_MAGIC = b"CEPSTATE"
-STATE_VERSION = 1
-
-
-class StateError(Exception):
-    """A saved engine state this version cannot use."""
+__all__ = ["Engine", "StateError"]
 
 
 def pattern_signature(cp: CompiledPattern) -> str:
@@ -340,8 +335,7 @@ class Engine:
 
     def dumps(self) -> bytes:
         """The engine state as bytes (versioned); the patterns are not included."""
-        state = {
-            "version": STATE_VERSION,
+        return encode_state({
             "patterns": [pattern_signature(cp) for cp in self.patterns],
             "lateness": self.lateness,
             "max_ts": self.max_ts,
@@ -350,34 +344,33 @@ class Engine:
             "events": [(s, self.events[s]) for s in sorted(self.events)],
             "stats": self.stats,
             "matches_emitted": self.matches_emitted,
-        }
-        return STATE_MAGIC + pickle.dumps(state, protocol=pickle.HIGHEST_PROTOCOL)
+        })
 
     @classmethod
     def loads(cls, data: bytes, patterns: Sequence[CompiledPattern]) -> Engine:
         """Rebuild an engine from ``dumps()`` output and the same compiled patterns."""
-        if not data.startswith(STATE_MAGIC):
-            raise StateError("not a cep engine state")
-        try:
-            state = pickle.loads(data[len(STATE_MAGIC):])
-        except Exception as e:  # noqa: BLE001 - any unpickling failure is a bad state
-            raise StateError(f"unreadable engine state: {e}") from None
-        version = state.get("version") if isinstance(state, dict) else None
-        if version != STATE_VERSION:
-            raise StateError(
-                f"engine state format {version} cannot be read by this cep (it reads format {STATE_VERSION})"
-            )
+        state = decode_state(data)  # StateError: not a state, unreadable, or not plain data
         eng = cls(patterns, lateness=state["lateness"])
         if state["patterns"] != [pattern_signature(cp) for cp in eng.patterns]:
             raise StateError("the engine state was saved with different patterns or time unit")
+        if set(state["stats"]) != set(eng.stats) or any(
+                set(state["matches_emitted"].get(name, ())) != {"+", "-"} for name in eng.matches_emitted) \
+                or set(state["matches_emitted"]) != set(eng.matches_emitted):
+            raise StateError("corrupted engine state: its counters do not fit these patterns")
+        serials = [s for s, _e in state["events"]]
+        if len(set(serials)) != len(serials) or any(s >= state["serial"] for s in serials):
+            raise StateError("corrupted engine state: event serials repeat or pass the next serial")
         eng.max_ts = state["max_ts"]
         eng.watermark = state["watermark"]
-        for serial, event in state["events"]:
-            eng._insert(event, emit=False, serial=serial)
-        # an event retained for one pattern may have left another's window: expiry depends
-        # only on the watermark and the event's time, so running it now restores exactly that
-        if eng.watermark is not None:
-            eng._expire()
+        try:
+            for serial, event in state["events"]:
+                eng._insert(event, emit=False, serial=serial)
+            # an event retained for one pattern may have left another's window: expiry depends
+            # only on the watermark and the event's time, so running it now restores exactly that
+            if eng.watermark is not None:
+                eng._expire()
+        except (TypeError, ValueError, ArithmeticError) as e:  # a crafted state with values no run made
+            raise StateError(f"corrupted engine state: {type(e).__name__}: {e}") from None
         eng._serial = state["serial"]
         eng.stats = state["stats"]
         eng.matches_emitted = state["matches_emitted"]

@@ -1,0 +1,175 @@
+"""The engine state on disk and in Spark's state store: versioned plain data, read by a strict decoder.
+
+Why not pickle: a state file comes from outside the process (a checkpoint on
+disk, a blob in a state store), and unpickling runs whatever code the bytes
+name.  This format cannot run code: it is the magic ``CEPSTATE``, a newline
+and one JSON document (stdlib ``json``: integers of any size stay exact
+integers; ``Infinity``/``NaN`` are the only constants admitted, for a watermark
+at the end of a bounded input and CSV cells such as ``1e999``).  The decoder
+then checks the exact shape of every part (``decode_state`` below), so a corrupted,
+truncated, foreign or crafted state is one ``StateError`` with a reason, never
+an exception from deep inside the engine.
+
+Document (format 2)::
+
+    {"format": 2,
+     "patterns": [signature, ...],          # what the state was saved with
+     "lateness": number, "max_ts": number|null, "watermark": number|null,
+     "serial": int,                          # the next event serial
+     "events": [[serial, type, ts, {field: scalar}, pos, op], ...],
+     "stats": {name: int}, "matches_emitted": {pattern: {"+": int, "-": int}}}
+
+Format 1 was a pickle and is refused (it cannot be read safely).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+from cep.event import Event
+
+STATE_MAGIC = b"CEPSTATE"
+STATE_FORMAT = 2
+_HEADER = STATE_MAGIC + b"\n"
+_CONSTANTS = {"Infinity": math.inf, "-Infinity": -math.inf, "NaN": math.nan}
+
+
+class StateError(Exception):
+    """A saved engine state this version cannot use; ``str(e)`` is the reason, one line."""
+
+
+def encode_state(state: dict[str, Any]) -> bytes:
+    """The state document (shape in the module docstring) as bytes."""
+    doc = dict(state)
+    doc["format"] = STATE_FORMAT
+    doc["events"] = [[s, e.type, e.ts, e.fields, e.pos, e.op] for s, e in state["events"]]
+    try:
+        text = json.dumps(doc, separators=(",", ":"), ensure_ascii=False, allow_nan=True)
+    except (TypeError, ValueError) as e:
+        raise StateError(f"the engine state holds a value that is not plain data: {e}") from None
+    return _HEADER + text.encode("utf-8")
+
+
+def _constant(name: str) -> float:
+    return _CONSTANTS[name]
+
+
+def decode_state(data: bytes) -> dict[str, Any]:
+    """``encode_state``'s document back, every part checked; events as ``(serial, Event)`` pairs."""
+    if not data.startswith(STATE_MAGIC):
+        raise StateError("not a cep engine state")
+    if not data.startswith(_HEADER):
+        raise StateError("engine state format 1 (a pickle) is not read by this cep, "
+                         f"which reads format {STATE_FORMAT}: start without the old state")
+    try:
+        doc = json.loads(data[len(_HEADER):].decode("utf-8"), parse_constant=_constant)
+    except (ValueError, RecursionError) as e:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
+        reason = str(e).splitlines()[0][:200] if str(e) else type(e).__name__
+        raise StateError(f"unreadable engine state (truncated or corrupted): {reason}") from None
+    if not isinstance(doc, dict):
+        raise StateError("unreadable engine state: not a state document")
+    fmt = doc.get("format")
+    if fmt != STATE_FORMAT:
+        raise StateError(f"engine state format {_short(fmt)} cannot be read by this cep "
+                         f"(it reads format {STATE_FORMAT})")
+    return {
+        "patterns": _list_of(doc, "patterns", str),
+        "lateness": _number(doc, "lateness"),
+        "max_ts": _number(doc, "max_ts", none=True),
+        "watermark": _number(doc, "watermark", none=True),
+        "serial": _int(doc, "serial"),
+        "events": [_event(x) for x in _get(doc, "events", list)],
+        "stats": _counters(_get(doc, "stats", dict), "stats"),
+        "matches_emitted": {_str(k, "matches_emitted"): _counters(v, f"matches_emitted.{k}")
+                            for k, v in _get(doc, "matches_emitted", dict).items()},
+    }
+
+
+# --------------------------------------------------------------- the checks
+
+
+def _short(v: Any) -> str:
+    return repr(v)[:60]
+
+
+def _bad(what: str, v: Any) -> StateError:
+    return StateError(f"corrupted engine state: {what} is {_short(v)}")
+
+
+def _get(doc: dict, key: str, typ: type) -> Any:
+    if key not in doc:
+        raise StateError(f"corrupted engine state: no {key!r}")
+    v = doc[key]
+    if type(v) is not typ:
+        raise _bad(key, v)
+    return v
+
+
+def _is_number(v: Any) -> bool:
+    return type(v) is int or type(v) is float
+
+
+def _number(doc: dict, key: str, none: bool = False) -> int | float | None:
+    if key not in doc:
+        raise StateError(f"corrupted engine state: no {key!r}")
+    v = doc[key]
+    if (v is None and none) or _is_number(v):
+        return v
+    raise _bad(key, v)
+
+
+def _int(doc: dict, key: str) -> int:
+    v = _get(doc, key, int)
+    if v < 0:
+        raise _bad(key, v)
+    return v
+
+
+def _str(v: Any, what: str) -> str:
+    if type(v) is not str:
+        raise _bad(what, v)
+    return v
+
+
+def _list_of(doc: dict, key: str, typ: type) -> list:
+    v = _get(doc, key, list)
+    for x in v:
+        if type(x) is not typ:
+            raise _bad(key, x)
+    return v
+
+
+def _counters(v: Any, what: str) -> dict[str, int]:
+    if type(v) is not dict:
+        raise _bad(what, v)
+    for k, n in v.items():
+        if type(n) is not int:
+            raise _bad(f"{what}.{k}", n)
+    return v
+
+
+_SCALARS = (int, float, str, bool, type(None))
+
+
+def _event(x: Any) -> tuple[int, Event]:
+    if type(x) is not list or len(x) != 6:
+        raise _bad("an event", x)
+    serial, typ, ts, fields, pos, op = x
+    if type(serial) is not int or serial < 0:
+        raise _bad("an event serial", serial)
+    if type(typ) is not str or not typ:
+        raise _bad("an event type", typ)
+    if not _is_number(ts) or not math.isfinite(ts):
+        raise _bad("an event time", ts)
+    if type(fields) is not dict:
+        raise _bad("an event's fields", fields)
+    for k, v in fields.items():
+        if type(v) not in _SCALARS:
+            raise _bad(f"field {k!r} of an event", v)
+    if type(pos) is not str:
+        raise _bad("an event position", pos)
+    if op != "+" and op != "-":
+        raise _bad("an event op", op)
+    return serial, Event(typ, ts, fields, pos, op)
