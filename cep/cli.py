@@ -188,9 +188,14 @@ def main(argv: list[str] | None = None) -> None:
     except click.ClickException as e:
         e.show()
         rc = EXIT_OTHER
-    except click.exceptions.Abort:
-        click.echo("cep: aborted", err=True)
-        rc = EXIT_OTHER
+    except click.exceptions.Abort as e:
+        # click turns Ctrl-C (KeyboardInterrupt) into Abort: it is still an interrupt (exit 130)
+        if isinstance(e.__context__, KeyboardInterrupt):
+            click.echo("cep: interrupted", err=True)
+            rc = EXIT_INTERRUPTED
+        else:
+            click.echo("cep: aborted", err=True)
+            rc = EXIT_OTHER
     except KeyboardInterrupt:
         click.echo("cep: interrupted", err=True)
         rc = EXIT_INTERRUPTED

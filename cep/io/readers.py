@@ -18,6 +18,7 @@ the line of the last record for error messages.  A file source is resumable:
 from __future__ import annotations
 
 import csv
+import json
 import re
 import sys
 from collections.abc import Callable, Iterator
@@ -36,6 +37,41 @@ _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 
 class BadRecord(ValueError):
     """An input record the engine cannot take; ``str(e)`` is the reason."""
+
+
+# ---------------------------------------------------------------------------
+# exact integers (spec section 5): orjson reads an integer beyond 64 bits as a float
+# (``100000000000000000000001`` -> ``1e23``), so a record where orjson gave a float
+# at least that large is parsed again by the stdlib, which keeps every integer exact.
+
+_BIG = 2.0**63
+_BOM = b"\xef\xbb\xbf"
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def _finite_float(text: str) -> float:
+    v = float(text)
+    if v in (float("inf"), float("-inf")):
+        raise ValueError(f"number {text[:40]} is out of range")
+    return v
+
+
+def exact_loads(raw: Any) -> Any:
+    """JSON with exact integers of any size (up to Python's 4300 digits); no NaN, no overflowing float."""
+    try:
+        return json.loads(raw, parse_constant=_reject_constant, parse_float=_finite_float)
+    except (ValueError, RecursionError) as e:
+        raise BadRecord(f"not valid JSON ({str(e)[:200]})") from None
+
+
+def _has_big_float(rec: dict) -> bool:
+    for v in rec.values():
+        if type(v) is float and (v >= _BIG or v <= -_BIG):
+            return True
+    return False
 
 
 # ---------------------------------------------------------------------------
@@ -125,9 +161,13 @@ def make_decoder(
             try:
                 rec = loads(raw)
             except JSONDecodeError as e:
-                raise BadRecord(f"not valid JSON ({e})") from None
+                if "infinity" not in str(e):
+                    raise BadRecord(f"not valid JSON ({e})") from None
+                rec = exact_loads(raw)  # an integer too large for a double, or a float that overflows
             if type(rec) is not dict:
                 raise BadRecord("not a JSON object")
+            if _has_big_float(rec):
+                rec = exact_loads(raw)
             _check_scalars(rec)
         typ = rec.get(type_field)
         if type(typ) is not str or not typ:
@@ -157,6 +197,9 @@ def make_decoder(
         tt = type(ts)
         if type(typ) is not str or (tt is not int and tt is not float) or not typ:
             return decode_slow(pos, raw)
+        for v in rec.values():  # a float this large may be an integer beyond 64 bits: read it exactly
+            if type(v) is float and (v >= _BIG or v <= -_BIG):
+                return decode_slow(pos, raw)
         if raw.find(b"[") >= 0 or raw.find(b"{", 1) >= 0:
             _check_scalars(rec)
         op = rec.pop(op_field, "+")
@@ -188,7 +231,15 @@ class JsonlSource:
     def records(self) -> Iterator[tuple[str, Any]]:
         offset = self.offset
         n = self.record
-        for line in self._f:
+        lines = iter(self._f)
+        if offset == 0:  # a UTF-8 byte-order mark at the start of the file is not part of the record
+            first = next(lines, None)
+            if first is None:
+                return
+            self.offset = offset = len(first)
+            self.record = n = 1
+            yield "1", first[3:] if first.startswith(_BOM) else first
+        for line in lines:
             offset += len(line)
             n += 1
             self.offset = offset
@@ -240,29 +291,37 @@ class CsvSource:
         self.last_line = 0
         self._read_header()
 
-    def _read_one(self) -> tuple[bytes, int] | None:
-        """The next physical record (possibly several lines) and its line count."""
+    def _read_one(self) -> tuple[bytes, int, str | None] | None:
+        """The next physical record (possibly several lines), its line count and what is wrong with
+        its quotes (None: nothing).  A record goes on to the next line only inside a quoted cell."""
         buf = self._f.readline()
         if not buf:
             return None
+        if b'"' not in buf:
+            return buf, 1, None
         nlines = 1
-        while buf.count(b'"') % 2:
+        open_quote, problem = _scan_quotes(buf, False)
+        while open_quote and problem is None:
             more = self._f.readline()
             if not more:
-                break
+                return buf, nlines, "a quoted cell is not closed before the end of the input"
             buf += more
             nlines += 1
-        return buf, nlines
+            open_quote, problem = _scan_quotes(more, True)
+        return buf, nlines, problem
 
     def _read_header(self) -> None:
         got = self._read_one()
         if got is None:
             self.header = []
             return
-        buf, nlines = got
+        buf, nlines, _problem = got
         self.offset += len(buf)
         self.line += nlines
-        rows = list(csv.reader([buf.decode("utf-8-sig")]))
+        try:
+            rows = list(csv.reader([buf.decode("utf-8-sig")]))
+        except (UnicodeDecodeError, csv.Error) as e:
+            raise SourceError(f"cannot read the CSV header of {self.name}: {e}") from None
         self.header = rows[0] if rows else []
 
     def records(self) -> Iterator[tuple[str, Any]]:
@@ -274,30 +333,49 @@ class CsvSource:
             got = self._read_one()
             if got is None:
                 return
-            buf, nlines = got
+            buf, nlines, problem = got
             self.offset += len(buf)
             first_line = self.line + 1
             self.line += nlines
             self.last_line = first_line
-            text = buf.decode("utf-8", errors="replace")
+            try:
+                text = buf.decode("utf-8")
+            except UnicodeDecodeError as e:
+                text = buf.decode("utf-8", errors="replace")
+                if text.strip():
+                    self.record += 1
+                    yield str(self.record), BadRow(
+                        f"not valid UTF-8 (byte 0x{buf[e.start]:02x} at offset {e.start} of the record)", text)
+                continue
             if not text.strip():
                 continue
             self.record += 1
             pos = str(self.record)
-            rows = list(csv.reader([text]))
+            if problem is not None:
+                yield pos, BadRow(problem, text)
+                continue
+            try:
+                rows = list(csv.reader([text]))
+            except csv.Error as e:
+                yield pos, BadRow(f"bad CSV: {e}", text)
+                continue
             cells = rows[0] if rows else []
             if len(cells) != width:
                 yield pos, BadRow(f"expected {width} cells (the header's), got {len(cells)}", text)
                 continue
             rec: dict[str, Any] = {}
-            for k, c in zip(header, cells, strict=True):
-                s = c.strip()
-                if not s:
-                    rec[k] = None
-                elif num(s):
-                    rec[k] = int(s) if integer(s) else float(s)
-                else:
-                    rec[k] = c
+            try:
+                for k, c in zip(header, cells, strict=True):
+                    s = c.strip()
+                    if not s:
+                        rec[k] = None
+                    elif num(s):
+                        rec[k] = int(s) if integer(s) else float(s)
+                    else:
+                        rec[k] = c
+            except ValueError as e:  # an integer past Python's 4300 digits
+                yield pos, BadRow(f"bad number: {str(e)[:100]}", text)
+                continue
             yield pos, rec
 
     def line_of(self, pos: str) -> int:
@@ -319,6 +397,45 @@ class CsvSource:
     def close(self) -> None:
         if self._f is not sys.stdin.buffer:
             self._f.close()
+
+
+def _scan_quotes(line: bytes, in_quoted: bool) -> tuple[bool, str | None]:
+    """Walk one line of CSV (RFC 4180 quoting): (does a quoted cell stay open at its end, the problem).
+
+    A cell is quoted when it starts with ``"``; inside it ``""`` is a quote and a lone ``"``
+    ends it and must be followed by a comma or the end of the line.  A quote anywhere in an
+    unquoted cell (``ab"c``) is a problem: the record is bad, and it ends at its line, so the
+    good lines after it are read as usual.
+    """
+    n = len(line)
+    i = 0
+    while i < n:
+        if in_quoted:
+            j = line.find(b'"', i)
+            if j < 0:
+                return True, None
+            if line[j + 1:j + 2] == b'"':
+                i = j + 2
+                continue
+            in_quoted = False
+            i = j + 1
+            if i < n and line[i] not in b",\r\n":
+                return False, f"stray quote: a quote in a quoted cell must be doubled (column {j + 1})"
+            i += 1  # past the comma
+            continue
+        if line[i:i + 1] == b'"':  # a cell that starts with a quote
+            in_quoted = True
+            i += 1
+            continue
+        j = line.find(b",", i)
+        end = n if j < 0 else j
+        q = line.find(b'"', i, end)
+        if q >= 0:
+            return False, f"stray quote in an unquoted cell (column {q + 1}): quote the cell and double the quote"
+        if j < 0:
+            return False, None
+        i = j + 1
+    return in_quoted, None
 
 
 class BadRow:

@@ -14,6 +14,8 @@ the lines written after the last checkpoint are not duplicated.
 
 from __future__ import annotations
 
+import json
+import math
 import os
 import sys
 from typing import IO, Any
@@ -35,16 +37,48 @@ def _default(v: Any) -> Any:
     raise TypeError(f"cannot write a {type(v).__name__} as JSON")
 
 
+def _plain(v: Any) -> Any:
+    """``v`` with what the stdlib writes differently from orjson made alike (for ``dumps_exact``)."""
+    t = type(v)
+    if t is dict:
+        return {str(k) if type(k) is not str else k: _plain(x) for k, x in v.items()}
+    if t is list or t is tuple or t is set or t is frozenset:
+        return [_plain(x) for x in v]
+    if t is float and not math.isfinite(v):
+        return None  # as orjson writes it
+    if t is SqlBool:
+        return v.value
+    return v
+
+
+def dumps_exact(obj: Any, option: int = 0) -> bytes:
+    """orjson, or -- for an integer beyond 64 bits, which orjson cannot write -- the stdlib, exactly.
+
+    ``100000000000000000000001`` is written as that integer, never as ``1e+23`` (spec section 5).
+    """
+    try:
+        return orjson.dumps(obj, default=_default, option=option)
+    except TypeError as e:
+        if "64-bit" not in str(e):
+            raise
+    text = json.dumps(_plain(obj), separators=(",", ":"), ensure_ascii=False, allow_nan=False,
+                      default=_default)
+    return text.encode("utf-8") + (b"\n" if option & orjson.OPT_APPEND_NEWLINE else b"")
+
+
 def encode_output(o: Output) -> bytes:
     """One composite event as a JSON line: ``{"pattern", "op", "id", "match"}``."""
-    return orjson.dumps(
-        {"pattern": o.pattern, "op": o.op, "id": o.id, "match": o.match}, default=_default, option=_OPTS
-    )
+    try:
+        return orjson.dumps(
+            {"pattern": o.pattern, "op": o.op, "id": o.id, "match": o.match}, default=_default, option=_OPTS
+        )
+    except TypeError:
+        return dumps_exact({"pattern": o.pattern, "op": o.op, "id": o.id, "match": o.match}, _OPTS)
 
 
 def encode_record(rec: Any) -> bytes:
     """A side record (late record, error report) as one JSON line."""
-    return orjson.dumps(rec, default=_default, option=_OPTS | orjson.OPT_NON_STR_KEYS)
+    return dumps_exact(rec, _OPTS | orjson.OPT_NON_STR_KEYS)
 
 
 def raw_line(raw: Any) -> bytes:
@@ -163,8 +197,8 @@ def kafka_key(values: list[Any]) -> bytes:
         v = vals[0]
         if type(v) is str:
             return v.encode()
-        return orjson.dumps(v, default=_default)
-    return orjson.dumps(vals, default=_default)
+        return dumps_exact(v)
+    return dumps_exact(vals)
 
 
 def make_key_fn(cp: CompiledPattern):
