@@ -57,7 +57,7 @@ def in_time_units(value: int | float, unit: str | None, time_unit: str = "s") ->
     return result
 
 
-_DURATION_RE = re.compile(r"\s*(\d+(?:\.\d*)?|\.\d+)\s*([A-Za-z]*)\s*")
+_DURATION_RE = re.compile(r"\s*([0-9]+(?:\.[0-9]*)?|\.[0-9]+)\s*([A-Za-z]*)\s*")  # ASCII digits only
 
 
 def parse_duration(text: str, time_unit: str = "s") -> int | float:

@@ -30,8 +30,9 @@ import orjson
 from cep.event import Event
 from cep.units import TIME_UNITS, check_time_unit
 
-_NUMBER = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?")
-_INTEGER = re.compile(r"[+-]?\d+")
+# numbers are ASCII: "٣" (an Arabic-Indic digit) is text, not 3
+_NUMBER = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+_INTEGER = re.compile(r"[+-]?[0-9]+")
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 
 

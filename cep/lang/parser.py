@@ -235,6 +235,9 @@ def _syntax_issue(e: UnexpectedInput, text: str) -> Issue:
         loc = ast.Loc(e.line or 1, e.column or 1)
         if ch in ("'", '"'):
             return Issue(loc, "unterminated string")
+        if ch.isdigit():
+            return Issue(loc, f"unexpected character '{_printable(ch)}' (numbers are written with the "
+                              "ASCII digits 0-9)")
         return Issue(loc, f"unexpected character '{_printable(ch)}'")
     line = getattr(e, "line", 1) or 1
     col = getattr(e, "column", 1) or 1
