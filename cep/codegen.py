@@ -18,11 +18,13 @@ base utility with no import from the rest of cep, so every layer may use it.
 
 from __future__ import annotations
 
+import functools
 import linecache
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from itertools import count
 from operator import itemgetter
+from types import CodeType
 from typing import Any
 
 _MAX_KEPT = 4096
@@ -52,9 +54,30 @@ def define(label: str, source: str, entry: str, env: dict[str, Any] | None = Non
                 break
         _label_uses[label] = n
     namespace: dict[str, Any] = {} if env is None else env
-    exec(compile(source, filename, "exec"), namespace)  # noqa: S102 - the one place generated code is run
+    exec(_compiled(source, filename), namespace)  # noqa: S102 - the one place generated code is run
     _remember(filename, label, source)
     return namespace[entry]
+
+
+@functools.lru_cache(maxsize=_MAX_KEPT)
+def _compile_once(source: str) -> CodeType:
+    return compile(source, "<cep>", "exec")
+
+
+def _named(code: CodeType, filename: str) -> CodeType:
+    consts = tuple(_named(c, filename) if isinstance(c, CodeType) else c for c in code.co_consts)
+    return code.replace(co_filename=filename, co_consts=consts)
+
+
+def _compiled(source: str, filename: str) -> CodeType:
+    """``compile(source, filename)``, compiling each distinct source once (issue 12).
+
+    ``compile`` is the most expensive step of checking a pattern, and patterns repeat
+    shapes: an AND window's k(k-1) pair predicates are one source, files of similar
+    patterns share their filters.  The cached code object gets ``filename`` (its
+    nested functions too), so tracebacks still name the function.
+    """
+    return _named(_compile_once(source), filename)
 
 
 def _remember(filename: str, label: str, source: str) -> None:

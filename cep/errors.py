@@ -9,9 +9,13 @@ offending source line and a caret under the column.  (A bad input record is
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from cep.lang.ast import Loc
+
+MAX_REPORTED = 50  # diagnostics printed per command; the rest are counted, not shown
+LINE_WINDOW = 120  # characters of a long source line quoted around the column
 
 
 @dataclass(frozen=True)
@@ -28,8 +32,37 @@ class Diagnostic:
         head = f"{self.file}:{self.loc.line}:{self.loc.col}: {prefix}{self.message}"
         if not self.source_line:
             return head
-        caret = " " * max(self.loc.col - 1, 0) + "^"
-        return f"{head}\n    {self.source_line}\n    {caret}"
+        line, col = _window(self.source_line, max(self.loc.col - 1, 0))
+        return f"{head}\n    {line}\n    {' ' * col}^"
+
+
+def _window(line: str, col: int) -> tuple[str, int]:
+    """At most ``LINE_WINDOW`` characters of ``line`` around ``col`` (0-based), and the caret's column.
+
+    Why: a machine-written pattern may put megabytes on one line; quoting it whole under each
+    of many errors printed gigabytes.
+    """
+    if len(line) <= LINE_WINDOW:
+        return line, col
+    start = max(0, min(col - LINE_WINDOW // 2, len(line) - LINE_WINDOW))
+    end = start + LINE_WINDOW
+    head = "..." if start > 0 else ""
+    tail = "..." if end < len(line) else ""
+    return head + line[start:end] + tail, col - start + len(head)
+
+
+def format_diagnostics(diagnostics: Iterable[Diagnostic], limit: int = MAX_REPORTED) -> str:
+    """The diagnostics, one block each, the first ``limit`` of them; then how many were left out."""
+    out: list[str] = []
+    left = 0
+    for d in diagnostics:
+        if len(out) < limit:
+            out.append(d.format())
+        else:
+            left += 1
+    if left:
+        out.append(f"... and {left} more diagnostic(s) not shown")
+    return "\n".join(out)
 
 
 @dataclass
@@ -39,7 +72,7 @@ class PatternError(Exception):
     diagnostics: list[Diagnostic] = field(default_factory=list)
 
     def __str__(self) -> str:
-        return "\n".join(d.format() for d in self.diagnostics)
+        return format_diagnostics(self.diagnostics)
 
     @property
     def errors(self) -> list[Diagnostic]:

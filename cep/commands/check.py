@@ -18,7 +18,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import TextIO
 
-from cep.errors import Diagnostic, PatternError
+from cep.errors import Diagnostic, PatternError, format_diagnostics
 from cep.exit_codes import EXIT_OK, EXIT_PATTERN
 from cep.lang import ast
 from cep.lang.gcq import ID_ATTR, CompiledPattern
@@ -129,8 +129,8 @@ def _check(paths: Sequence[str], out: TextIO | None, err: TextIO | None) -> int:
             count += 1
     if summaries:
         out.write("\n\n".join(summaries) + "\n")
-    for d in diagnostics:
-        err.write(d.format() + "\n")
+    if diagnostics:
+        err.write(format_diagnostics(diagnostics) + "\n")
     errors = sum(1 for d in diagnostics if d.severity == "error")
     warnings_n = len(diagnostics) - errors
     if errors:

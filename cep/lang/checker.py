@@ -19,6 +19,10 @@ from cep.lang.suggest import hint
 AGGREGATES = ("count", "sum", "avg", "min", "max", "first", "last")
 """Kleene-plus aggregate functions ([phase 2]); no other function exists."""
 
+MAX_ELEMENTS = 32
+"""Elements per SEQ/AND: the compiled query has a window predicate per pair of AND elements
+(k(k-1) of them) and planning grows faster still; real patterns have a handful of elements."""
+
 STRATEGIES = ("skip_till_any_match", "skip_till_next_match", "strict_contiguity")
 """Event-selection strategies of ``USING`` ([phase 2])."""
 
@@ -66,6 +70,11 @@ class _Checker:
 
     # ------------------------------------------------------------ structure
     def structure(self, s: ast.Structure, top: bool) -> None:
+        if len(s.elements) > MAX_ELEMENTS:
+            self.error(s.elements[MAX_ELEMENTS].loc,
+                       f"{s.op} has {len(s.elements)} elements: at most {MAX_ELEMENTS} are allowed "
+                       "(split the pattern)")
+            return
         if s.op == "AND":
             first_of: dict[str, ast.Loc] = {}
             for el in s.elements:

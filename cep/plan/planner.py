@@ -88,13 +88,20 @@ def build_gjt_pair(
                 trial.update((q, preds[q]) for q in g)
             return reduce_gcq(atoms, trial).acyclic
 
+        # The search for the longest fitting prefix gallops (1, 2, 4, ... groups, then bisects the
+        # last step): when most predicates go residual (an AND window over k aliases has k(k-1)/2
+        # pairs, of which k-1 fit in a tree) each residual costs one acyclicity test, not log(k^2).
         i = 0
         while i < len(glist):
             rest = glist[i:]
             if ok(rest):
                 lo = len(rest)
             else:
-                lo, hi = 0, len(rest) - 1  # rest[:lo] fits; rest (all) does not
+                lo, step = 0, 1  # rest[:lo] fits; rest (all) does not
+                while lo + step < len(rest) and ok(rest[:lo + step]):
+                    lo += step
+                    step *= 2
+                hi = min(lo + step, len(rest)) - 1  # rest[:hi + 1] does not fit
                 while lo < hi:
                     mid = (lo + hi + 1) // 2
                     if ok(rest[:mid]):
