@@ -167,3 +167,19 @@ def test_nothing_in_the_code_unpickles():
         for f in (root / folder).rglob("*.py"):
             text = f.read_text()
             assert "pickle.load" not in text, f
+
+
+def test_parser_tables_are_cached_in_a_private_directory(tmp_path, monkeypatch):
+    """Lark's default cache is a pickle under a predictable name in the shared temp dir."""
+    import stat
+
+    from cep.lang.grammar_cache import lark_cache
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "c"))
+    path = lark_cache()
+    assert isinstance(path, str) and path.startswith(str(tmp_path / "c" / "cep"))
+    assert stat.S_IMODE(os.stat(tmp_path / "c" / "cep").st_mode) == 0o700
+    os.chmod(tmp_path / "c" / "cep", 0o777)  # anyone could plant a file: no cache at all
+    assert lark_cache() is False
+    r = cep("check", CARD_FILE, env={"XDG_CACHE_HOME": str(tmp_path / "d")})
+    assert r.returncode == 0 and list((tmp_path / "d" / "cep").iterdir())

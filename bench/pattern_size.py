@@ -1,0 +1,148 @@
+"""How ``cep check`` scales with the size of its input (issue 12): ``python -m bench.pattern_size``.
+
+Why: a careless or hostile pattern file (an AND over 1,000 types, 50,000 nested calls, a 1.2 MB
+line, 10,000 patterns) must be checked in time and memory about linear in its size, with bounded
+output.  Each input is checked in a child process of its own (``cep.commands.check.run_check``,
+stdout/stderr counted, not kept); the table gives seconds, peak memory, bytes printed and the
+scaling exponent between consecutive sizes (log time ratio / log size ratio: 1 is linear).
+``--base DIR`` runs every input also against another checkout (e.g. the commit before) in the
+same run, interleaved, for before/after ratios; a run past ``--timeout`` is reported as such.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+_CHILD = r"""
+import io, json, sys, time
+class Count(io.TextIOBase):
+    n = 0
+    def write(self, s):
+        self.n += len(s); return len(s)
+from cep.commands.check import run_check
+out, err = Count(), Count()
+t0 = time.perf_counter()
+rc = run_check([sys.argv[1]], out, err)
+el = time.perf_counter() - t0
+hwm = 0
+for line in open("/proc/self/status"):
+    if line.startswith("VmHWM:"):
+        hwm = int(line.split()[1]) // 1024
+print(json.dumps({"seconds": el, "rc": rc, "printed": out.n + err.n, "peak_mb": hwm}))
+"""
+
+
+def many(n: int) -> str:
+    """``n`` ordinary patterns (card testing with varied names and constants)."""
+    return "".join(
+        f"PATTERN p{i}\n  SEQ(Txn s1, Txn s2, Txn big)\n"
+        f"  WHERE s1.amount < {100 + i % 50} AND s2.amount < 100 AND big.amount > {400 + i % 7}\n"
+        f"  PARTITION BY card\n  WITHIN {1 + i % 3} hour\n"
+        "  EMIT s1.card AS card, s1.ts AS first_ts, big.amount AS amount\n\n"
+        for i in range(n)
+    )
+
+
+def and_types(k: int) -> str:
+    return "PATTERN p\n  AND(" + ", ".join(f"T{i} e{i}" for i in range(k)) + ")\n  WITHIN 1 h\n"
+
+
+def nested_calls(d: int) -> str:
+    return "PATTERN p\n  SEQ(A a, B b)\n  WHERE " + "f(" * d + "a.x" + ")" * d + " > 1\n"
+
+
+def long_line(m: int) -> str:
+    return "PATTERN p\n  SEQ(A a, B b)\n  WHERE " + " OR ".join(f"a.x{i} > {i}" for i in range(m)) + "\n"
+
+
+FAMILIES: dict[str, tuple[Callable[[int], str], list[int]]] = {
+    "ordinary patterns in one file": (many, [1000, 2500, 10000]),
+    "AND over k types, WITHIN": (and_types, [8, 16, 32, 1000]),
+    "nested calls f(f(...))": (nested_calls, [1000, 5000, 50000]),
+    "one long WHERE line (conjuncts)": (long_line, [6000, 20000, 60000]),
+}
+
+
+def measure(path: Path, tree: Path, timeout: float) -> dict:
+    env = dict(os.environ, PYTHONPATH=str(tree))
+    t0 = time.perf_counter()
+    try:
+        r = subprocess.run([sys.executable, "-c", _CHILD, str(path)], capture_output=True, env=env,
+                           timeout=timeout, cwd=str(tree))
+    except subprocess.TimeoutExpired:
+        return {"seconds": None, "timeout": timeout}
+    if r.returncode != 0:
+        return {"seconds": None, "error": r.stderr.decode()[-300:]}
+    res = json.loads(r.stdout.decode().strip().splitlines()[-1])
+    res["wall"] = time.perf_counter() - t0
+    return res
+
+
+def fmt(res: dict) -> str:
+    if res.get("seconds") is None:
+        return f"> {res['timeout']:.0f} s (stopped)" if "timeout" in res else "failed"
+    return f"{res['seconds']:.2f} s, {res['peak_mb']} MB, {res['printed']:,} B out, exit {res['rc']}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "pattern_size"))
+    ap.add_argument("--base", default=None, help="another checkout to compare with, interleaved")
+    ap.add_argument("--timeout", type=float, default=120.0)
+    ap.add_argument("--families", default=None, help="comma list of family numbers (1-4)")
+    args = ap.parse_args(argv)
+    out = Path(args.out)
+    (out / "data").mkdir(parents=True, exist_ok=True)
+    chosen = list(FAMILIES.items())
+    if args.families:
+        chosen = [chosen[int(i) - 1] for i in args.families.split(",")]
+    rows = []
+    for name, (gen, sizes) in chosen:
+        prev = None
+        for n in sizes:
+            path = out / "data" / f"{gen.__name__}_{n}.cep"
+            if not path.exists():
+                path.write_text(gen(n))
+            size = path.stat().st_size
+            res = measure(path, ROOT, args.timeout)
+            base = measure(path, Path(args.base), args.timeout) if args.base else None
+            slope = ""
+            if prev is not None and res.get("seconds") and prev[1].get("seconds") and res["rc"] == 0:
+                slope = f"{math.log(res['seconds'] / prev[1]['seconds']) / math.log(size / prev[0]):.2f}"
+            rows.append((name, n, size, res, base, slope))
+            print(f"{name} n={n} ({size:,} B): {fmt(res)}" + (f" | base: {fmt(base)}" if base else ""),
+                  flush=True)
+            prev = (size, res)
+    lines = ["# cep check: time and memory against pattern size", "",
+             f"`python -m bench.pattern_size{' --base ' + args.base if args.base else ''}`, "
+             f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, load average {os.getloadavg()[0]:.1f} "
+             f"on {os.cpu_count()} cores.", "",
+             "| input | n | bytes | this tree | exponent | " + ("base | ratio |" if args.base else ""),
+             "|---|---|---|---|---|" + ("---|---|" if args.base else "")]
+    for name, n, size, res, base, slope in rows:
+        cells = [name, f"{n:,}", f"{size:,}", fmt(res), slope]
+        if args.base:
+            ratio = ""
+            if base and base.get("seconds") and res.get("seconds"):
+                ratio = f"{base['seconds'] / res['seconds']:.1f}x faster"
+            elif base and base.get("timeout") and res.get("seconds"):
+                ratio = f"> {base['timeout'] / res['seconds']:.0f}x faster"
+            cells += [fmt(base) if base else "", ratio]
+        lines.append("| " + " | ".join(cells) + " |")
+    (out / "results.md").write_text("\n".join(lines) + "\n")
+    print(f"wrote {out / 'results.md'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
