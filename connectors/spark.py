@@ -1,6 +1,6 @@
 """cep on Spark Structured Streaming: ``detect(events, patterns, ...)`` -> a DataFrame of composite events.
 
-Why this shape: the engine core (``cep.runtime.engine.Engine``) is a plain Python object whose state pickles, so Spark
+Why this shape: the engine core (``cep.runtime.engine.Engine``) is a plain Python object whose state is plain data (``Engine.dumps()``: versioned JSON, no pickle), so Spark
 only has to (1) route every input record to the group(s) that need it and (2) keep one engine state per group in
 its state store. A group is ``(pattern, key group)``, a key group being a hash bucket of partition key values.
 The compiler's partition analysis (``CompiledPattern.partition_vars`` and each atom's ``attrs``) says which

@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import os
 import random
+import subprocess
+import sys
 
 import orjson
 import pytest
-from cephelp import PATTERNS, cep, lines, multiset
+from cephelp import PATTERNS, ROOT, cep, lines, multiset
 
 CARD = str(PATTERNS / "card_testing.pattern")
 
@@ -158,4 +160,20 @@ def test_resume_on_a_grown_input_goes_on(stopped):
     with open(inp, "ab") as f:
         f.write(b'{"type":"Txn","ts":1800000000,"card":"c1","amount":5}\n')
     r = cep("run", CARD, "-i", inp, "-o", out, "--checkpoint", ck, "-q")
+    assert r.returncode == 0, r.stderr
+
+
+def test_stdin_and_stdout_are_compared_too(files):
+    d, inp, data = files
+    with open(inp, "ab") as out:  # cep run -i v.jsonl >> v.jsonl would read its own output forever
+        r = subprocess.run([sys.executable, "-m", "cep.cli", "run", CARD, "-i", str(inp)], stdout=out,
+                           stderr=subprocess.PIPE, cwd=str(ROOT), timeout=60)
+    assert r.returncode == 1 and b"-o - (stdout)" in r.stderr and inp.read_bytes() == data
+    with open(inp, "rb") as src:  # cep run < v.jsonl -o v.jsonl
+        r = subprocess.run([sys.executable, "-m", "cep.cli", "run", CARD, "-o", str(inp)], stdin=src,
+                           capture_output=True, cwd=str(ROOT), timeout=60)
+    assert r.returncode == 1 and b"-i - (stdin)" in r.stderr and inp.read_bytes() == data
+    with open(d / "both.jsonl", "wb") as out:  # matches and late records may share stdout
+        r = subprocess.run([sys.executable, "-m", "cep.cli", "run", CARD, "-i", str(inp), "--late-output", "-",
+                            "-q"], stdout=out, stderr=subprocess.PIPE, cwd=str(ROOT), timeout=60)
     assert r.returncode == 0, r.stderr

@@ -27,12 +27,16 @@ class Role(NamedTuple):
     writes: bool  # opened for writing (truncated, appended to or replaced)
 
 
-def _identity(spec: str) -> tuple | None:
-    """What makes two names one file: (dev, ino) of a regular file, or the resolved path of a new one."""
-    if spec == "-" or spec.startswith("kafka://"):
+def _identity(spec: str, writes: bool) -> tuple | None:
+    """What makes two names one file: (dev, ino) of a regular file, or the resolved path of a new one.
+
+    ``-`` is stdin (reading) or stdout (writing): ``cep run -i v.jsonl >> v.jsonl`` would read
+    its own output forever, and ``cep run < v.jsonl -o v.jsonl`` would truncate its input.
+    """
+    if spec.startswith("kafka://"):
         return None
     try:
-        st = os.stat(spec)
+        st = os.fstat(1 if writes else 0) if spec == "-" else os.stat(spec)
     except FileNotFoundError:
         return ("new", os.path.realpath(spec))
     except OSError:
@@ -55,15 +59,21 @@ def check_checkpoint_path(spec: str) -> None:
                         "replaced by rename)")
 
 
+def _show(role: Role) -> str:
+    if role.spec == "-":
+        return f"{role.option} - ({'stdout' if role.writes else 'stdin'})"
+    return f"{role.option} {role.spec}"
+
+
 def check_roles(roles: list[Role]) -> None:
     """Raise ``PathClash`` naming the first two roles that share a file where one of them writes."""
     seen: dict[tuple, Role] = {}
     for role in roles:
-        ident = _identity(role.spec)
+        ident = _identity(role.spec, role.writes)
         if ident is None:
             continue
         other = seen.get(ident)
-        if other is not None and (other.writes or role.writes):
-            raise PathClash(f"{other.option} {other.spec} and {role.option} {role.spec} name the same file: "
+        if other is not None and (other.writes or role.writes) and not (other.spec == role.spec == "-"):
+            raise PathClash(f"{_show(other)} and {_show(role)} name the same file: "
                             "refusing to overwrite it (name different files)")
         seen.setdefault(ident, role)
