@@ -41,7 +41,7 @@ class BadRecord(ValueError):
 
 
 # ---------------------------------------------------------------------------
-# exact integers (spec section 5): orjson reads an integer beyond 64 bits as a float
+# exact integers (docs/language.md section 5): orjson reads an integer beyond 64 bits as a float
 # (``100000000000000000000001`` -> ``1e23``), so a record where orjson gave a float
 # at least that large is parsed again by the stdlib, which keeps every integer exact.
 
