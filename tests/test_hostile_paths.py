@@ -112,7 +112,7 @@ def stopped(files):
     assert ref.returncode == 0
     out, ck = d / "out.jsonl", d / "run.ckpt"
     r = cep("run", CARD, "-i", inp, "-o", out, "--checkpoint", ck, "--checkpoint-every", "100",
-            "--max-records", "900", "-q")
+            "--test-stop-after", "900", "-q")
     assert r.returncode == 0, r.stderr
     assert out.stat().st_size > 0
     return d, inp, data, out, ck, lines(ref.stdout)
