@@ -33,3 +33,13 @@ def test_compile_print_compile_is_the_same_query(text):
     printed = format_pattern(p)
     (p2,) = parse_text(printed)
     assert summary(compile_pattern(p)) == summary(compile_pattern(p2))
+
+
+def test_item_text_with_double_quotes_and_a_keyword_survives_printing():
+    # found by hypothesis: the text ``a.sIN("w")`` cannot be re-spaced (``sIN`` is one word), and the
+    # canonical form quotes with ' -- the printer keeps the user's quotes in the canonical form
+    text = 'PATTERN p\n  AND(A a, B b)\n  EMIT a.x, a.s IN ("w")\n'
+    (p,) = parse_text(text)
+    (p2,) = parse_text(format_pattern(p))
+    assert [i.text for i in p2.emit] == [i.text for i in p.emit] == ["a.x", 'a.sIN("w")']
+    assert summary(compile_pattern(p)) == summary(compile_pattern(p2))

@@ -123,6 +123,12 @@ def _respaced(text: str) -> str:
     return out
 
 
+def _with_quotes_of(body: str, text: str) -> str:
+    """``body`` with its string literals replaced, in order, by the literals written in ``text``."""
+    written = iter(m.group() for m in _TOKEN_RE.finditer(text) if m.group()[0] in "'\"")
+    return _TOKEN_RE.sub(lambda m: next(written, m.group()) if m.group()[0] in "'\"" else m.group(), body)
+
+
 def format_item(item: ast.EmitItem) -> str:
     """One EMIT item, printed so that its text survives a round trip when it can."""
     if item.star is not None:
@@ -133,12 +139,15 @@ def format_item(item: ast.EmitItem) -> str:
 
     body = format_expr(item.expr)
     if item_text(body) != item.text and item.text:
-        candidate = _respaced(item.text)
-        try:
-            if item_text(candidate) == item.text and parse_expr(candidate) == item.expr:
-                body = candidate
-        except PatternError:
-            pass
+        # the user's own spelling, re-spaced; else the canonical form with the user's string
+        # quotes (``a.s IN ("w")`` has the text ``a.sIN("w")``, which no re-spacing can split)
+        for candidate in (_respaced(item.text), _with_quotes_of(body, item.text)):
+            try:
+                if item_text(candidate) == item.text and parse_expr(candidate) == item.expr:
+                    body = candidate
+                    break
+            except PatternError:
+                pass
     return f"{body} AS {item.name}" if item.name is not None else body
 
 
