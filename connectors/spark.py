@@ -375,6 +375,15 @@ def _json_default(v: Any) -> Any:
 # ---------------------------------------------------------------------------------------------- public API
 
 
+def kafka_position():
+    """The position column of a Kafka record, ``<topic>/<partition>/<offset>``: ``cep run``'s Kafka position
+    (``cep.io.kafka.record_position``), so both paths give a record, and so a composite event, the same id."""
+    from pyspark.sql import functions as F
+
+    return F.concat_ws("/", F.col("topic"), F.col("partition").cast("string"), F.col("offset").cast("string"))
+
+
+
 def detect(
     events,
     patterns,
@@ -392,7 +401,8 @@ def detect(
     ``events`` either has a ``value`` column holding each record as JSON (string or binary, as from Kafka or a
     text source) or is a structured DataFrame whose columns are the record's fields (turned into JSON here).
     Each record also needs a position, which names it in composite-event ids: a ``pos`` string column, or
-    Kafka's ``partition`` and ``offset`` columns (``pos = "p<partition>:<offset>"``, as ``cep run`` on Kafka).
+    Kafka's ``topic``, ``partition`` and ``offset`` columns (``pos = "<topic>/<partition>/<offset>"``, as
+    ``cep run`` on Kafka).
 
     ``patterns``: pattern file path(s), pattern text, or a ``PatternSpec``. ``lateness`` is in time units.
     ``key_groups``: hash buckets of partition key values (the unit of state and of parallelism; fixed for the
@@ -416,11 +426,11 @@ def detect(
         value = F.to_json(F.struct(*[F.col(f"`{c}`") for c in data]))
     if "pos" in cols:
         pos = F.col("pos").cast("string")
-    elif {"partition", "offset"} <= cols:
-        pos = F.concat(F.lit("p"), F.col("partition").cast("string"), F.lit(":"), F.col("offset").cast("string"))
+    elif {"topic", "partition", "offset"} <= cols:
+        pos = kafka_position()
     else:
-        raise SparkPathError("detect() needs each record's position: a 'pos' column, or Kafka's 'partition' "
-                             "and 'offset' columns (composite-event ids are derived from positions)")
+        raise SparkPathError("detect() needs each record's position: a 'pos' column, or Kafka's 'topic', "
+                             "'partition' and 'offset' columns (composite-event ids are derived from positions)")
     routed = events.select(pos.alias("pos"), value.alias("value")).mapInPandas(_route_batches(spec), ROUTE_SCHEMA)
     routed = routed.withColumn("evt", F.timestamp_micros("tus"))
     delay_ms = int(-(-spec.lateness * TIME_US[spec.time_unit] // 1000)) + 1

@@ -80,10 +80,9 @@ def read_input(spark, spec: str, max_per_batch: int | None):
         if max_per_batch:
             r = r.option("maxOffsetsPerTrigger", str(max_per_batch))
         df = r.load()
-        return df.select(
-            F.concat(F.lit("p"), F.col("partition").cast("string"), F.lit(":"), F.col("offset").cast("string"))
-            .alias("pos"),
-            F.col("value").cast("string").alias("value"))
+        from cep.connectors.spark import kafka_position
+
+        return df.select(kafka_position().alias("pos"), F.col("value").cast("string").alias("value"))
     path = Path(spec)
     if not path.is_dir():
         raise FileNotFoundError(f"input directory {spec} does not exist (cep spark reads a directory of "
