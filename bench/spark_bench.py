@@ -132,11 +132,11 @@ def cli_rows(events: list[dict], work: Path, broker, tin: str, lateness: str, ro
     return rows
 
 
-def start_broker(events: list[dict], work: Path):
+def start_broker(events: list[dict], work: Path, partitions: int = 3):
     from cep.connectors.broker import KafkaBroker
     from kafka import KafkaProducer
 
-    b = KafkaBroker(work / "broker", partitions=3).start()
+    b = KafkaBroker(work / "broker", partitions=partitions).start()
     tin = b.create_topic("bench-in")
     p = KafkaProducer(bootstrap_servers=b.bootstrap, acks="all", linger_ms=20, batch_size=256 * 1024)
     t0 = time.perf_counter()
@@ -162,6 +162,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-kafka", action="store_true")
     ap.add_argument("--lateness", default="120", help="--lateness of the cep run rows (default 120 s)")
     ap.add_argument("--repeat", type=int, default=1, help="repeat the cep run rows")
+    ap.add_argument("--topic-partitions", type=int, default=3, help="partitions of the input topic")
     ap.add_argument("--baseline-root", default=None,
                     help="a checkout of another cep version: its cep run rows are run interleaved with these")
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
@@ -180,7 +181,7 @@ def main(argv: list[str] | None = None) -> int:
         work = Path(tmp)
         broker, tin = None, None
         if not args.no_kafka:
-            broker, tin, row = start_broker(events, work)
+            broker, tin, row = start_broker(events, work, args.topic_partitions)
             results.append(row)
             print(json.dumps(row), flush=True)
         try:
