@@ -21,6 +21,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import uuid
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -89,34 +90,53 @@ def spark_child(args: argparse.Namespace) -> None:
     spark.stop()
 
 
-def cli_rows(events: list[dict], work: Path, broker, tin: str) -> list[dict]:
+def _timed_cli(args: list[str], root: Path) -> tuple[float, str]:
+    """Wall time and stderr of one ``cep`` process run from the checkout ``root``."""
+    env = {**os.environ, "PYTHONPATH": str(root) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    t0 = time.perf_counter()
+    r = subprocess.run([sys.executable, "-m", "cep.cli", *args], check=True, cwd=root, env=env,
+                       capture_output=True, text=True)
+    return time.perf_counter() - t0, r.stderr
+
+
+def _late(stderr: str) -> int | None:
+    import re
+
+    m = re.search(r"cep: \d+ records \((\d+) late", stderr)
+    return int(m.group(1)) if m else None
+
+
+def cli_rows(events: list[dict], work: Path, broker, tin: str, lateness: str, root: Path = ROOT,
+             tag: str = "") -> list[dict]:
+    """``cep run`` file->file, Kafka->file and Kafka->Kafka; ``root``: the checkout whose cep runs."""
     rows = []
     inp = work / "cli-input.jsonl"
     inp.write_text("".join(json.dumps(e) + "\n" for e in events))
-    t0 = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "cep.cli", "run", PATTERN, "-i", str(inp), "-o", str(work / "cli.out"),
-                    "-q"], check=True, cwd=ROOT)
-    el = time.perf_counter() - t0
+    el, err = _timed_cli(["run", PATTERN, "-i", str(inp), "-o", str(work / "cli.out"), "--lateness", lateness],
+                         root)
     outs = sum(1 for _ in open(work / "cli.out"))
-    rows.append({"path": "cep run file->file", "events": len(events), "outputs": outs, "seconds": round(el, 2),
-                 "events_per_s": round(len(events) / el)})
+    rows.append({"path": f"cep run file->file{tag}", "events": len(events), "outputs": outs, "late": _late(err),
+                 "seconds": round(el, 2), "events_per_s": round(len(events) / el)})
     if broker is not None:
-        tout = broker.create_topic("bench-cli-out")
-        t0 = time.perf_counter()
-        subprocess.run([sys.executable, "-m", "cep.cli", "run", PATTERN, "-i",
-                        f"kafka://{broker.bootstrap}/{tin}?from=earliest&until=end", "-o",
-                        f"kafka://{broker.bootstrap}/{tout}", "-q"], check=True, cwd=ROOT)
-        el = time.perf_counter() - t0
-        rows.append({"path": "cep run kafka->kafka", "events": len(events), "seconds": round(el, 2),
-                     "events_per_s": round(len(events) / el)})
+        src = f"kafka://{broker.bootstrap}/{tin}?from=earliest&until=end"
+        el, err = _timed_cli(["run", PATTERN, "-i", src, "-o", str(work / "cli-kafka.out"), "--lateness", lateness],
+                             root)
+        outs = sum(1 for _ in open(work / "cli-kafka.out"))
+        rows.append({"path": f"cep run kafka->file{tag}", "events": len(events), "outputs": outs,
+                     "late": _late(err), "seconds": round(el, 2), "events_per_s": round(len(events) / el)})
+        tout = broker.create_topic(f"bench-cli-out-{uuid.uuid4().hex[:6]}")
+        el, err = _timed_cli(["run", PATTERN, "-i", src, "-o", f"kafka://{broker.bootstrap}/{tout}",
+                              "--lateness", lateness], root)
+        rows.append({"path": f"cep run kafka->kafka{tag}", "events": len(events), "late": _late(err),
+                     "seconds": round(el, 2), "events_per_s": round(len(events) / el)})
     return rows
 
 
-def start_broker(events: list[dict], work: Path):
+def start_broker(events: list[dict], work: Path, partitions: int = 3):
     from cep.connectors.broker import KafkaBroker
     from kafka import KafkaProducer
 
-    b = KafkaBroker(work / "broker", partitions=3).start()
+    b = KafkaBroker(work / "broker", partitions=partitions).start()
     tin = b.create_topic("bench-in")
     p = KafkaProducer(bootstrap_servers=b.bootstrap, acks="all", linger_ms=20, batch_size=256 * 1024)
     t0 = time.perf_counter()
@@ -140,6 +160,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--partitions", default="2,8", help="comma list of state partitions")
     ap.add_argument("--no-spark", action="store_true")
     ap.add_argument("--no-kafka", action="store_true")
+    ap.add_argument("--lateness", default="120", help="--lateness of the cep run rows (default 120 s)")
+    ap.add_argument("--repeat", type=int, default=1, help="repeat the cep run rows")
+    ap.add_argument("--topic-partitions", type=int, default=3, help="partitions of the input topic")
+    ap.add_argument("--baseline-root", default=None,
+                    help="a checkout of another cep version: its cep run rows are run interleaved with these")
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--work", help=argparse.SUPPRESS)
     ap.add_argument("--bootstrap", help=argparse.SUPPRESS)
@@ -156,7 +181,7 @@ def main(argv: list[str] | None = None) -> int:
         work = Path(tmp)
         broker, tin = None, None
         if not args.no_kafka:
-            broker, tin, row = start_broker(events, work)
+            broker, tin, row = start_broker(events, work, args.topic_partitions)
             results.append(row)
             print(json.dumps(row), flush=True)
         try:
@@ -178,18 +203,24 @@ def main(argv: list[str] | None = None) -> int:
                         for ln in lines:
                             results.append(json.loads(ln))
                             print(ln, flush=True)
-            for row in cli_rows(events, work, broker, tin):
-                results.append(row)
-                print(json.dumps(row), flush=True)
+            for rep in range(args.repeat):
+                runs = [(ROOT, "")]
+                if args.baseline_root:  # interleaved with the candidate: ratios within one run
+                    runs.insert(0, (Path(args.baseline_root), " (baseline)"))
+                for root, tag in runs:
+                    for row in cli_rows(events, work, broker, tin, args.lateness, root, tag):
+                        row["repeat"] = rep
+                        results.append(row)
+                        print(json.dumps(row), flush=True)
         finally:
             if broker is not None:
                 broker.stop()
-    print("\n| path | local cores | state partitions | micro-batches | events | outputs | seconds | events/s |\n"
-          "|---|---|---|---|---|---|---|---|")
+    print("\n| path | local cores | state partitions | micro-batches | events | outputs | late | seconds | events/s |\n"
+          "|---|---|---|---|---|---|---|---|---|")
     for r in results:
         print(f"| {r['path']} | {r.get('cores', '-')} | {r.get('partitions', '-')} | {r.get('batches', '-')} | "
-              f"{r['events']} | {r.get('outputs', '-') if r.get('outputs', -1) >= 0 else '-'} | {r['seconds']} | "
-              f"{r['events_per_s']:,} |")
+              f"{r['events']} | {r.get('outputs', '-') if r.get('outputs', -1) >= 0 else '-'} | "
+              f"{r.get('late', '-')} | {r['seconds']} | {r['events_per_s']:,} |")
     return 0
 
 

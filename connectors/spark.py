@@ -375,6 +375,63 @@ def _json_default(v: Any) -> Any:
 # ---------------------------------------------------------------------------------------------- public API
 
 
+# the JSON form of timestamps in structured input: ISO-8601 with microseconds and the offset (Z in UTC), which
+# ``cep run`` reads exactly (an integer when a whole number of time units)
+TIMESTAMP_JSON = "yyyy-MM-dd'T'HH:mm:ss.SSSSSSXXX"
+TIMESTAMP_NTZ_JSON = "yyyy-MM-dd'T'HH:mm:ss.SSSSSS"
+
+
+def input_records(events, spec: PatternSpec):
+    """``events`` as ``(pos, value)``: each record's position and its JSON text, as ``cep run`` reads it.
+
+    JSON text when ``events`` has a string or binary ``value`` column and no column named like the time field;
+    otherwise each row's columns other than the position columns are the record (``to_json``): integer columns
+    give JSON integers and floating ones JSON floats (``5`` stays ``5``, ``5.0`` stays ``5.0``, as ``cep run``
+    keeps a file's number forms), a timestamp column gives an ISO-8601 time with microseconds (UTC offset; a
+    timestamp without time zone is read as UTC), a null column is an absent field (as Spark's JSON writer).
+    """
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import BinaryType, StringType
+
+    cols = set(events.columns)
+    if "pos" in cols:
+        pos, pos_cols = F.col("pos").cast("string"), {"pos"}
+    elif {"topic", "partition", "offset"} <= cols:
+        pos, pos_cols = kafka_position(), {"topic", "partition", "offset"}
+    else:
+        raise SparkPathError("detect() needs each record's position: a 'pos' column, or Kafka's 'topic', "
+                             "'partition' and 'offset' columns (composite-event ids are derived from positions)")
+    value_type = events.schema["value"].dataType if "value" in cols else None
+    if isinstance(value_type, (StringType, BinaryType)) and spec.time_field not in cols:
+        value = F.col("value").cast("string")
+    else:
+        data = [c for c in events.columns if c not in pos_cols]
+        if spec.time_field not in data:
+            raise SparkPathError(f"detect() needs the records: a JSON 'value' column, or a column per field "
+                                 f"including the time field {spec.time_field!r} (columns: {', '.join(data)})")
+        value = F.to_json(F.struct(*[F.col(f"`{c}`") for c in data]),
+                          {"timestampFormat": TIMESTAMP_JSON, "timestampNTZFormat": TIMESTAMP_NTZ_JSON})
+    return events.select(pos.alias("pos"), value.alias("value"))
+
+
+def typed_match(out, match_schema: str | None):
+    """The ``match`` column as a struct of ``match_schema`` (a DDL string), or left as JSON text without one."""
+    if match_schema is None:
+        return out
+    from pyspark.sql import functions as F
+
+    return out.withColumn("match", F.from_json(F.col("match"), match_schema))
+
+
+def kafka_position():
+    """The position column of a Kafka record, ``<topic>/<partition>/<offset>``: ``cep run``'s Kafka position
+    (``cep.io.kafka.record_position``), so both paths give a record, and so a composite event, the same id."""
+    from pyspark.sql import functions as F
+
+    return F.concat_ws("/", F.col("topic"), F.col("partition").cast("string"), F.col("offset").cast("string"))
+
+
+
 def detect(
     events,
     patterns,
@@ -386,85 +443,124 @@ def detect(
     lateness: int | float = 0,
     on_error: str = "fail",
     key_groups: int = 64,
+    match_schema: str | None = None,
 ):
     """Composite events of ``patterns`` over the streaming (or batch) DataFrame ``events``.
 
-    ``events`` either has a ``value`` column holding each record as JSON (string or binary, as from Kafka or a
-    text source) or is a structured DataFrame whose columns are the record's fields (turned into JSON here).
-    Each record also needs a position, which names it in composite-event ids: a ``pos`` string column, or
-    Kafka's ``partition`` and ``offset`` columns (``pos = "p<partition>:<offset>"``, as ``cep run`` on Kafka).
+    ``events`` is either JSON text (a string or binary ``value`` column, as from Kafka or a text source, and no
+    ``time_field`` column) or a structured DataFrame whose columns are the record's fields, the time field a
+    number or a timestamp (see ``input_records``). Each record also needs a position, which names it in
+    composite-event ids: a ``pos`` string column, or Kafka's ``topic``, ``partition`` and ``offset`` columns
+    (``pos = "<topic>/<partition>/<offset>"``, as ``cep run`` on Kafka).
 
     ``patterns``: pattern file path(s), pattern text, or a ``PatternSpec``. ``lateness`` is in time units.
     ``key_groups``: hash buckets of partition key values (the unit of state and of parallelism; fixed for the
     life of a checkpoint).
-    Returns a DataFrame with columns pattern, op, id, match (JSON), key, value (the ``cep run`` output line).
+    ``match_schema``: a DDL string (``"card string, first_ts long, amount double"``) to get ``match`` as a
+    struct of those typed fields (``from_json``: a field missing or of another type is null); without it
+    ``match`` is the JSON text.
+    Returns a DataFrame with columns pattern, op, id, match, key, value (the ``cep run`` output line).
     """
     from pyspark.sql import functions as F
     from pyspark.sql.streaming.state import GroupStateTimeout
-    from pyspark.sql.types import BinaryType
 
     spec = patterns if isinstance(patterns, PatternSpec) else pattern_spec(
         patterns, time_unit=time_unit, type_field=type_field, time_field=time_field, op_field=op_field,
         lateness=lateness, on_error=on_error, key_groups=key_groups)
-    cols = set(events.columns)
-    if "value" in cols:
-        value = F.col("value")
-        if isinstance(events.schema["value"].dataType, BinaryType):
-            value = value.cast("string")
-    else:
-        data = [c for c in events.columns if c not in ("pos", "partition", "offset")]
-        value = F.to_json(F.struct(*[F.col(f"`{c}`") for c in data]))
-    if "pos" in cols:
-        pos = F.col("pos").cast("string")
-    elif {"partition", "offset"} <= cols:
-        pos = F.concat(F.lit("p"), F.col("partition").cast("string"), F.lit(":"), F.col("offset").cast("string"))
-    else:
-        raise SparkPathError("detect() needs each record's position: a 'pos' column, or Kafka's 'partition' "
-                             "and 'offset' columns (composite-event ids are derived from positions)")
-    routed = events.select(pos.alias("pos"), value.alias("value")).mapInPandas(_route_batches(spec), ROUTE_SCHEMA)
+    routed = input_records(events, spec).mapInPandas(_route_batches(spec), ROUTE_SCHEMA)
     routed = routed.withColumn("evt", F.timestamp_micros("tus"))
     delay_ms = int(-(-spec.lateness * TIME_US[spec.time_unit] // 1000)) + 1
     if not events.isStreaming:
-        return routed.groupBy("g", "kg").applyInPandas(_batch_handler(spec), OUT_SCHEMA)
+        return typed_match(routed.groupBy("g", "kg").applyInPandas(_batch_handler(spec), OUT_SCHEMA), match_schema)
     routed = routed.withWatermark("evt", f"{delay_ms} milliseconds")
-    return routed.groupBy("g", "kg").applyInPandasWithState(
-        _handler(spec), OUT_SCHEMA, STATE_SCHEMA, "append", GroupStateTimeout.EventTimeTimeout)
+    return typed_match(routed.groupBy("g", "kg").applyInPandasWithState(
+        _handler(spec), OUT_SCHEMA, STATE_SCHEMA, "append", GroupStateTimeout.EventTimeTimeout), match_schema)
 
 
 # ---------------------------------------------------------------------------------------------- session
 
 
-def repo_root() -> str:
-    return str(Path(__file__).resolve().parent.parent)
+# cep's settings for a session; anything the deployment gives (spark-submit, spark-defaults.conf,
+# PYSPARK_SUBMIT_ARGS) wins over these
+SESSION_DEFAULTS = {
+    "spark.ui.showConsoleProgress": "false",
+    "spark.sql.session.timeZone": "UTC",
+    "spark.sql.execution.arrow.pyspark.enabled": "true",
+    "spark.sql.streaming.stateStore.stateSchemaCheck": "true",
+}
+ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
+LOCAL_DEFAULTS = {"spark.ui.enabled": "false", "spark.driver.memory": "2g"}  # a local session only
 
 
-def make_session(master: str = "local[2]", state_partitions: int = 4, *, kafka: bool = True,
+def given_spark_conf() -> dict[str, str]:
+    """The Spark settings the deployment gives, before cep adds its own.
+
+    Under ``spark-submit`` (or with a running SparkContext) the driver JVM already holds them: its ``SparkConf``.
+    Otherwise ``spark-submit`` is about to be launched by PySpark: ``$SPARK_CONF_DIR/spark-defaults.conf`` (or
+    ``$SPARK_HOME/conf/``), then ``--master``/``--conf`` in ``PYSPARK_SUBMIT_ARGS``, then ``MASTER``, as
+    spark-submit reads them.
+    """
+    from pyspark import SparkConf, SparkContext
+
+    if SparkContext._jvm is not None or os.environ.get("PYSPARK_GATEWAY_PORT"):
+        SparkContext._ensure_initialized()
+        return dict(SparkConf().getAll())
+    conf: dict[str, str] = {}
+    conf_dir = os.environ.get("SPARK_CONF_DIR") or (
+        os.path.join(os.environ["SPARK_HOME"], "conf") if os.environ.get("SPARK_HOME") else None)
+    defaults = Path(conf_dir, "spark-defaults.conf") if conf_dir else None
+    if defaults is not None and defaults.is_file():
+        for line in defaults.read_text().splitlines():
+            line = line.strip()
+            if line and not line.startswith("#"):
+                k, _, v = line.replace("\t", " ").partition(" ")
+                conf[k] = v.strip()
+    import shlex
+
+    args = shlex.split(os.environ.get("PYSPARK_SUBMIT_ARGS", ""))
+    for i, a in enumerate(args[:-1]):
+        if a == "--master":
+            conf["spark.master"] = args[i + 1]
+        elif a == "--conf" and "=" in args[i + 1]:
+            k, _, v = args[i + 1].partition("=")
+            conf[k] = v
+    if "spark.master" not in conf and os.environ.get("MASTER"):
+        conf["spark.master"] = os.environ["MASTER"]
+    return conf
+
+
+def make_session(master: str | None = None, state_partitions: int | None = None, *, kafka: bool = True,
                  rocksdb: bool = True, app: str = "cep", extra: dict[str, str] | None = None):
-    """A SparkSession set up for cep: workers can import cep, state partitions, UTC, Kafka connector jars."""
+    """A SparkSession set up for cep: state partitions, UTC, RocksDB state, Kafka connector jars.
+
+    The deployment decides: a master or setting given by ``spark-submit``, ``spark-defaults.conf`` or
+    ``PYSPARK_SUBMIT_ARGS`` is kept; cep only fills in what is not set. ``master`` (an explicit argument, e.g.
+    ``cep spark --master``) wins; with none given anywhere the master is ``local[*]``. ``state_partitions``
+    (``spark.sql.shuffle.partitions``, default 4) likewise. On a local master the Python workers are this
+    interpreter (``PYSPARK_PYTHON``, unless set); on a cluster the executors need cep and its dependencies:
+    ship them with ``python -m cep.connectors.pack`` (docs/kafka-spark.md, "Deploying on a cluster").
+    """
     from pyspark.sql import SparkSession
 
-    root = repo_root()
-    pp = os.environ.get("PYTHONPATH", "")
-    if root not in pp.split(os.pathsep):
-        os.environ["PYTHONPATH"] = root + (os.pathsep + pp if pp else "")
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    b = (SparkSession.builder.master(master).appName(app)
-         .config("spark.ui.enabled", "false")
-         .config("spark.ui.showConsoleProgress", "false")
-         .config("spark.sql.shuffle.partitions", str(state_partitions))
-         .config("spark.sql.session.timeZone", "UTC")
-         .config("spark.sql.execution.arrow.pyspark.enabled", "true")
-         .config("spark.driver.memory", "2g")
-         .config("spark.sql.streaming.stateStore.stateSchemaCheck", "true"))
+    given = given_spark_conf()
+    master = master or given.get("spark.master") or "local[*]"
+    wanted = dict(SESSION_DEFAULTS)
+    if master.startswith("local[") or master == "local":
+        wanted.update(LOCAL_DEFAULTS)
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    wanted["spark.sql.shuffle.partitions"] = str(state_partitions or 4)
     if rocksdb:
-        b = b.config("spark.sql.streaming.stateStore.providerClass",
-                     "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider")
+        wanted["spark.sql.streaming.stateStore.providerClass"] = ROCKSDB
+    b = SparkSession.builder.master(master).appName(given.get("spark.app.name", app))
+    for k, v in wanted.items():
+        if k not in given or (k == "spark.sql.shuffle.partitions" and state_partitions):
+            b = b.config(k, v)
     if kafka:
         from cep.connectors import jars
 
         jars.check_spark_version()
-        b = b.config("spark.jars", ",".join(jars.spark_kafka_jars()))
+        have = [j for j in given.get("spark.jars", "").split(",") if j]
+        b = b.config("spark.jars", ",".join(have + jars.spark_kafka_jars()))
     for k, v in (extra or {}).items():
         b = b.config(k, v)
     spark = b.getOrCreate()

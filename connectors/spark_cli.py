@@ -33,7 +33,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--key-groups", type=int, default=64,
                    help="hash buckets of partition key values, the unit of state (default 64); fixed for the "
                         "life of a checkpoint, and an upper bound on useful state partitions")
-    p.add_argument("--master", default="local[*]", help="Spark master (default local[*])")
+    p.add_argument("--master", default=None,
+                   help="Spark master; default: the one spark-submit or the Spark configuration gives, else local[*]")
     p.add_argument("--type-field", default="type")
     p.add_argument("--time-field", default="ts")
     p.add_argument("--time-unit", default="s", choices=list(TIME_UNITS))
@@ -80,10 +81,9 @@ def read_input(spark, spec: str, max_per_batch: int | None):
         if max_per_batch:
             r = r.option("maxOffsetsPerTrigger", str(max_per_batch))
         df = r.load()
-        return df.select(
-            F.concat(F.lit("p"), F.col("partition").cast("string"), F.lit(":"), F.col("offset").cast("string"))
-            .alias("pos"),
-            F.col("value").cast("string").alias("value"))
+        from cep.connectors.spark import kafka_position
+
+        return df.select(kafka_position().alias("pos"), F.col("value").cast("string").alias("value"))
     path = Path(spec)
     if not path.is_dir():
         raise FileNotFoundError(f"input directory {spec} does not exist (cep spark reads a directory of "
@@ -161,12 +161,13 @@ def main(argv: list[str] | None = None) -> int:
         err.write(f"cep spark: error: {e}\n")
         return EXIT_OTHER
     stored = checkpoint_state_partitions(args.checkpoint)
-    parts = args.state_partitions or stored or 4
+    parts = args.state_partitions or stored  # None: what the Spark configuration gives, else 4
     if stored is not None and args.state_partitions and args.state_partitions != stored:
         err.write(f"cep spark: note: checkpoint {args.checkpoint} was created with {stored} state partitions; "
                   f"Spark keeps {stored} (start a new checkpoint to change it)\n")
         parts = stored
     spark = make_session(args.master, parts, kafka=kafka, rocksdb=not args.no_rocksdb, app="cep spark")
+    parts = int(spark.conf.get("spark.sql.shuffle.partitions"))
     t0 = time.monotonic()
     try:
         q = start_query(spark, args)

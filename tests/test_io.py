@@ -264,8 +264,9 @@ def test_engine_failure_names_the_record_and_keeps_output(tmp_path, monkeypatch)
     import cep.runtime.engine
 
     class Boom:
-        def __init__(self, patterns, lateness=0):
+        def __init__(self, patterns, lateness=0, *, own_watermark=True):
             self.stats, self.matches_emitted, self.retained_events = {}, {}, 0
+            self.lateness, self.own_watermark = lateness, own_watermark
 
         def push(self, e):
             if e.pos == "2":

@@ -9,6 +9,7 @@ is a clear error, not a hang.
 from __future__ import annotations
 
 import json
+import random
 import re
 from collections import Counter
 
@@ -23,6 +24,7 @@ from kafka_fixture import (
     new_topic,
     produce,
     run_cep,
+    write_jsonl,
 )
 
 pytestmark = [pytest.mark.kafka, need_kafka]
@@ -64,8 +66,8 @@ def test_source_reads_every_partition_and_resumes_from_a_position(kafka_broker, 
     src.close()
     got = first + rest
     assert len(got) == len(events)
-    assert len({pos for pos, _ in got}) == len(events)  # each record once, named p<partition>:<offset>
-    assert all(pos.startswith("p") and ":" in pos for pos, _ in got)
+    assert len({pos for pos, _ in got}) == len(events)  # each record once, named <topic>/<partition>/<offset>
+    assert all(pos.split("/")[0] == topic and len(pos.split("/")) == 3 for pos, _ in got)
     assert Counter(json.loads(raw)["ts"] for _, raw in got) == Counter(e["ts"] for e in events)
 
 
@@ -187,3 +189,118 @@ def test_sink_waits_for_acknowledgements_in_batches_not_per_record(kafka_broker)
     finally:
         sink.close()  # exit: everything acknowledged
     assert sorted(v["n"] for _, v in consume_all(kafka_broker, out)) == list(range(7))
+
+
+# ------------------------------------------------------------------------------ event time across partitions
+
+
+def produce_to(broker, topic: str, by_partition: dict[int, list[dict]]) -> None:
+    """Produce each partition's events, in the given order, to that partition."""
+    from kafka import KafkaProducer
+
+    p = KafkaProducer(bootstrap_servers=broker.bootstrap, acks="all", linger_ms=5)
+    try:
+        for part, events in by_partition.items():
+            for e in events:
+                p.send(topic, partition=part, value=json.dumps(e).encode())
+        p.flush(timeout=60)
+    finally:
+        p.close()
+
+
+def skewed_partitions(events: list[dict], parts: int, lateness: int, seed: int) -> dict[int, list[dict]]:
+    """Events split over partitions, each partition in time order up to a disorder within ``lateness``."""
+    rnd = random.Random(seed)
+    out: dict[int, list[dict]] = {p: [] for p in range(parts)}
+    for e in events:
+        out[rnd.randrange(parts)].append(e)
+    for evs in out.values():  # local disorder: swap neighbours less than the lateness apart
+        for i in range(len(evs) - 1):
+            if rnd.random() < 0.3 and evs[i + 1]["ts"] - evs[i]["ts"] <= lateness:
+                evs[i], evs[i + 1] = evs[i + 1], evs[i]
+    return out
+
+
+def summary_late(stderr: str) -> int:
+    m = re.search(r"cep: (\d+) records \((\d+) late", stderr)
+    assert m, stderr
+    return int(m.group(2))
+
+
+def test_partitions_read_out_of_step_give_the_file_result_and_nothing_late(kafka_broker, tmp_path):
+    # per-partition watermarks: a partition read ahead of another does not make the other's records late
+    lateness = 60
+    events = make_events(n=3000, seed=23)
+    parts = skewed_partitions(events, 3, lateness, seed=5)
+    topic = new_topic(kafka_broker, "skew", partitions=3)
+    produce_to(kafka_broker, topic, parts)
+    url = kafka_url(kafka_broker, topic, **{"from": "earliest", "until": "end"})
+
+    # the test means something: in the order the source delivers the records, one watermark over every
+    # partition (max time seen - lateness) would call many of them late
+    from cep.io.kafka import open_source
+
+    src = open_source(url)
+    order = [json.loads(raw)["ts"] for _, raw in src.records()]
+    src.close()
+    assert len(order) == len(events)
+    high, late_if_global = None, 0
+    for t in order:
+        if high is not None and t < high - lateness:
+            late_if_global += 1
+        high = t if high is None else max(high, t)
+    assert late_if_global > 100
+
+    out = tmp_path / "kafka.jsonl"
+    r = run_cep("run", *PATTERNS, "-i", url, "-o", str(out), "--lateness", str(lateness),
+                "--late-output", str(tmp_path / "late.jsonl"))
+    assert summary_late(r.stderr) == 0
+    assert (tmp_path / "late.jsonl").read_text() == ""
+    got = [json.loads(line) for line in out.read_text().splitlines()]
+
+    sorted_ref = file_reference(tmp_path, sorted(events, key=lambda e: e["ts"]), lateness=str(lateness))
+    unsorted = write_jsonl(tmp_path / "unsorted.jsonl", [e for p in sorted(parts) for e in parts[p]])
+    r = run_cep("run", *PATTERNS, "-i", str(unsorted), "--lateness", "1000 d")
+    unsorted_ref = [json.loads(line) for line in r.stdout.splitlines()]
+    assert len(sorted_ref) > 50
+    assert content(got) == content(sorted_ref) == content(unsorted_ref)
+    assert len({(o["id"], o["op"]) for o in got}) == len(got)
+
+
+def test_a_record_late_for_every_partition_is_counted_and_written(kafka_broker, tmp_path):
+    # every partition has moved past the record's time + lateness (the checkpoint keeps each partition's
+    # event time, so the resumed run judges it as one run would): it is late, counted, and written out
+    topic = new_topic(kafka_broker, "late", partitions=3)
+    t0 = 1_700_000_000
+    first = {p: [{"type": "Smoke", "ts": t0 + 100 * i + p, "area": f"a{p}", "detector": "D"} for i in range(5)]
+             for p in range(3)}
+    produce_to(kafka_broker, topic, first)
+    url = kafka_url(kafka_broker, topic, **{"from": "earliest", "until": "end"})
+    ck, out, late = tmp_path / "run.ckpt", tmp_path / "out.jsonl", tmp_path / "late.jsonl"
+    common = ["run", *PATTERNS, "-i", url, "-o", str(out), "--lateness", "30 s", "--late-output", str(late),
+              "--checkpoint", str(ck)]
+    r = run_cep(*common)
+    assert summary_late(r.stderr) == 0
+    stale = {"type": "Temperature", "ts": t0 + 10, "area": "a0", "celsius": 99}
+    fresh = {"type": "Temperature", "ts": t0 + 450, "area": "a1", "celsius": 99}
+    produce_to(kafka_broker, topic, {0: [stale], 1: [fresh]})
+    r = run_cep(*common)
+    assert summary_late(r.stderr) == 1
+    assert [json.loads(line) for line in late.read_text().splitlines()] == [stale]
+    matches = [json.loads(line) for line in out.read_text().splitlines()]
+    assert any(m["match"].get("area") == "a1" for m in matches)  # the fresh record was processed
+    assert not any(m["match"].get("area") == "a0" and m["match"].get("celsius") == 99 for m in matches)
+
+
+def test_equal_offsets_in_two_partitions_give_different_ids(kafka_broker, tmp_path):
+    topic = new_topic(kafka_broker, "ids", partitions=2)
+    t0 = 1_700_000_000
+    pair = [{"type": "Smoke", "ts": t0, "area": "lab", "detector": "D"},
+            {"type": "Temperature", "ts": t0 + 5, "area": "lab", "celsius": 80}]
+    produce_to(kafka_broker, topic, {0: pair, 1: [{**e, "ts": e["ts"] + 1000} for e in pair]})
+    out = tmp_path / "out.jsonl"
+    run_cep("run", PATTERNS[1], "-i", kafka_url(kafka_broker, topic, **{"from": "earliest", "until": "end"}),
+            "-o", str(out), "-q")
+    got = [json.loads(line) for line in out.read_text().splitlines()]
+    assert len(got) == 2  # one match per partition, from offsets 0 and 1 of each
+    assert got[0]["id"] != got[1]["id"]

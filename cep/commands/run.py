@@ -180,14 +180,17 @@ class _Run:
                     ckpt.verify_resume(state, o.checkpoint, self._input_file(), self._output_specs())
                 except ckpt.CheckpointError as e:
                     raise RunError(str(e)) from None
+        # a partitioned source (Kafka) owns the watermark: the minimum over its partitions (cep.io.watermarks)
+        partitioned = o.input.startswith("kafka://")
         if state is not None:
             try:
                 self.engine = Engine.loads(state.state, patterns)
             except Exception as e:  # noqa: BLE001 - StateError and any unreadable state
                 raise RunError(f"cannot restore checkpoint {o.checkpoint}: {e}") from None
+            self.engine.own_watermark = not partitioned
             self.prior_outputs = state.outputs
         else:
-            self.engine = Engine(patterns, lateness=lateness)
+            self.engine = Engine(patterns, lateness=lateness, own_watermark=not partitioned)
         self.start_counts = {k: dict(v) for k, v in getattr(self.engine, "matches_emitted", {}).items()}
 
         if o.fmt == "csv" and o.input.startswith("kafka://"):
@@ -221,7 +224,8 @@ class _Run:
         decode = make_decoder(o.type_field, o.time_field, o.time_unit, o.op_field)
         if o.fmt == "csv":
             decode = csv_decoder(decode)
-        push = self.engine.push
+        eng = self.engine
+        push = eng.push
         out = self.sinks["output"]
         keyed = not isinstance(out, StreamSink)
         if not keyed:
@@ -233,7 +237,31 @@ class _Run:
         # acknowledgement round trip (Kafka) says when it waits for one (``record_done``)
         flush = getattr(out, "record_done", out.flush)
         encode = encode_output
+
+        def emit(outs: list) -> int:
+            if keyed:
+                for x in outs:
+                    kf = keys.get(x.pattern)
+                    write_out(encode(x), kf(x) if kf is not None else None)
+            else:
+                for x in outs:
+                    write_line(encode(x))
+            flush()
+            return len(outs)
+
         skip = o.on_error == "skip"
+        # a partitioned source (Kafka): per-partition event time, the engine's watermark is the minimum
+        # over the active partitions minus the lateness; ticks (value None) say a partition went idle
+        clock = None
+        if eng.own_watermark:
+            stream = ((None, pos, raw) for pos, raw in src.records())
+        else:
+            stream = src.partitioned_records()
+            clock = src.clock
+            observe = clock.observe
+            lateness = eng.lateness
+            if clock.low is not None:
+                eng.advance_watermark(clock.low - lateness)
 
         bar = self._progress_bar()
         every = max(1, o.checkpoint_every) if o.checkpoint else None
@@ -251,10 +279,16 @@ class _Run:
         nout = 0
         self.t0 = time.perf_counter()
         try:
-            for pos, raw in src.records():
+            for part, pos, raw in stream:
+                if raw is None:  # a partition went idle: the watermark may move
+                    if clock.low is not None:
+                        nout += emit(eng.advance_watermark(clock.low - lateness))
+                    continue
                 n += 1
                 try:
                     ev = decode(pos, raw)
+                    if clock is not None and observe(part, ev.ts):
+                        nout += emit(eng.advance_watermark(clock.low - lateness))
                     outs = push(ev)
                 except BadRecord as e:
                     if type(raw) is bytes and not raw.strip():
@@ -288,15 +322,7 @@ class _Run:
                     where = f"input line {line}" if line is not None else f"input record {pos}"
                     raise RunError(f"{where}: internal error: {type(e).__name__}: {e}") from None
                 if outs:
-                    if keyed:
-                        for x in outs:
-                            kf = keys.get(x.pattern)
-                            write_out(encode(x), kf(x) if kf is not None else None)
-                    else:
-                        for x in outs:
-                            write_line(encode(x))
-                    flush()
-                    nout += len(outs)
+                    nout += emit(outs)
                 if n >= next_tick:
                     self.records = n
                     self.outputs = nout

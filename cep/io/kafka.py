@@ -2,18 +2,26 @@
 
 Why a thin layer: the run loop owns parsing, the engine, checkpoints and output formatting; this module only
 moves bytes. A source reads every partition of one topic by manual assignment (no consumer-group rebalancing, so
-a checkpoint's per-partition offsets are the whole truth) and yields ``("p<partition>:<offset>", value)``; its
-position is ``{"topic": T, "offsets": {"<partition>": next offset}}``. A sink produces each output line with
-the key the run loop gives it (the pattern's partition key), ``acks=all``.
+a checkpoint's per-partition offsets are the whole truth) and yields ``("<topic>/<partition>/<offset>", value)``
+(a position names one record of one topic: composite-event ids are hashes of positions); its position is
+``{"topic": T, "offsets": {"<partition>": next offset}, "clock": PartitionClock state}``. A sink produces each
+output line with the key the run loop gives it (the pattern's partition key), ``acks=all``.
 
-URLs: ``kafka://HOST:PORT[,HOST:PORT...]/TOPIC?group=G&from=earliest|latest&until=end``
+Event time is per partition (``cep.io.watermarks.PartitionClock``): the run loop reports each record's time to
+the source's clock, and the source tells it (a ``(partition, None, None)`` tick from ``partitioned_records``)
+when a partition goes idle, so the watermark is the minimum over the partitions that still have records to give.
+
+URLs: ``kafka://HOST:PORT[,HOST:PORT...]/TOPIC?group=G&from=earliest|latest&until=end&idle=SECONDS``
 
 * ``from``: where to start when there is neither a checkpoint nor a committed offset of ``group``
   (default ``latest``, as Kafka consumers do).
 * ``group``: offsets are committed to this consumer group at a clean close, and read from it at start when there
   is no checkpoint. The checkpoint, when there is one, wins.
 * ``until=end``: stop once every partition has been read to its end (for batch jobs and tests); by default the
-  source follows the topic until the run is interrupted.
+  source follows the topic until the run is interrupted. A partition read to its end has finished: it no longer
+  holds the watermark back.
+* ``idle``: seconds without a record after which a partition with no lag (read to its end offset) is idle and
+  left out of the watermark (default 10; Flink's ``withIdleness``).
 
 An unreachable broker or a missing topic raises ``KafkaConnectorError`` after a few bounded retries.
 """
@@ -25,6 +33,8 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from urllib.parse import parse_qs, unquote, urlsplit
+
+from cep.io.watermarks import PartitionClock
 
 RETRIES = 3
 RETRY_BACKOFF_S = 0.5
@@ -48,6 +58,7 @@ class KafkaURL:
     group: str | None = None
     start: str = "latest"
     until_end: bool = False
+    idle_s: float = 10.0
     options: dict[str, str] = field(default_factory=dict)
 
     @property
@@ -56,7 +67,7 @@ class KafkaURL:
 
 
 def parse_url(url: str) -> KafkaURL:
-    """``kafka://HOST:PORT[,HOST:PORT]/TOPIC?group=G&from=earliest|latest&until=end``."""
+    """``kafka://HOST:PORT[,HOST:PORT]/TOPIC?group=G&from=earliest|latest&until=end&idle=SECONDS``."""
     parts = urlsplit(url)
     if parts.scheme != "kafka":
         raise KafkaConnectorError(f"not a kafka:// URL: {url!r}")
@@ -69,7 +80,7 @@ def parse_url(url: str) -> KafkaURL:
         if not host or not port.isdigit():
             raise KafkaConnectorError(f"bad Kafka broker address {s!r} in {url!r} (want HOST:PORT)")
     q = {k: v[-1] for k, v in parse_qs(parts.query, keep_blank_values=True).items()}
-    known = {"group", "from", "until"}
+    known = {"group", "from", "until", "idle"}
     unknown = sorted(set(q) - known)
     if unknown:
         raise KafkaConnectorError(f"unknown Kafka URL option(s) {', '.join(unknown)} in {url!r} "
@@ -80,7 +91,13 @@ def parse_url(url: str) -> KafkaURL:
     until = q.get("until", "")
     if until not in ("", "end"):
         raise KafkaConnectorError(f"until= must be end, got {until!r}")
-    return KafkaURL(servers, topic, q.get("group") or None, start, until == "end", q)
+    try:
+        idle_s = float(q.get("idle", "10"))
+    except ValueError:
+        idle_s = -1.0
+    if not idle_s >= 0:
+        raise KafkaConnectorError(f"idle= must be a number of seconds >= 0, got {q.get('idle')!r}")
+    return KafkaURL(servers, topic, q.get("group") or None, start, until == "end", idle_s, q)
 
 
 _UNREACHABLE = {"NoBrokersAvailable", "KafkaConnectionError", "KafkaTimeoutError", "MetadataEmptyBrokerList"}
@@ -140,8 +157,17 @@ def _partitions(client, u: KafkaURL) -> list[int]:
     raise KafkaConnectorError(f"cannot read the metadata of Kafka topic {u.topic!r} at {u.where}: {last!r}")
 
 
+def record_position(topic: str, partition: int, offset: int) -> str:
+    """The position of one Kafka record: ``<topic>/<partition>/<offset>`` (topic names have no ``/``)."""
+    return f"{topic}/{partition}/{offset}"
+
+
 class KafkaSource:
-    """Every partition of one topic, read in offset order per partition; resumable by per-partition offsets."""
+    """Every partition of one topic, read in offset order per partition; resumable by per-partition offsets.
+
+    ``clock`` holds each partition's event-time progress (the run loop reports record times to it; this source
+    marks partitions idle), so the watermark is per partition.
+    """
 
     def __init__(self, url: str) -> None:
         from kafka import KafkaConsumer
@@ -155,6 +181,7 @@ class KafkaSource:
             request_timeout_ms=REQUEST_TIMEOUT_MS, bootstrap_timeout_ms=CONNECT_TIMEOUT_MS,
             max_poll_records=2000, fetch_max_wait_ms=200))
         self.partitions = _partitions(self.consumer, u)
+        self.clock = PartitionClock(self.partitions)
         self._next: dict[int, int] = {}
         self._seek_to: dict[int, int] | None = None
         self._started = False
@@ -194,26 +221,66 @@ class KafkaSource:
         return all(self.consumer.position(tp) >= ends.get(tp, 0) for tp in tps)
 
     def records(self) -> Iterator[tuple[str, bytes]]:
+        """``(position, value)`` of every record (idleness ticks left out)."""
+        for _p, pos, value in self.partitioned_records():
+            if value is not None:
+                yield pos, value
+
+    def partitioned_records(self) -> Iterator[tuple[int, str | None, bytes | None]]:
+        """``(partition, position, value)`` of every record, and ``(partition, None, None)`` when a partition
+        becomes idle (the caller reads ``clock.low`` again)."""
         if not self._started:
             self._start()
         u = self.url
+        topic = u.topic
+        last_seen = dict.fromkeys(self.partitions, time.monotonic())
         while not self._closed:
             batch = self.consumer.poll(timeout_ms=POLL_TIMEOUT_MS)
-            if not batch:
-                if u.until_end and self._at_end():
-                    return
-                continue
-            for tp in sorted(batch, key=lambda t: t.partition):
-                for rec in batch[tp]:
-                    self._next[tp.partition] = rec.offset + 1
-                    if rec.value is None:  # a tombstone carries no event
-                        continue
-                    yield f"p{tp.partition}:{rec.offset}", rec.value
+            if batch:
+                now = time.monotonic()
+                for tp in sorted(batch, key=lambda t: t.partition):
+                    p = tp.partition
+                    last_seen[p] = now
+                    for rec in batch[tp]:
+                        self._next[p] = rec.offset + 1
+                        if rec.value is None:  # a tombstone carries no event
+                            continue
+                        yield p, record_position(topic, p, rec.offset), rec.value
+            elif u.until_end and self._at_end():
+                return
+            yield from ((p, None, None) for p in self._newly_idle(last_seen, fresh=not batch))
+
+    def _newly_idle(self, last_seen: dict[int, float], fresh: bool) -> list[int]:
+        """Partitions that just became idle: no lag, and finished (``until=end``) or silent for ``idle``."""
+        clock = self.clock
+        candidates = [p for p in self.partitions if p not in clock.idle]
+        if not candidates:
+            return []
+        now = time.monotonic()
+        u = self.url
+        if not u.until_end:
+            candidates = [p for p in candidates if now - last_seen[p] >= u.idle_s]
+            if not candidates:
+                return []
+        tps = self._tps(candidates)
+        ends = {tp.partition: self.consumer.highwater(tp) for tp in tps}
+        if fresh and any(e is None for e in ends.values()):  # nothing fetched yet: ask the broker
+            listed = _retrying("list offsets", u.where, lambda: self.consumer.end_offsets(tps))
+            ends = {tp.partition: listed.get(tp) for tp in tps}
+        out = []
+        for tp in tps:
+            end = ends[tp.partition]
+            if end is not None and self.consumer.position(tp) >= end:
+                clock.set_idle(tp.partition)
+                out.append(tp.partition)
+        return out
 
     def position(self) -> dict:
         if not self._started:
-            return {"topic": self.url.topic, "offsets": {str(p): o for p, o in (self._seek_to or {}).items()}}
-        return {"topic": self.url.topic, "offsets": {str(p): o for p, o in sorted(self._next.items())}}
+            offsets = {str(p): o for p, o in (self._seek_to or {}).items()}
+        else:
+            offsets = {str(p): o for p, o in sorted(self._next.items())}
+        return {"topic": self.url.topic, "offsets": offsets, "clock": self.clock.state()}
 
     def seek(self, position) -> None:
         if not isinstance(position, dict) or "offsets" not in position:
@@ -222,6 +289,8 @@ class KafkaSource:
             raise KafkaConnectorError(f"the checkpoint was taken on Kafka topic {position.get('topic')!r}, "
                                       f"not {self.url.topic!r}")
         self._seek_to = {int(p): int(o) for p, o in position["offsets"].items()}
+        if "clock" in position:
+            self.clock.restore(position["clock"])
         if self._started:
             self._start()
 

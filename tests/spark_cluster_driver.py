@@ -1,0 +1,37 @@
+"""Driver program of the local-cluster test, run by ``spark-submit`` (tests/test_spark_deploy.py).
+
+It reports where the executors' Python workers import cep from, then runs ``cep spark`` (``spark_cli.main``)
+with no ``--master``: the master, the state partitions and the shipped archive all come from spark-submit.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+
+def where(batches):
+    import os
+    import sys
+
+    import pandas as pd
+
+    import cep
+
+    for _ in batches:
+        yield pd.DataFrame({"file": [cep.__file__], "exe": [sys.executable], "pid": [os.getpid()]})
+
+
+def main(argv: list[str]) -> int:
+    from cep.connectors.spark import make_session
+    from cep.connectors.spark_cli import main as cep_spark
+
+    spark = make_session(kafka=False)
+    print("MASTER " + spark.sparkContext.master, flush=True)
+    rows = spark.range(0, 4, 1, 4).mapInPandas(where, "file string, exe string, pid long").collect()
+    print("WORKERS " + json.dumps([r.asDict() for r in rows]), flush=True)
+    return cep_spark(argv)  # getOrCreate: the same session; stops it at the end
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
