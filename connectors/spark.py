@@ -31,6 +31,7 @@ record key, as ``cep run`` keys it: null without one) and ``value`` (the output 
 
 from __future__ import annotations
 
+import math
 import os
 import sys
 import uuid
@@ -134,6 +135,24 @@ def partition_attrs(cp) -> dict[str, tuple[str, ...]] | None:
         prev = by_type.setdefault(atom.type, attrs)
         if prev != attrs:
             return None
+    # gap elements (NOT, strategies): an event that may lie in a match's gap must meet the match's
+    # engine, so its type is routed by the gap attributes equated with the partition key
+    for gap in cp.gaps:
+        attrs_list = []
+        for v in cp.partition_vars:
+            found = None
+            for gattr, (ai, src) in zip(gap.key_attrs, gap.key_sources, strict=True):
+                atom = cp.atoms[ai]
+                if v in atom.vars and atom.attrs[atom.vars.index(v)] == src:
+                    found = gattr
+                    break
+            if found is None:
+                return None  # the gap's events are not keyed like the match: one group
+            attrs_list.append(found)
+        for t in gap.types:
+            prev = by_type.setdefault(t, tuple(attrs_list))
+            if prev != tuple(attrs_list):
+                return None
     return by_type
 
 
@@ -174,7 +193,8 @@ def _router(spec: PatternSpec):
     routes: dict[str, list[tuple[int, tuple[str, ...] | None]]] = {}
     for g, cp in enumerate(cps):
         attrs = partition_attrs(cp)
-        for t in dict.fromkeys(a.type for a in cp.atoms):
+        types = [a.type for a in cp.atoms] + [t for gap in cp.gaps for t in gap.types]
+        for t in dict.fromkeys(types):
             routes.setdefault(t, []).append((g, None if attrs is None else attrs[t]))
 
     def route(pos: str, value: str) -> list[tuple]:
@@ -240,11 +260,8 @@ _KEY_FNS: dict[tuple, list] = {}
 
 def _push_all(spec: PatternSpec, eng, g: int, pdfs) -> list[tuple]:
     """Push one group's rows of a micro-batch in event-time order; return the output rows."""
-    import orjson
-
     from cep.errors import LateEventError, UnknownRetractionError
     from cep.io.readers import make_decoder
-    from cep.io.writers import encode_output
 
     decode = make_decoder(spec.type_field, spec.time_field, spec.time_unit, spec.op_field)
     events = []
@@ -253,7 +270,6 @@ def _push_all(spec: PatternSpec, eng, g: int, pdfs) -> list[tuple]:
             events.append(decode(pos, value.encode()))
     # rows of a group arrive in no guaranteed order: event time, inserts before retractions of equal time
     events.sort(key=lambda e: (e.ts, e.op == "-"))
-    key_fn = _key_fns(spec)[g]
     rows: list[tuple] = []
     for ev in events:
         try:
@@ -265,11 +281,23 @@ def _push_all(spec: PatternSpec, eng, g: int, pdfs) -> list[tuple]:
                 continue
             raise SparkPathError(f"input record {ev.pos}: retraction of an event that was never "
                                  "inserted (or was already retracted or expired)") from None
-        for o in outs:
-            line = encode_output(o).decode().rstrip("\n")
-            kb = key_fn(o) if key_fn is not None else None
-            rows.append((o.pattern, o.op, o.id, orjson.dumps(o.match, default=_json_default).decode(),
-                         kb.decode() if kb is not None else None, line))
+        rows.extend(_rows(spec, g, outs))
+    return rows
+
+
+def _rows(spec: PatternSpec, g: int, outs: list) -> list[tuple]:
+    """Output rows of composite events (also those a watermark move decides: spec 7.4)."""
+    import orjson
+
+    from cep.io.writers import encode_output
+
+    key_fn = _key_fns(spec)[g]
+    rows: list[tuple] = []
+    for o in outs:
+        line = encode_output(o).decode().rstrip("\n")
+        kb = key_fn(o) if key_fn is not None else None
+        rows.append((o.pattern, o.op, o.id, orjson.dumps(o.match, default=_json_default).decode(),
+                     kb.decode() if kb is not None else None, line))
     return rows
 
 
@@ -322,10 +350,13 @@ def _handler(spec: PatternSpec):
         wm_ms = state.getCurrentWatermarkMs()
 
         eng = _engine_for(spec, g, kg, state)
+        rows: list[tuple] = []
         if wm_ms > 0:
-            # Spark's watermark is (max event time - lateness - 1 ms); the engine's is max - lateness
-            eng.advance_watermark(_from_us((wm_ms + 1) * 1000, factor))
-        rows = [] if state.hasTimedOut else _push_all(spec, eng, g, pdfs)
+            # Spark's watermark is (max event time - lateness - 1 ms); the engine's is max - lateness;
+            # moving it decides pending matches (spec 7.4)
+            rows = _rows(spec, g, eng.advance_watermark(_from_us((wm_ms + 1) * 1000, factor)))
+        if not state.hasTimedOut:
+            rows += _push_all(spec, eng, g, pdfs)
 
         if eng.retained_events == 0:
             if state.exists:
@@ -333,10 +364,15 @@ def _handler(spec: PatternSpec):
             _ENGINES.pop((spec.cache_id(), g, kg), None)
         else:
             _save(spec, g, kg, state, eng)
+            due = eng.next_decision_time()
             if cp.within is not None:
                 newest = max((e.ts for e in eng.events.values()), default=eng.max_ts)
                 deadline_ms = -(-int((newest + cp.within) * factor) // 1000) + 1
+                if due is not None:  # a pending match: wake up once the watermark decides it
+                    deadline_ms = min(deadline_ms, -(-int(due * factor) // 1000) + 1)
                 state.setTimeoutTimestamp(max(deadline_ms, wm_ms + 1))
+            elif due is not None:
+                state.setTimeoutTimestamp(max(-(-int(due * factor) // 1000) + 1, wm_ms + 1))
         if rows:
             yield pd.DataFrame(rows, columns=OUT_COLS)
 
@@ -353,7 +389,10 @@ def _batch_handler(spec: PatternSpec):
 
         g = int(key[0])
         cp = spec.compile()[g]
-        rows = _push_all(spec, Engine([cp], lateness=spec.lateness), g, [pdf])
+        eng = Engine([cp], lateness=spec.lateness)
+        rows = _push_all(spec, eng, g, [pdf])
+        # a static DataFrame is a bounded input: its end decides every pending match (spec 7.4)
+        rows += _rows(spec, g, eng.advance_watermark(math.inf))
         return pd.DataFrame(rows, columns=OUT_COLS)
 
     return fn

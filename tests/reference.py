@@ -1,4 +1,4 @@
-"""A brute-force reference evaluator written from docs/language.md alone (sections 1-5).
+"""A brute-force reference evaluator written from docs/language.md alone (sections 1-5, 7.1, 7.2, 7.4-7.6).
 
 It shares nothing with the engine but the parser (``cep.lang.parser.parse_text``
 for the syntax tree): expressions are evaluated by a tree walk here, matches
@@ -15,8 +15,13 @@ type/time/op fields) and returns
   retracted events: ``(pattern, positions, frozen match)`` keys, positions in
   structure (alias) order, 1-based record numbers as strings;
 * ``current``: the matches whose events are all still retained at the end
-  (``ts >= final watermark - w`` for a pattern with ``WITHIN w``); what the
-  engine's ``matches()`` and ``match_count()`` report.
+  (``ts >= final watermark - w`` for a pattern with ``WITHIN w``) and, for a
+  pattern with gap elements or a strategy, decided by the final watermark
+  (spec 7.4); what the engine's ``matches()`` and ``match_count()`` report.
+
+Matches are positive tuples (spec 3 and 7.6) filtered by the gap conditions of
+NOT elements (7.1, 7.2) and of the strategy (7.5), each checked by trying every
+event of the final multiset.
 
 A retraction removes the earliest inserted event still present that is equal
 to it in every field but op (numbers equal by value, booleans distinct from
@@ -246,10 +251,142 @@ def replay(records: list[dict], lateness: Any = 0, type_field: str = "type", tim
 # ----------------------------------------------------------------- matches
 
 
+def _positive_elements(s: ast.Structure) -> list[ast.Element]:
+    out: list[ast.Element] = []
+    for el in s.elements:
+        if el.kind == "nested":
+            out.extend(_positive_elements(el.nested))
+        elif el.kind == "event":
+            out.append(el)
+    return out
+
+
+def _times(s: ast.Structure, ts: dict[str, Any]) -> list[Any]:
+    """The times of a structure's positive events."""
+    return [ts[el.alias] for el in _positive_elements(s)]
+
+
+def _ordered(s: ast.Structure, ts: dict[str, Any]) -> bool:
+    """Spec 3 and 7.6: in a SEQ every event of a step is before every event of the next."""
+    steps = []
+    for el in s.elements:
+        if el.kind == "not":
+            continue
+        if el.kind == "nested":
+            if not _ordered(el.nested, ts):
+                return False
+            steps.append(_times(el.nested, ts))
+        else:
+            steps.append([ts[el.alias]])
+    if s.op == "SEQ":
+        return all(max(a) < min(b) for a, b in zip(steps, steps[1:], strict=False))
+    return True
+
+
+def _conjuncts(e: ast.Expr | None) -> list[ast.Expr]:
+    if e is None:
+        return []
+    if isinstance(e, ast.And):
+        return _conjuncts(e.left) + _conjuncts(e.right)
+    return [e]
+
+
+def _mentions(e: ast.Expr) -> set[str]:
+    if isinstance(e, ast.Attr):
+        return {e.alias}
+    out: set[str] = set()
+    for v in vars(e).values():
+        if isinstance(v, tuple):
+            for x in v:
+                if isinstance(x, (ast.Literal, ast.Attr, ast.Neg, ast.Arith, ast.Compare, ast.InList,
+                                  ast.And, ast.Or, ast.Not, ast.Call)):
+                    out |= _mentions(x)
+        elif isinstance(v, (ast.Literal, ast.Attr, ast.Neg, ast.Arith, ast.Compare, ast.InList,
+                            ast.And, ast.Or, ast.Not, ast.Call)):
+            out |= _mentions(v)
+    return out
+
+
+def _bind(env: dict, alias: str, e: RefEvent) -> dict:
+    env = {k: v for k, v in env.items() if k[0] != alias}
+    for k in e.fields:
+        env[(alias, k)] = e.fields[k]
+    env[(alias, "ts")] = e.ts
+    return env
+
+
+def _same_partition(p: ast.Pattern, env: dict, a: str, b: str) -> bool:
+    for attr in p.partition_by:
+        c = ast.Compare("=", ast.Attr(a, attr), ast.Attr(b, attr))
+        if truth(evaluate_expr(c, env)) is not True:
+            return False
+    return True
+
+
+def _gaps(p: ast.Pattern) -> list[tuple[ast.Element, list[ast.Element] | None, list[ast.Element] | None]]:
+    """Each NOT element of the outermost SEQ with the structures of its positive
+    neighbours (None: no neighbour on that side)."""
+    els = p.structure.elements
+    out = []
+    for i, el in enumerate(els):
+        if el.kind != "not":
+            continue
+        before = next((x for x in reversed(els[:i]) if x.kind != "not"), None)
+        after = next((x for x in els[i + 1:] if x.kind != "not"), None)
+        out.append((el, before, after))
+    return out
+
+
+def _neighbour_times(el: ast.Element | None, ts: dict[str, Any]) -> list[Any] | None:
+    if el is None:
+        return None
+    if el.kind == "nested":
+        return _times(el.nested, ts)
+    return [ts[el.alias]]
+
+
+def gap_ranges(p: ast.Pattern, combo_ts: dict[str, Any], w) -> list[tuple[ast.Element, Any, bool, Any, bool]]:
+    """Spec 7.1: (element, lo, lo inclusive, hi, hi inclusive) of each NOT element."""
+    all_ts = list(combo_ts.values())
+    out = []
+    for el, before, after in _gaps(p):
+        bt = _neighbour_times(before, combo_ts)
+        at = _neighbour_times(after, combo_ts)
+        lo, lo_incl = (max(bt), False) if bt is not None else (Fraction(max(all_ts)) - w, True)
+        hi, hi_incl = (min(at), False) if at is not None else (Fraction(min(all_ts)) + w, True)
+        out.append((el, lo, lo_incl, hi, hi_incl))
+    return out
+
+
+def _inside(t, lo, lo_incl, hi, hi_incl) -> bool:
+    t = Fraction(t)
+    lo, hi = Fraction(lo), Fraction(hi)
+    return (lo <= t if lo_incl else lo < t) and (t <= hi if hi_incl else t < hi)
+
+
+def decision_time(p: ast.Pattern, combo_ts: dict[str, Any], w) -> tuple[Any, bool] | None:
+    """Spec 7.4: (t, strict) such that the match is decided once the watermark is >= t
+    (> t when strict); None for a pattern that emits at once (no gap, no strategy)."""
+    ends: list[tuple[Any, bool]] = []
+    for _el, _lo, _li, hi, hi_incl in gap_ranges(p, combo_ts, w):
+        ends.append((Fraction(hi), hi_incl))
+    positives = _positive_elements(p.structure)
+    if p.using in ("skip_till_next_match", "strict_contiguity") and len(positives) >= 2:
+        ends.append((Fraction(combo_ts[positives[-1].alias]), False))
+    return max(ends) if ends else None
+
+
 def pattern_matches(p: ast.Pattern, events: list[RefEvent], time_unit: str = "s"):
-    """Every match of one pattern over a set of events: (events tuple, match dict)."""
-    elements = p.structure.elements
+    """Every match of one pattern over a set of events: (events tuple, match dict).
+
+    Positive tuples first (spec 3, 7.6), then the gap conditions of NOT elements
+    (7.1, 7.2) and of the strategy (7.5), each by trying every event.
+    """
+    elements = _positive_elements(p.structure)
     aliases = [el.alias for el in elements]
+    not_aliases = {el.alias for el, _, _ in _gaps(p)}
+    conjuncts = _conjuncts(p.where)
+    positive_where = [c for c in conjuncts if not (_mentions(c) & not_aliases)]
     w = duration(p.within, time_unit) if p.within is not None else None
     pools = [[e for e in events if e.type == el.type] for el in elements]
     out = []
@@ -257,28 +394,70 @@ def pattern_matches(p: ast.Pattern, events: list[RefEvent], time_unit: str = "s"
         if len({id(e) for e in combo}) != len(combo):
             continue  # one event cannot play two aliases (AND types differ; SEQ is strict)
         tss = [e.ts for e in combo]
-        if p.structure.op == "SEQ" and any(not tss[i] < tss[i + 1] for i in range(len(tss) - 1)):
+        ts_of = dict(zip(aliases, tss, strict=True))
+        if not _ordered(p.structure, ts_of):
             continue
         if w is not None and Fraction(max(tss)) - Fraction(min(tss)) > w:
             continue
         env = {}
         for a, e in zip(aliases, combo, strict=True):
-            for k in e.fields:
-                env[(a, k)] = e.fields[k]
-            env[(a, "ts")] = e.ts
+            env = _bind(env, a, e)
         ok = True
-        for attr in p.partition_by:
-            for i in range(len(aliases)):
-                for j in range(i + 1, len(aliases)):
-                    c = ast.Compare("=", ast.Attr(aliases[i], attr), ast.Attr(aliases[j], attr))
-                    if truth(evaluate_expr(c, env)) is not True:
-                        ok = False
+        for i in range(len(aliases)):
+            for j in range(i + 1, len(aliases)):
+                if not _same_partition(p, env, aliases[i], aliases[j]):
+                    ok = False
         if not ok:
             continue
-        if p.where is not None and truth(evaluate_expr(p.where, env)) is not True:
+        if any(truth(evaluate_expr(c, env)) is not True for c in positive_where):
+            continue
+        if not _gaps_hold(p, events, env, ts_of, w, conjuncts, aliases):
+            continue
+        if not _strategy_holds(p, events, env, combo, conjuncts, aliases):
             continue
         out.append((combo, build_match(p, aliases, combo, env)))
     return out
+
+
+def _gaps_hold(p, events, env, ts_of, w, conjuncts, aliases) -> bool:
+    """Spec 7.2: no event qualifies for any NOT element."""
+    for el, lo, lo_incl, hi, hi_incl in gap_ranges(p, ts_of, w):
+        mine = [c for c in conjuncts if el.alias in _mentions(c)]
+        for e in events:
+            if e.type != el.type or not _inside(e.ts, lo, lo_incl, hi, hi_incl):
+                continue
+            genv = _bind(env, el.alias, e)
+            if not all(_same_partition(p, genv, el.alias, a) for a in aliases):
+                continue
+            if all(truth(evaluate_expr(c, genv)) is True for c in mine):
+                return False
+    return True
+
+
+def _strategy_holds(p, events, env, combo, conjuncts, aliases) -> bool:
+    """Spec 7.5: skip_till_next_match and strict_contiguity, by their definitions."""
+    if p.using == "skip_till_next_match":
+        for i in range(1, len(aliases)):
+            allowed = set(aliases[: i + 1])
+            mine = [c for c in conjuncts if _mentions(c) <= allowed]
+            for e in events:
+                if e.type != combo[i].type or not combo[i - 1].ts < e.ts < combo[i].ts:
+                    continue
+                genv = _bind(env, aliases[i], e)
+                if not all(_same_partition(p, genv, aliases[i], a) for a in aliases[:i]):
+                    continue
+                if all(truth(evaluate_expr(c, genv)) is True for c in mine):
+                    return False
+    elif p.using == "strict_contiguity":
+        types = {e.type for e in combo}
+        for i in range(1, len(aliases)):
+            for e in events:
+                if e.type not in types or not combo[i - 1].ts < e.ts < combo[i].ts:
+                    continue
+                genv = _bind(env, "\0gap", e)
+                if all(_same_partition(p, genv, "\0gap", a) for a in aliases):
+                    return False
+    return True
 
 
 def build_match(p: ast.Pattern, aliases: list[str], combo, env) -> dict:
@@ -306,9 +485,14 @@ def evaluate(text: str, records: list[dict], lateness: Any = 0, type_field: str 
     current: Counter = Counter()
     for p in patterns:
         w = duration(p.within, time_unit) if p.within is not None else None
+        aliases = [el.alias for el in _positive_elements(p.structure)]
         for combo, match in pattern_matches(p, present, time_unit):
             key = (p.name, tuple(e.pos for e in combo), freeze_match(match))
             matches[key] += 1
-            if w is None or all(Fraction(e.ts) >= Fraction(wm) - w for e in combo):
-                current[key] += 1
+            if w is not None and not all(Fraction(e.ts) >= Fraction(wm) - w for e in combo):
+                continue
+            d = decision_time(p, {a: e.ts for a, e in zip(aliases, combo, strict=True)}, w)
+            if d is not None and not (Fraction(wm) > d[0] if d[1] else Fraction(wm) >= d[0]):
+                continue  # not decided yet at the final watermark
+            current[key] += 1
     return RefResult(late, bad, matches, current, wm, present)

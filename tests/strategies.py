@@ -1,4 +1,7 @@
-"""Hypothesis strategies: random v1 patterns and random event streams.
+"""Hypothesis strategies: random patterns and random event streams.
+
+``gap_patterns`` adds section 7: NOT elements in every position, strategies
+and nested structures.
 
 Patterns cover the whole v1 language: SEQ and AND with 1-4 elements, WHERE
 with equalities between aliases, inequalities with arithmetic and constants,
@@ -119,6 +122,40 @@ def _condition(draw, aliases: list[str], depth: int = 0) -> str:
     return f"({_condition(draw, aliases, depth + 1)} AND {_condition(draw, aliases, depth + 1)})"
 
 
+def _emit_clause(draw, aliases: list[str]) -> str:
+    """An optional EMIT clause over these aliases ("" for none)."""
+    if not draw(st.booleans()):
+        return ""
+    items = []
+    names = set()
+    starred = set()
+    for _ in range(draw(st.integers(1, 4))):
+        kind = draw(st.integers(0, 4))
+        a, at = _ref(draw, aliases)
+        if kind == 0:
+            if a in starred or any(n.startswith(f"{a}.") for n in names):
+                continue
+            starred.add(a)
+            items.append(f"{a}.*")
+            names.update(f"{a}.{x}" for x in ATTRS + ["type", "ts"])
+            continue
+        if kind == 1:
+            text = f"{a}.{at}"
+        elif kind == 2:
+            text = _num_expr(draw, aliases)
+        elif kind == 3:
+            text = _atom(draw, aliases)
+        else:
+            text = f"{a}.{at}"
+        alias_name = draw(st.sampled_from([None, "out", "v1", "v2", "first_ts"]))
+        out = alias_name if alias_name is not None else text.replace(" ", "")
+        if out in names or any(out.startswith(f"{s}.") for s in starred):
+            continue
+        names.add(out)
+        items.append(f"{text} AS {alias_name}" if alias_name else text)
+    return "  EMIT " + ", ".join(items) if items else ""
+
+
 @st.composite
 def patterns(draw, name: str = "p") -> str:
     """The text of one random v1 pattern."""
@@ -141,36 +178,67 @@ def patterns(draw, name: str = "p") -> str:
         clauses.append("  PARTITION BY " + ", ".join(attrs))
     if draw(st.booleans()):
         clauses.append("  WITHIN " + draw(st.sampled_from(["3", "5", "2 s", "4 seconds", "1 min", "1", "3 ms", "0.004 s", "2 sec", "1 h", "1 d"])))
-    if draw(st.booleans()):
-        items = []
-        names = set()
-        starred = set()
-        for _ in range(draw(st.integers(1, 4))):
-            kind = draw(st.integers(0, 4))
-            a, at = _ref(draw, aliases)
-            if kind == 0:
-                if a in starred or any(n.startswith(f"{a}.") for n in names):
-                    continue
-                starred.add(a)
-                items.append(f"{a}.*")
-                names.update(f"{a}.{x}" for x in ATTRS + ["type", "ts"])
-                continue
-            if kind == 1:
-                text = f"{a}.{at}"
-            elif kind == 2:
-                text = _num_expr(draw, aliases)
-            elif kind == 3:
-                text = _atom(draw, aliases)
+    emit = _emit_clause(draw, aliases)
+    if emit:
+        clauses.append(emit)
+    order = draw(st.permutations(clauses))
+    return "\n".join(lines + list(order)) + "\n"
+
+
+NOT_ALIASES = ["n", "m"]
+
+
+@st.composite
+def gap_patterns(draw, name: str = "g") -> str:
+    """The text of one random pattern of spec section 7: NOT elements in every position
+    (leading, middle, trailing, side by side), strategies, nested SEQ/AND structures."""
+    k = draw(st.integers(1, 3))
+    aliases = ALIASES[:k]
+    types = [draw(st.sampled_from(TYPES[:3])) for _ in range(k)]
+    parts = [f"{t} {a}" for t, a in zip(types, aliases, strict=True)]
+    nested = False
+    if k >= 2 and draw(st.integers(0, 3)) == 0:  # nest two neighbours
+        i = draw(st.integers(0, k - 2))
+        op = draw(st.sampled_from(["AND", "SEQ"]))
+        if op == "AND" and types[i] == types[i + 1]:
+            parts[i + 1] = f"D {aliases[i + 1]}"
+        parts[i:i + 2] = [f"{op}({parts[i]}, {parts[i + 1]})"]
+        nested = True
+    n_not = draw(st.sampled_from([0, 1, 1, 1, 2]))
+    nots = NOT_ALIASES[:n_not]
+    for na in nots:
+        pos = draw(st.integers(0, len(parts)))
+        parts.insert(pos, f"NOT {draw(st.sampled_from(TYPES[:3]))} {na}")
+    strategy = None
+    if not nested:
+        strategy = draw(st.sampled_from([None, None, "skip_till_any_match", "skip_till_next_match",
+                                         "strict_contiguity"]))
+        if strategy == "strict_contiguity" and nots:
+            strategy = "skip_till_next_match"
+    lines = [f"PATTERN {name}", f"  SEQ({', '.join(parts)})"]
+    clauses = []
+    conj = [_condition(draw, aliases) for _ in range(draw(st.sampled_from([0, 0, 1, 2])))]
+    for na in nots:
+        for _ in range(draw(st.sampled_from([0, 1, 1, 2]))):
+            if draw(st.booleans()):  # a join to the match: the index key, or a residual
+                a = draw(st.sampled_from(aliases))
+                at = draw(st.sampled_from(["x", "s", "x"]))
+                conj.append(f"{na}.{at} = {a}.{at}")
             else:
-                text = f"{a}.{at}"
-            alias_name = draw(st.sampled_from([None, "out", "v1", "v2", "first_ts"]))
-            out = alias_name if alias_name is not None else text.replace(" ", "")
-            if out in names or any(out.startswith(f"{s}.") for s in starred):
-                continue
-            names.add(out)
-            items.append(f"{text} AS {alias_name}" if alias_name else text)
-        if items:
-            clauses.append("  EMIT " + ", ".join(items))
+                conj.append(_condition(draw, [na] + draw(st.lists(st.sampled_from(aliases), max_size=1))))
+    if conj:
+        clauses.append("  WHERE " + " AND ".join(draw(st.permutations(conj))))
+    if draw(st.booleans()):
+        attrs = draw(st.lists(st.sampled_from(["x", "s", "f"]), min_size=1, max_size=2, unique=True))
+        clauses.append("  PARTITION BY " + ", ".join(attrs))
+    edge = bool(nots) and (parts[0].startswith("NOT") or parts[-1].startswith("NOT"))
+    if edge or draw(st.booleans()):
+        clauses.append("  WITHIN " + draw(st.sampled_from(["3", "5", "2 s", "1", "4", "3 ms", "0.004 s"])))
+    emit = _emit_clause(draw, aliases)
+    if emit:
+        clauses.append(emit)
+    if strategy is not None:
+        clauses.append(f"  USING {strategy}")
     order = draw(st.permutations(clauses))
     return "\n".join(lines + list(order)) + "\n"
 
@@ -284,3 +352,15 @@ def cases(draw, max_len: int = 28) -> Case:
     records = draw(streams(lateness, time_field, max_len))
     text = draw(pattern_files())
     return Case(text, records, lateness, time_field, time_unit)
+
+
+@st.composite
+def gap_cases(draw, max_len: int = 24) -> Case:
+    """Section 7 patterns (one, or one with a v1 pattern beside it) over random streams."""
+    lateness = draw(st.sampled_from([0, 0, 1, 2, 4]))
+    time_unit = draw(st.sampled_from(["s", "s", "s", "ms"]))
+    records = draw(streams(lateness, "ts", max_len))
+    text = draw(gap_patterns(name="g0"))
+    if draw(st.integers(0, 3)) == 0:
+        text += draw(st.sampled_from([draw(gap_patterns(name="g1")), draw(patterns(name="p1"))]))
+    return Case(text, records, lateness, "ts", time_unit)

@@ -316,10 +316,7 @@ def test_unknown_strategy():
 @pytest.mark.parametrize(
     ("text", "col", "message"),
     [
-        ("PATTERN p SEQ(A a, NOT B b, C c)", 20, "NOT element is not supported yet (phase 2)"),
         ("PATTERN p SEQ(A a, B+ b)", 20, "Kleene plus 'B+' is not supported yet (phase 2)"),
-        ("PATTERN p SEQ(A a, AND(B b, C c), D d)", 20, "nested AND(...) is not supported yet (phase 2)"),
-        ("PATTERN p SEQ(A a) USING strict_contiguity", 20, "USING is not supported yet (phase 2)"),
         ("PATTERN p SEQ(A a, B+ b) WHERE count(b) > 2", 32, "aggregate count() is not supported yet (phase 2)"),
         ("PATTERN p SEQ(A a, B+ b) EMIT SUM(b.x)", 31, "aggregate sum() is not supported yet (phase 2)"),
     ],
@@ -334,22 +331,71 @@ def test_phase2_constructs_are_rejected_at_their_location(text, col, message):
 
 def test_phase2_mixed_with_a_real_error_is_a_plain_pattern_error():
     with pytest.raises(PatternError) as info:
-        parse_text("PATTERN p SEQ(A a, NOT B b, C c) WHERE q.x = 1")
+        parse_text("PATTERN p SEQ(A a, B+ b, C c) WHERE q.x = 1")
     assert not isinstance(info.value, NotSupportedYet)
     assert [d.message for d in info.value.errors] == [
-        "NOT element is not supported yet (phase 2)",
+        "Kleene plus 'B+' is not supported yet (phase 2)",
         "unknown alias 'q'",
     ]
 
 
 def test_phase2_semantic_checks():
-    assert errors("PATTERN p SEQ(NOT A a, B b)", allow_phase2=True) == [(1, 15, "a leading NOT needs WITHIN")]
-    assert errors("PATTERN p SEQ(A a, NOT B b)", allow_phase2=True) == [(1, 20, "a trailing NOT needs WITHIN")]
-    assert errors("PATTERN p AND(A a, NOT B b)", allow_phase2=True) == [(1, 20, "NOT is only allowed inside SEQ")]
     assert errors("PATTERN p SEQ(A a, B+ b) WHERE count(b, a) > 1", allow_phase2=True) == [
         (1, 32, "count() takes one argument")
     ]
-    parse_text("PATTERN p SEQ(A a, NOT B b, C c) WITHIN 1 h", allow_phase2=True)
+
+
+# ------------------------------------------------- section 7: NOT, USING, nesting
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("PATTERN p SEQ(NOT A a, B b)", [(1, 15, "a leading NOT needs WITHIN (its gap ends at the window's edge)")]),
+        ("PATTERN p SEQ(A a, NOT B b)", [(1, 20, "a trailing NOT needs WITHIN (its gap ends at the window's edge)")]),
+        ("PATTERN p SEQ(A a, NOT B b, NOT C c)",
+         [(1, 20, "a trailing NOT needs WITHIN (its gap ends at the window's edge)"),
+          (1, 29, "a trailing NOT needs WITHIN (its gap ends at the window's edge)")]),
+        ("PATTERN p AND(A a, NOT B b)", [(1, 20, "NOT is only allowed inside SEQ")]),
+        ("PATTERN p SEQ(A a, SEQ(B b, NOT C c), D d)",
+         [(1, 29, "NOT may only stand in the outermost SEQ (a nested structure holds positive elements only)")]),
+        ("PATTERN p SEQ(NOT A a, NOT B b) WITHIN 1", [(1, 11, "SEQ needs an element that is not NOT")]),
+        ("PATTERN p SEQ(A a, NOT B b, NOT C c, D d) WHERE b.x = c.x",
+         [(1, 49, "a condition may mention at most one NOT alias, this one mentions 'b' and 'c'; "
+                  "split it into conditions joined by AND")]),
+        ("PATTERN p SEQ(A a, NOT B b, D d) EMIT b.x", [(1, 39, "'b' is a NOT alias: it binds no event, so EMIT cannot use it")]),
+        ("PATTERN p SEQ(A a, NOT B b, D d) EMIT b.*", [(1, 39, "'b' is a NOT alias: it binds no event, so EMIT cannot use it")]),
+        ("PATTERN p SEQ(A a, NOT B b, D d) EMIT a.x + b.x AS s",
+         [(1, 45, "'b' is a NOT alias: it binds no event, so EMIT cannot use it")]),
+        ("PATTERN p SEQ(A a, NOT B b, C c) USING strict_contiguity",
+         [(1, 34, "USING strict_contiguity cannot be combined with a NOT element (at line 1, col 20) in this version")]),
+        ("PATTERN p SEQ(A a, AND(B b, C c)) USING skip_till_next_match",
+         [(1, 35, "USING skip_till_next_match applies to a flat SEQ; this pattern nests structures")]),
+        ("PATTERN p AND(A a, B b) USING strict_contiguity",
+         [(1, 25, "USING strict_contiguity applies to SEQ (an AND has no order to select by)")]),
+        ("PATTERN p SEQ(A a, AND(B b, B c))",
+         [(1, 29, "type 'B' appears twice in AND (first at line 1, col 24); the types in one AND must be pairwise different")]),
+    ],
+)
+def test_section7_misuse_is_a_located_error(text, expected):
+    assert errors(text) == expected
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "PATTERN p SEQ(A a, NOT B b, C c)",
+        "PATTERN p SEQ(NOT A a, NOT X x, B b) WITHIN 1 h",
+        "PATTERN p SEQ(A a, NOT B b, NOT C c, D d) WHERE b.x = a.x AND (c.x = d.x OR c.y = 1)",
+        "PATTERN p SEQ(A a, B b) USING skip_till_next_match",
+        "PATTERN p SEQ(A a, NOT X x, B b) USING skip_till_next_match",
+        "PATTERN p SEQ(A a, B b) USING strict_contiguity",
+        "PATTERN p AND(A a, B b) USING skip_till_any_match",
+        "PATTERN p SEQ(A a, AND(B b, SEQ(C c, D d)), NOT X x, E e) WITHIN 5",
+    ],
+)
+def test_section7_constructs_are_accepted(text):
+    parse_text(text)
 
 
 def test_diagnostic_format_has_file_line_col_and_caret():

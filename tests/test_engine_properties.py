@@ -18,6 +18,7 @@ Examples: ``CEP_HYPOTHESIS_PROFILE=long`` runs many more.
 
 from __future__ import annotations
 
+import math
 import os
 from collections import Counter
 
@@ -27,7 +28,7 @@ import test_reference_selfcheck
 from cephelp import PATTERNS
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from strategies import Case, cases
+from strategies import Case, cases, gap_cases
 
 from cep.errors import LateEventError  # noqa: E402
 from cep.event import Event, match_id  # noqa: E402
@@ -49,7 +50,11 @@ def to_event(rec: dict, pos: int, time_field: str) -> Event:
 
 
 def run_engine(case: Case, restore_at: int | None = None):
-    """Feed the records in arrival order; optionally save and reload the state before one."""
+    """Feed the records in arrival order; optionally save and reload the state before one.
+
+    Also checks that an output ``-`` comes only from a retraction record (spec 7.4: an
+    insert, or the watermark, can never undo an emitted match).
+    """
     cps = compile_text(case.text, time_unit=case.time_unit)
     eng = Engine(cps, lateness=case.lateness)
     outs = []
@@ -59,10 +64,22 @@ def run_engine(case: Case, restore_at: int | None = None):
             eng = Engine.loads(eng.dumps(), compile_text(case.text, time_unit=case.time_unit))
             cps = eng.patterns
         try:
-            outs.extend(eng.push(to_event(rec, i, case.time_field)))
+            got = eng.push(to_event(rec, i, case.time_field))
         except LateEventError:
             late.append(str(i))
+            continue
+        if rec.get("op", "+") != "-":
+            assert all(o.op == "+" for o in got), f"record {i} is an insert but undid a match"
+        outs.extend(got)
     return eng, cps, outs, late
+
+
+def end_of_input(eng: Engine) -> list:
+    """A bounded input ends: the watermark becomes +infinity and decides what is pending."""
+    outs = eng.advance_watermark(math.inf)
+    assert all(o.op == "+" for o in outs)
+    assert eng.pending_count() == 0
+    return outs
 
 
 def check_case(case: Case, restore_at: int | None = None) -> None:
@@ -71,6 +88,8 @@ def check_case(case: Case, restore_at: int | None = None) -> None:
     assert ref.bad == [], "the strategy generates only valid retractions"
     eng, cps, outs, late = run_engine(case, restore_at)
     assert late == ref.late
+    check_current(eng, cps, ref, case)
+    outs = outs + end_of_input(eng)
 
     # the reference's matches, keyed by id
     expected: Counter = Counter()
@@ -99,7 +118,11 @@ def check_case(case: Case, restore_at: int | None = None) -> None:
     extra = net - expected
     assert not missing and not extra, _explain(missing, extra, id_of)
 
-    # current matches: all events still retained
+
+
+def check_current(eng: Engine, cps, ref, case: Case) -> None:
+    """Current matches: all events still retained (and, with gaps, decided)."""
+    id_of = {(pat, match_id(pat, positions)): positions for (pat, positions, _f) in ref.matches}
     for cp in cps:
         cur = Counter()
         for (pat, positions, frozen), n in ref.current.items():
@@ -128,6 +151,19 @@ def test_engine_agrees_with_reference(case: Case) -> None:
 @given(cases(), st.integers(1, 30))
 def test_state_survives_dumps_loads(case: Case, restore_at: int) -> None:
     """Saving and reloading the engine state mid-stream changes nothing that is emitted."""
+    check_case(case, restore_at)
+
+
+@settings(settings.get_profile(PROFILE))
+@given(gap_cases())
+def test_gaps_strategies_and_nesting_agree_with_reference(case: Case) -> None:
+    """Spec 7.1-7.6: NOT in every position, strategies, nesting; decided matches."""
+    check_case(case)
+
+
+@settings(settings.get_profile(PROFILE), max_examples=max(20, settings.get_profile(PROFILE).max_examples // 3))
+@given(gap_cases(), st.integers(1, 26))
+def test_pending_matches_survive_dumps_loads(case: Case, restore_at: int) -> None:
     check_case(case, restore_at)
 
 

@@ -11,13 +11,14 @@ import pytest
 from test_planner import seq_within
 
 from cep.commands.explain import plan_to_dict, plan_to_text, plans_to_dot, run_explain
+from cep.lang.compiler import compile_text
 from cep.plan.model import enumeration_index
 from cep.plan.planner import plan_pattern
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PATTERN_KEYS = {
     "name", "file", "op", "within", "time_unit", "atoms", "predicates", "tree",
-    "residual", "query_class", "partition_key", "notes", "physical",
+    "residual", "query_class", "partition_key", "notes", "physical", "strategy", "gaps",
 }
 NODE_KEYS = {
     "id", "vars", "atom", "parent", "children", "guard", "in_connex", "edge_predicates",
@@ -134,3 +135,33 @@ def test_explain_bad_file_exits_2(tmp_path):
     out, err = io.StringIO(), io.StringIO()
     assert run_explain([str(bad)], "text", out, err) == 2
     assert "bad.pattern:" in err.getvalue()
+
+
+GAP_KEYS = {"element", "origin", "kind", "range", "index", "key_from", "check", "residual", "cost"}
+
+
+def test_gap_elements_say_which_check_they_get():
+    (cp,) = compile_text(
+        "PATTERN p SEQ(Order o, NOT Shipment s, Pay y, NOT Refund r)\n"
+        "  WHERE s.order_id = o.order_id AND r.amount > y.amount AND r.order_id = o.order_id\n"
+        "  PARTITION BY shop WITHIN 1 d\n"
+    )
+    doc = plan_to_dict(plan_pattern(cp))
+    assert doc["strategy"] == "skip_till_any_match"
+    ship, refund = doc["gaps"]
+    assert set(ship) == GAP_KEYS and set(refund) == GAP_KEYS
+    assert (ship["kind"], ship["check"], ship["cost"]) == ("middle", "count", "O(log n)")
+    assert ship["index"]["key"] == ["shop", "order_id"] and ship["key_from"] == ["o.shop", "o.order_id"]
+    assert ship["range"] == "(o.ts, y.ts)"
+    assert (refund["kind"], refund["check"], refund["residual"]) == ("trailing", "scan", "r.amount > y.amount")
+    assert refund["range"] == "(y.ts, o.ts + 86400]"
+    text = plan_to_text(plan_pattern(cp))
+    assert "check: range count (is there one in the range?)  cost O(log n)" in text
+    assert "check: range scan of the key's candidates for r.amount > y.amount" in text
+
+
+def test_strict_contiguity_gaps_share_one_index():
+    (cp,) = compile_text("PATTERN p SEQ(R a, R b, R c) PARTITION BY sensor USING strict_contiguity\n")
+    doc = plan_to_dict(plan_pattern(cp))
+    assert [g["index"]["id"] for g in doc["gaps"]] == [0, 0]
+    assert [g["origin"] for g in doc["gaps"]] == ["contiguity", "contiguity"]

@@ -223,7 +223,7 @@ def test_expression_locations():
 def test_phase2_trees():
     (p,) = parse_text(
         "PATTERN p SEQ(A a, NOT B b, C+ c, AND(D d, E e)) WHERE count(c) > 2 AND AVG(c.v) < 1 "
-        "WITHIN 1 h USING Skip_Till_Next_Match",
+        "WITHIN 1 h USING Skip_Till_Any_Match",
         allow_phase2=True,
     )
     els = p.structure.elements
@@ -235,7 +235,9 @@ def test_phase2_trees():
         ast.Compare(">", ast.Call("count", (A("c", ""),)), L(2)),
         ast.Compare("<", ast.Call("avg", (A("c", "v"),)), L(1)),
     )
-    assert p.using == "skip_till_next_match"
+    assert p.using == "skip_till_any_match"
+    (q,) = parse_text("PATTERN q SEQ(A a, B b) USING Skip_Till_Next_Match")
+    assert q.using == "skip_till_next_match"
 
 
 def test_parse_expr():

@@ -11,11 +11,11 @@ import glob
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from cep.lang import ast
-from cep.lang.checker import AGGREGATES, STRATEGIES
+from cep.lang.checker import AGGREGATES, STRATEGIES, check_pattern
 from cep.lang.parser import KEYWORDS, item_text, parse_expr, parse_file, parse_text
 from cep.lang.printer import format_expr, format_pattern, format_patterns
 
@@ -103,7 +103,7 @@ def structures(draw, aliases: list[str], phase2: bool, depth: int = 0, top: bool
         kinds = ["event"]
         if phase2:
             kinds.append("kleene")
-            if op == "SEQ" and 0 < i < n - 1:
+            if op == "SEQ" and 0 < i < n - 1 and top:  # (spec 7.6: gap elements stand in the outermost SEQ)
                 kinds.append("not")
             if depth < 2 and len(aliases) > 2:
                 kinds.append("nested")
@@ -165,7 +165,8 @@ def patterns(draw, phase2: bool = False, name: str | None = None) -> ast.Pattern
                 names.add(key)
                 items.append(item)
         emit = tuple(items)
-    using = draw(st.none() | st.sampled_from(STRATEGIES)) if phase2 else None
+    flat = all(el.kind != "nested" for el in structure.elements)
+    using = draw(st.none() | st.sampled_from(STRATEGIES)) if phase2 and flat else None
     # a leading or trailing NOT needs WITHIN
     els = structure.elements
     if (els[0].kind == "not" or els[-1].kind == "not") and structure.op == "SEQ" and within is None:
@@ -188,6 +189,9 @@ def test_roundtrip_core(p):
 @SETTINGS
 @given(patterns(phase2=True))
 def test_roundtrip_with_phase2(p):
+    # section 7 rules the generator does not follow (two NOT aliases in one condition, a NOT
+    # alias in EMIT, a strategy on AND) are errors, not round-trip failures
+    assume(not [i for i in check_pattern(p, True) if i.severity == "error"])
     text = format_pattern(p)
     (q,) = parse_text(text, allow_phase2=True)
     assert q == p, text

@@ -19,6 +19,7 @@ from typing import Any, TextIO
 from cep.errors import PatternError
 from cep.lang.gcq import Bound, CompiledPattern
 from cep.plan.classify import QueryClass, classify_plan
+from cep.plan.gaps import gap_window_text, plan_gaps
 from cep.plan.model import IndexSpec, Plan, enumeration_index, sibling_index
 from cep.plan.physical import IndexUse, PhysicalPlan, physical_plan
 
@@ -232,6 +233,8 @@ def plan_to_dict(plan: Plan) -> dict[str, Any]:
         "partition_key": list(cp.partition_vars),
         "notes": list(plan.notes),
         "physical": physical_to_dict(physical_plan(plan)),
+        "strategy": cp.strategy,
+        "gaps": gaps_to_dicts(cp),
     }
 
 
@@ -257,6 +260,47 @@ def physical_to_dict(pp: PhysicalPlan) -> dict[str, Any]:
             for n in pp.nodes
         ],
     }
+
+
+def gaps_to_dicts(cp: CompiledPattern) -> list[dict[str, Any]]:
+    """Each gap element's anti-join: its index and check (``cep.plan.gaps``)."""
+    specs, plans = plan_gaps(cp)
+    aliases = [a.alias for a in cp.atoms]
+    within = f"{cp.within}" if cp.within is not None else "w"  # (only a middle gap lacks WITHIN)
+    return [
+        {
+            "element": pl.gap.text,
+            "origin": pl.gap.origin,
+            "kind": pl.gap.kind,
+            "range": gap_window_text(pl.gap, cp, within),
+            "index": {"id": pl.index, "types": list(specs[pl.index].types),
+                      "key": list(specs[pl.index].key_attrs), "sorted_by": "ts",
+                      "filter": specs[pl.index].filter_text or None},
+            "key_from": [f"{aliases[i]}.{a}" for i, a in pl.gap.key_sources],
+            "check": pl.check,
+            "residual": pl.gap.residual_text or None,
+            "cost": pl.cost,
+        }
+        for pl in plans
+    ]
+
+
+def gaps_to_text(cp: CompiledPattern) -> list[str]:
+    if not cp.gaps:
+        return []
+    lines = [f"  gaps (anti-joins; a match is emitted once decided, strategy {cp.strategy}):"]
+    for g in gaps_to_dicts(cp):
+        ix = g["index"]
+        key = ", ".join(f"{k} = {src}" for k, src in zip(ix["key"], g["key_from"], strict=True)) or "none"
+        lines.append(f"    {g['element']}  [{g['kind']}]  ts in {g['range']}")
+        lines.append(f"      index g{ix['id']}: {' | '.join(ix['types'])} events"
+                     + (f" passing {ix['filter']}" if ix["filter"] else "")
+                     + f", per key ({key}), sorted by ts")
+        if g["check"] == "count":
+            lines.append(f"      check: range count (is there one in the range?)  cost {g['cost']}")
+        else:
+            lines.append(f"      check: range scan of the key's candidates for {g['residual']}  cost {g['cost']}")
+    return lines
 
 
 # -- text
@@ -293,6 +337,7 @@ def plan_to_text(plan: Plan) -> str:
         lines.append("  partition key: " + ", ".join(cp.partition_vars) + suffix)
     else:
         lines.append("  partition key: none: runs as one group")
+    lines.extend(gaps_to_text(cp))
     for note in plan.notes:
         lines.append(f"  note: {note}")
     pp = physical_plan(plan)

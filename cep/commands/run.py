@@ -16,9 +16,13 @@ written: sinks are flushed before every exit.
 
 from __future__ import annotations
 
+import math
 import os
+import queue
 import sys
+import threading
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import IO, Any
 
@@ -89,6 +93,7 @@ class RunOptions:
     # the final checkpoint or summary, as a crash would (status EXIT_SIMULATED_CRASH)
     test_stop_after: int | None = None
     test_crash_at_stop: bool = False
+    idle_advance: str | None = None  # spec 7.4: a quiet input's watermark follows the wall clock
 
     def result_options(self) -> dict[str, Any]:
         """The options that change results: a checkpoint must be resumed with the same ones."""
@@ -192,6 +197,20 @@ class _Run:
         else:
             self.engine = Engine(patterns, lateness=lateness, own_watermark=not partitioned)
         self.start_counts = {k: dict(v) for k, v in getattr(self.engine, "matches_emitted", {}).items()}
+        self.lateness = lateness
+        self.idle = None
+        if o.idle_advance:
+            if o.input.startswith("kafka://"):
+                raise RunError("--idle-advance with a Kafka input is not supported yet; "
+                               "the Kafka watermark advances with the partitions' records")
+            if o.checkpoint:
+                raise RunError("--idle-advance cannot be combined with --checkpoint in this version")
+            from cep.lang.compiler import TIME_UNITS
+
+            self.idle = parse_duration(o.idle_advance, "s")
+            if not self.idle > 0:
+                raise RunError(f"--idle-advance must be positive, got {o.idle_advance!r}")
+            self.per_second = TIME_UNITS[o.time_unit]
 
         if o.fmt == "csv" and o.input.startswith("kafka://"):
             raise RunError("--format csv reads files and stdin; Kafka records are JSON objects")
@@ -254,7 +273,10 @@ class _Run:
         # over the active partitions minus the lateness; ticks (value None) say a partition went idle
         clock = None
         if eng.own_watermark:
-            stream = ((None, pos, raw) for pos, raw in src.records())
+            records = src.records()
+            if self.idle is not None:  # a quiet input's watermark follows the wall clock
+                records = _with_idle(records, self.idle, self._idle_advance)
+            stream = ((None, pos, raw) for pos, raw in records)
         else:
             stream = src.partitioned_records()
             clock = src.clock
@@ -278,6 +300,7 @@ class _Run:
         n = 0
         nout = 0
         self.t0 = time.perf_counter()
+        ended = False
         try:
             for part, pos, raw in stream:
                 if raw is None:  # a partition went idle: the watermark may move
@@ -349,15 +372,46 @@ class _Run:
                         next_tick = min(next_tick, next_ck)
                     if o.test_stop_after is not None:
                         next_tick = min(next_tick, o.test_stop_after)
+            else:
+                ended = True
         finally:
             self.records = n
-            self.outputs = nout
+            self.outputs = nout + self.decided
             self.elapsed = time.perf_counter() - self.t0
             if bar is not None:
                 bar.close()
         if o.checkpoint:
             self.save_checkpoint()
+        if ended:
+            # spec 7.4: at the end of a bounded input the watermark becomes +infinity and decides
+            # every pending match (after the checkpoint: a resumed run, whose sinks are cut back
+            # to the checkpoint, decides them again over whatever input follows)
+            self._write(self.engine.advance_watermark(math.inf))
+            self.outputs = nout + self.decided
         return EXIT_OK
+
+    decided = 0  # outputs written outside the record loop (idle advances, end of input)
+
+    def _write(self, outs: list) -> None:
+        """Write composite events decided by a watermark move, then flush."""
+        if not outs:
+            return
+        out = self.sinks["output"]
+        if isinstance(out, StreamSink):
+            for x in outs:
+                out.write_line(encode_output(x))
+        else:
+            keys = {cp.name: make_key_fn(cp) for cp in self.patterns}
+            for x in outs:
+                kf = keys.get(x.pattern)
+                out.write(encode_output(x), kf(x) if kf is not None else None)
+        getattr(out, "record_done", out.flush)()
+        self.decided += len(outs)
+
+    def _idle_advance(self) -> None:
+        """The input has been quiet for ``--idle-advance``: the watermark follows the wall clock,
+        as if a record stamped with the current time had arrived."""
+        self._write(self.engine.advance_watermark(time.time() * self.per_second - self.lateness))
 
     # --------------------------------------------------------------- helpers
 
@@ -500,6 +554,41 @@ class _Run:
             lines.append(f"cep:   {name}: {plus - minus} matches (+{plus} -{minus})")
         self.err.write("\n".join(lines) + "\n")
         self.err.flush()
+
+
+_END = object()
+
+
+def _with_idle(records: Iterator[tuple[str, Any]], seconds: float,
+               on_idle: Callable[[], None]) -> Iterator[tuple[str, Any]]:
+    """The records of a source read by a thread, calling ``on_idle`` (in the caller's thread,
+    between records) each time none has arrived for ``seconds``.
+
+    Why a thread: reading stdin blocks, and a quiet input must still let time pass.  The
+    queue holds one record, so the reader is at most one record ahead.
+    """
+    q: queue.Queue = queue.Queue(maxsize=1)
+
+    def read() -> None:
+        try:
+            for item in records:
+                q.put(item)
+            q.put(_END)
+        except BaseException as e:  # noqa: BLE001 - handed to the caller's thread
+            q.put(e)
+
+    threading.Thread(target=read, name="cep-reader", daemon=True).start()
+    while True:
+        try:
+            item = q.get(timeout=seconds)
+        except queue.Empty:
+            on_idle()
+            continue
+        if item is _END:
+            return
+        if isinstance(item, BaseException):
+            raise item
+        yield item
 
 
 def run(opts: RunOptions, err: IO[str] | None = None) -> int:

@@ -3,8 +3,9 @@
 The parser builds the syntax tree; this module finds what is wrong with it
 that the grammar cannot see: unknown or duplicate aliases, AND with a repeated
 type, duplicate EMIT names or PARTITION BY attributes, a non-positive WITHIN,
-comparisons that can never be true (warnings), and the phase-2 constructs this
-version rejects.  It returns ``Issue`` values (no file, no source line); the
+comparisons that can never be true (warnings), the misuses of NOT, USING and
+nesting (spec 7.1-7.6), and the constructs this version does not build yet
+(Kleene plus and aggregates: "not supported yet").  It returns ``Issue`` values (no file, no source line); the
 parser turns them into ``cep.errors.Diagnostic``.  Walks over expressions are
 iterative, so a long ``a AND b AND ...`` chain cannot exhaust the stack.
 """
@@ -24,7 +25,7 @@ MAX_ELEMENTS = 32
 (k(k-1) of them) and planning grows faster still; real patterns have a handful of elements."""
 
 STRATEGIES = ("skip_till_any_match", "skip_till_next_match", "strict_contiguity")
-"""Event-selection strategies of ``USING`` ([phase 2])."""
+"""Event-selection strategies of ``USING`` (spec 7.5)."""
 
 
 @dataclass(frozen=True)
@@ -57,6 +58,9 @@ class _Checker:
         self.allow_phase2 = allow_phase2
         self.issues: list[Issue] = []
         self.aliases: dict[str, ast.Loc] = {}
+        self.gap_aliases: dict[str, ast.Loc] = {}  # NOT and Kleene aliases (spec 7.1 gap elements)
+        self.not_aliases: set[str] = set()  # they bind no event at all
+        self.nested = False
 
     def error(self, loc: ast.Loc, msg: str) -> None:
         self.issues.append(Issue(loc, msg))
@@ -88,22 +92,27 @@ class _Checker:
                     )
                 else:
                     first_of[el.type] = el.loc
-        n = len(s.elements)
+        positive = [i for i, el in enumerate(s.elements) if el.kind in ("event", "nested")]
         for i, el in enumerate(s.elements):
             if el.kind == "nested":
                 assert el.nested is not None
-                self.phase2(el.loc, f"nested {el.nested.op}(...)")
+                self.nested = True
                 self.structure(el.nested, False)
                 continue
             if el.kind == "not":
-                self.phase2(el.loc, "NOT element")
+                self.gap_aliases[el.alias] = el.loc
+                self.not_aliases.add(el.alias)
                 if s.op != "SEQ":
                     self.error(el.loc, "NOT is only allowed inside SEQ")
-                elif top and (i == 0 or i == n - 1) and self.p.within is None:
-                    edge = "leading" if i == 0 else "trailing"
-                    self.error(el.loc, f"a {edge} NOT needs WITHIN")
+                elif not top:
+                    self.error(el.loc, "NOT may only stand in the outermost SEQ "
+                                       "(a nested structure holds positive elements only)")
+                elif self.p.within is None and positive and (i < positive[0] or i > positive[-1]):
+                    edge = "leading" if i < positive[0] else "trailing"
+                    self.error(el.loc, f"a {edge} NOT needs WITHIN (its gap ends at the window's edge)")
             elif el.kind == "kleene":
                 self.phase2(el.loc, f"Kleene plus '{el.type}+'")
+                self.gap_aliases[el.alias] = el.loc
             if el.alias in self.aliases:
                 self.error(
                     el.alias_loc,
@@ -111,7 +120,7 @@ class _Checker:
                 )
             else:
                 self.aliases[el.alias] = el.alias_loc
-        if s.elements and all(el.kind == "not" for el in s.elements):
+        if s.elements and not positive:
             self.error(s.loc, f"{s.op} needs an element that is not NOT")
 
     # ----------------------------------------------------------- expressions
@@ -177,6 +186,7 @@ class _Checker:
         p = self.p
         if p.where is not None:
             self.expr(p.where)
+            self.gap_conjuncts(p.where)
         seen_attr: dict[str, ast.Loc] = {}
         locs = p.partition_locs or (ast.NOLOC,) * len(p.partition_by)
         for attr, loc in zip(p.partition_by, locs, strict=True):
@@ -193,8 +203,13 @@ class _Checker:
                 if item.star is not None:
                     if item.star not in self.aliases:
                         self.unknown_alias(item.loc, item.star)
+                    elif item.star in self.not_aliases:
+                        self.negated_in_emit(item.loc, item.star)
                 elif item.expr is not None:
                     self.expr(item.expr)
+                    for a in _attrs(item.expr):
+                        if a.alias in self.not_aliases:
+                            self.negated_in_emit(a.loc, a.alias)
                 name = item.name or item.text
                 if name in names:
                     self.error(
@@ -203,8 +218,73 @@ class _Checker:
                     )
                 else:
                     names[name] = item.loc
-        if p.using is not None and p.using in STRATEGIES:  # (an unknown one is a parser error)
-            self.phase2(p.using_loc, "USING")
+        if p.using is not None and p.using != "skip_till_any_match":
+            self.strategy(p.using)
+
+    def strategy(self, using: str) -> None:
+        """Spec 7.5: next-match and contiguity are for a flat SEQ; contiguity without gaps."""
+        loc = self.p.using_loc
+        if self.p.structure.op != "SEQ":
+            self.error(loc, f"USING {using} applies to SEQ (an AND has no order to select by)")
+        elif self.nested:
+            self.error(loc, f"USING {using} applies to a flat SEQ; this pattern nests structures")
+        if using == "strict_contiguity" and self.gap_aliases:
+            first = min(self.gap_aliases.values(), key=lambda lc: (lc.line, lc.col))
+            self.error(loc, f"USING strict_contiguity cannot be combined with a NOT element "
+                            f"(at {_where(first)}) in this version")
+
+    def negated_in_emit(self, loc: ast.Loc, alias: str) -> None:
+        self.error(loc, f"'{alias}' is a NOT alias: it binds no event, so EMIT cannot use it")
+
+    def gap_conjuncts(self, where: ast.Expr) -> None:
+        """Spec 7.1: a WHERE conjunct (top-level AND operand) mentions at most one gap alias."""
+        if not self.gap_aliases:
+            return
+        for c in conjuncts(where):
+            gaps = list(dict.fromkeys(a.alias for a in _attrs(c) if a.alias in self.gap_aliases))
+            if len(gaps) > 1:
+                self.error(c.loc, f"a condition may mention at most one NOT alias, this one mentions "
+                                  f"{_join_names(gaps)}; split it into conditions joined by AND")
+
+
+def conjuncts(e: ast.Expr | None) -> list[ast.Expr]:
+    """The top-level AND operands of a condition, in source order (iterative)."""
+    out: list[ast.Expr] = []
+    stack = [e] if e is not None else []
+    while stack:
+        n = stack.pop()
+        if isinstance(n, ast.And):
+            stack.append(n.right)
+            stack.append(n.left)
+        else:
+            out.append(n)
+    return out
+
+
+def _attrs(e: ast.Expr) -> list[ast.Attr]:
+    """Attribute references of an expression, in source order (iterative)."""
+    out: list[ast.Attr] = []
+    stack = [e]
+    while stack:
+        n = stack.pop()
+        if isinstance(n, ast.Attr):
+            out.append(n)
+        elif isinstance(n, (ast.Neg, ast.Not)):
+            stack.append(n.operand)
+        elif isinstance(n, (ast.Arith, ast.Compare, ast.And, ast.Or)):
+            stack.append(n.right)
+            stack.append(n.left)
+        elif isinstance(n, ast.InList):
+            stack.extend(reversed(n.items))
+            stack.append(n.operand)
+        elif isinstance(n, ast.Call):
+            stack.extend(reversed(n.args))
+    return out
+
+
+def _join_names(names: list[str]) -> str:
+    quoted = [f"'{n}'" for n in names]
+    return ", ".join(quoted[:-1]) + " and " + quoted[-1]
 
 
 def check_pattern(p: ast.Pattern, allow_phase2: bool = False) -> list[Issue]:

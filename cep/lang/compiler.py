@@ -32,6 +32,7 @@ from cep.lang.gcq import (
     Atom,
     CompiledPattern,
     EmitSpec,
+    Gap,
     Linear,
     Predicate,
     Variable,
@@ -110,31 +111,89 @@ class _UnionFind:
 
 def _reject_phase2(p: ast.Pattern) -> None:
     diags = []
-    for el in p.structure.elements:
-        if el.kind != "event":
-            diags.append(Diagnostic(p.file, el.loc, f"{el.kind} elements are not supported yet (phase 2)"))
-    if p.using is not None:
-        diags.append(Diagnostic(p.file, p.using_loc, "USING is not supported yet (phase 2)"))
+    stack = [p.structure]
+    while stack:
+        for el in stack.pop().elements:
+            if el.kind == "kleene":
+                diags.append(Diagnostic(p.file, el.loc, "Kleene plus elements are not supported yet (phase 2)"))
+            elif el.nested is not None:
+                stack.append(el.nested)
     if diags:
         raise NotSupportedYet(diags)
 
 
+class _Shape:
+    """The positive elements of a (possibly nested) structure and the order it denotes.
+
+    Spec 7.6: ``SEQ(A a, AND(B b, C c), D d)`` means a before both b and c, both
+    before d.  Each SEQ step gives ``x.ts < y.ts`` for x among the events that can
+    be latest in the step before (``ends``) and y among those that can be earliest
+    in the step after (``starts``).  Gap elements of the outermost SEQ are recorded
+    with their positive neighbours (a nested neighbour counts with its latest event
+    before the gap and its earliest after it).
+    """
+
+    def __init__(self, top: ast.Structure) -> None:
+        self.elements: list[ast.Element] = []  # positive leaves, atom order
+        self.edges: list[tuple[int, int]] = []
+        self.gaps: list[tuple[ast.Element, tuple[int, ...], tuple[int, ...]]] = []
+        self.nested = any(el.kind == "nested" for el in top.elements)
+        self.starts, self.ends = self._walk(top, top=True)
+
+    def _walk(self, s: ast.Structure, top: bool) -> tuple[list[int], list[int]]:
+        steps: list[tuple[list[int], list[int]]] = []
+        pending_gaps: list[ast.Element] = []
+        for el in s.elements:
+            if el.kind == "not":
+                pending_gaps.append(el)
+                continue
+            if el.kind == "nested":
+                assert el.nested is not None
+                st = self._walk(el.nested, top=False)
+            else:
+                self.elements.append(el)
+                i = len(self.elements) - 1
+                st = ([i], [i])
+            before = tuple(steps[-1][1]) if steps else ()
+            for g in pending_gaps:
+                self.gaps.append((g, before, tuple(st[0])))
+            pending_gaps = []
+            if s.op == "SEQ" and steps:
+                self.edges.extend((x, y) for x in steps[-1][1] for y in st[0])
+            steps.append(st)
+        for g in pending_gaps:  # trailing
+            self.gaps.append((g, tuple(steps[-1][1]) if steps else (), ()))
+        if s.op == "SEQ":
+            return steps[0][0], steps[-1][1]
+        return [i for st in steps for i in st[0]], [i for st in steps for i in st[1]]
+
+
 def compile_pattern(p: ast.Pattern, time_unit: str = "s") -> CompiledPattern:
-    """Compile one checked pattern to its GCQ."""
+    """Compile one checked pattern to its GCQ (positive atoms) and its gaps (anti-joins)."""
     _reject_phase2(p)
-    elements = p.structure.elements
+    shape = _Shape(p.structure)
+    elements = shape.elements
     aliases = [el.alias for el in elements]
     alias_pos = {a: i for i, a in enumerate(aliases)}
+    gap_aliases = {g.alias for g, _, _ in shape.gaps}
     uf = _UnionFind()
     for a in aliases:
         uf.add((a, TIME_ATTR))
 
-    # -- WHERE conjuncts: filters, equalities, cross predicates
+    # -- WHERE conjuncts: filters, equalities, cross predicates; a conjunct that
+    # mentions a NOT alias belongs to that gap element (spec 7.1)
     filters: dict[str, list[ast.Expr]] = {a: [] for a in aliases}
     cross: list[tuple[ast.Expr, str]] = []
+    gap_conjuncts: dict[str, list[ast.Expr]] = {a: [] for a in gap_aliases}
+    positive_conjuncts: list[ast.Expr] = []
     for c in _conjuncts(p.where):
         refs = _attrs(c)
         used = list(dict.fromkeys(r.alias for r in refs))
+        gap_used = [a for a in used if a in gap_aliases]
+        if gap_used:
+            gap_conjuncts[gap_used[0]].append(c)  # (the checker allows one per conjunct)
+            continue
+        positive_conjuncts.append(c)
         if len(used) <= 1:
             filters[used[0] if used else aliases[0]].append(c)
         elif (
@@ -160,7 +219,9 @@ def compile_pattern(p: ast.Pattern, time_unit: str = "s") -> CompiledPattern:
         return ast.Attr(a, TIME_ATTR)
 
     k = len(aliases)
-    if p.structure.op == "SEQ":
+    if shape.nested:
+        _nested_order(shape, aliases, w, cross)
+    elif p.structure.op == "SEQ":
         for i in range(k - 1):
             cross.append((ast.Compare("<", ts(aliases[i]), ts(aliases[i + 1])), "seq"))
         if w is not None:
@@ -266,6 +327,11 @@ def compile_pattern(p: ast.Pattern, time_unit: str = "s") -> CompiledPattern:
         partition_vars = ()
 
     emit = _compile_emit(p, aliases, alias_pos)
+    strategy = p.using or "skip_till_any_match"
+    order = tuple(shape.edges) if shape.nested else (
+        tuple((i, i + 1) for i in range(k - 1)) if p.structure.op == "SEQ" else ())
+    gaps = [_not_gap(p, g, after, before, gap_conjuncts[g.alias], alias_pos) for g, after, before in shape.gaps]
+    gaps += _strategy_gaps(p, strategy, elements, positive_conjuncts, alias_pos)
     return CompiledPattern(
         name=p.name,
         op=p.structure.op,
@@ -277,7 +343,119 @@ def compile_pattern(p: ast.Pattern, time_unit: str = "s") -> CompiledPattern:
         emit=emit,
         source=p,
         time_unit=time_unit,
+        gaps=gaps,
+        strategy=strategy,
+        order=order,
     )
+
+
+def _nested_order(shape: _Shape, aliases: list[str], w, cross: list[tuple[ast.Expr, str]]) -> None:
+    """The temporal inequalities a nested structure denotes (spec 7.6), and WITHIN:
+    a band on every order edge plus ``e - s <= w`` from each possible earliest event
+    ``s`` to each possible latest ``e`` (so ``max ts - min ts <= w``)."""
+
+    def ts(i: int) -> ast.Attr:
+        return ast.Attr(aliases[i], TIME_ATTR)
+
+    for i, j in shape.edges:
+        cross.append((ast.Compare("<", ts(i), ts(j)), "seq"))
+    if w is None:
+        return
+    wl = ast.Literal(w)
+    edges = set(shape.edges)
+    for i, j in shape.edges:
+        cross.append((ast.Compare("<=", ast.Arith("-", ts(j), ts(i)), wl), "within"))
+    for s_ in shape.starts:
+        for e in shape.ends:
+            if s_ != e and (s_, e) not in edges:
+                cross.append((ast.Compare("<=", ast.Arith("-", ts(e), ts(s_)), wl), "span"))
+
+
+def _and_all(exprs: Sequence[ast.Expr]) -> ast.Expr:
+    cond = exprs[0]
+    for e in exprs[1:]:
+        cond = ast.And(cond, e)
+    return cond
+
+
+def _gap_parts(
+    gap_alias: str, conjuncts: Sequence[ast.Expr], alias_pos: dict[str, int], partition_by: Sequence[str]
+) -> dict[str, Any]:
+    """Split a gap element's conjuncts: over the gap alias only (its filter), plain
+    equalities with a positive alias (the index key, with PARTITION BY), the rest (residual)."""
+    own: list[ast.Expr] = []
+    residual: list[ast.Expr] = []
+    key_attrs: list[str] = []
+    key_sources: list[tuple[int, str]] = []
+    for attr in partition_by:
+        key_attrs.append(attr)
+        key_sources.append((0, attr))
+    for c in conjuncts:
+        used = {r.alias for r in _attrs(c)}
+        if used <= {gap_alias}:
+            own.append(c)
+        elif (
+            len(used) == 2
+            and isinstance(c, ast.Compare)
+            and c.op == "="
+            and isinstance(c.left, ast.Attr)
+            and isinstance(c.right, ast.Attr)
+        ):
+            g, other = (c.left, c.right) if c.left.alias == gap_alias else (c.right, c.left)
+            key_attrs.append(g.name)
+            key_sources.append((alias_pos[other.alias], other.name))
+        else:
+            residual.append(c)
+    out: dict[str, Any] = {"key_attrs": tuple(key_attrs), "key_sources": tuple(key_sources)}
+    if own:
+        out["filter"] = compile_condition(_and_all(own), _event_access, ["e"])
+        out["filter_text"] = " AND ".join(_text(e) for e in own)
+    if residual:
+        params = ["g"] + [f"e{i}" for i in range(len(alias_pos))]
+
+        def access(attr: ast.Attr) -> str:
+            v = "g" if attr.alias == gap_alias else f"e{alias_pos[attr.alias]}"
+            return f"{v}.ts" if attr.name == TIME_ATTR else f"{v}.fields.get({attr.name!r})"
+
+        out["residual"] = compile_condition(_and_all(residual), access, params)
+        out["residual_text"] = " AND ".join(_text(e) for e in residual)
+    return out
+
+
+def _not_gap(p: ast.Pattern, el: ast.Element, after, before, conjuncts, alias_pos) -> Gap:
+    """``NOT Type x`` between its positive neighbours (spec 7.2)."""
+    parts = _gap_parts(el.alias, conjuncts, alias_pos, p.partition_by)
+    return Gap(el.alias, (el.type,), "not", after, before, text=f"NOT {el.type} {el.alias}", **parts)
+
+
+def _strategy_gaps(p: ast.Pattern, strategy: str, elements: Sequence[ast.Element],
+                   conjuncts: Sequence[ast.Expr], alias_pos: dict[str, int]) -> list[Gap]:
+    """The implicit NOTs of a strategy (spec 7.5), one per positive element after the first.
+
+    skip_till_next_match: no event that could have played x_i (its type, PARTITION BY,
+    every conjunct mentioning only x_1..x_i with x_i := e) between x_(i-1) and x_i.
+    strict_contiguity: no event of any type of the pattern (same PARTITION BY values).
+    """
+    gaps: list[Gap] = []
+    if strategy == "skip_till_next_match":
+        for i in range(1, len(elements)):
+            el = elements[i]
+            allowed = {e.alias for e in elements[: i + 1]}
+            mine = [c for c in conjuncts
+                    if el.alias in {r.alias for r in _attrs(c)} and {r.alias for r in _attrs(c)} <= allowed]
+            parts = _gap_parts(el.alias, mine, alias_pos, p.partition_by)
+            if "residual_text" in parts:
+                parts["residual_text"] += f" (with {el.alias} := the candidate)"
+            gaps.append(Gap(el.alias, (el.type,), "next_match", (i - 1,), (i,),
+                            text=f"next match: no earlier {el.type} that could be {el.alias}", **parts))
+    elif strategy == "strict_contiguity":
+        types = tuple(sorted({el.type for el in elements}))
+        for i in range(1, len(elements)):
+            gaps.append(Gap(elements[i].alias, types, "contiguity", (i - 1,), (i,),
+                            key_attrs=tuple(p.partition_by), key_sources=tuple((0, a) for a in p.partition_by),
+                            text=f"contiguity: no {' or '.join(types)} between "
+                                 f"{elements[i - 1].alias} and {elements[i].alias}"))
+    return gaps
 
 
 def _event_access(attr: ast.Attr) -> str:

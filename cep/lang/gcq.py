@@ -137,6 +137,46 @@ class EmitSpec:
 
 
 @dataclass
+class Gap:
+    """A gap element (spec 7.1-7.2, 7.5): an anti-join of the positive GCQ with the
+    events that lie between positive neighbours.
+
+    The match holds only if no event *qualifies*: one of ``types``, passing
+    ``filter``, with key values (``key_attrs`` of the gap event) equal to the
+    values the match's positive events give (``key_sources``: atom index and
+    attribute), inside the gap, and making ``residual`` true.  The gap opens
+    after the latest ts of the atoms in ``after`` (empty: a leading gap, opening
+    at ``max positive ts - within``, inclusive) and closes before the earliest ts
+    of the atoms in ``before`` (empty: a trailing gap, closing at ``min positive
+    ts + within``, inclusive).  ``origin`` is ``not`` (an explicit ``NOT Type x``),
+    ``next_match`` (the implicit NOT of skip_till_next_match before a positive
+    element) or ``contiguity`` (strict_contiguity: any type of the pattern).
+    """
+
+    alias: str
+    types: tuple[str, ...]
+    origin: str  # "not" | "next_match" | "contiguity"
+    after: tuple[int, ...]
+    before: tuple[int, ...]
+    key_attrs: tuple[str, ...] = ()
+    key_sources: tuple[tuple[int, str], ...] = ()
+    filter: Callable[[Any], bool] | None = None
+    filter_text: str = ""
+    residual: Callable[..., bool] | None = None  # (gap event, *positive events) -> True iff true
+    residual_text: str = ""
+    text: str = ""  # how the user wrote it (``NOT Shipment s``), for explain
+
+    @property
+    def kind(self) -> str:
+        """``middle``, ``leading`` or ``trailing`` (spec 7.1)."""
+        if not self.after:
+            return "leading"
+        if not self.before:
+            return "trailing"
+        return "middle"
+
+
+@dataclass
 class CompiledPattern:
     """A pattern compiled to a GCQ, ready for the planner."""
 
@@ -150,6 +190,14 @@ class CompiledPattern:
     emit: list[EmitSpec] | None  # None: each alias maps to its whole event
     source: ast.Pattern | None = field(default=None, repr=False)
     time_unit: str = "s"
+    gaps: list[Gap] = field(default_factory=list)  # anti-joins: NOT elements and strategies (7.1-7.5)
+    strategy: str = "skip_till_any_match"
+    order: tuple[tuple[int, int], ...] = ()  # (i, j): atom i's ts < atom j's ts (SEQ order and nesting)
+
+    @property
+    def decided(self) -> bool:
+        """Whether matches wait until they are decided (spec 7.4): a pattern with gaps."""
+        return bool(self.gaps)
 
     def key_attrs(self, atom: Atom) -> tuple[str, ...]:
         """The attributes of ``atom``'s event that hold the partition key, in ``partition_vars`` order.

@@ -30,7 +30,9 @@ from cep import codegen
 from cep.errors import LateEventError, UnknownRetractionError
 from cep.event import Event, Output, match_id
 from cep.lang.gcq import TIME_ATTR, CompiledPattern
+from cep.runtime.gaps import GapChecks, GapIndex
 from cep.runtime.iedyn import PatternRuntime
+from cep.runtime.pending import PendingMatches, is_decided
 from cep.runtime.state import StateError, decode_state, encode_state
 from cep.values import canon
 
@@ -75,6 +77,7 @@ class Engine:
         Kafka partitions, Spark's global watermark) and moves it with ``advance_watermark``.
         """
         from cep.lang.compiler import match_builder
+        from cep.plan.gaps import plan_gaps
         from cep.plan.physical import physical_plan
         from cep.plan.planner import plan_pattern
 
@@ -100,6 +103,30 @@ class Engine:
                 self._slots.append((ri, ai))
                 self._pattern_mask[ri] |= bit
                 self.route.setdefault(atom.type, []).append((ri, ai, atom.filter, bit, self.runtimes[ri].inserter[ai]))
+        self._atom_bits = (1 << len(self._slots)) - 1
+        # gap elements (spec 7.1-7.5): per pattern, sorted indexes of the gap types' events
+        # (each index one more bit of an event's holders), the checks, and the undecided matches
+        self.gap_route: dict[str, list[tuple[GapIndex, Any, int]]] = {}
+        self._gap_of_bit: dict[int, GapIndex] = {}
+        self.checks: list[GapChecks | None] = []
+        self.pending: list[PendingMatches | None] = []
+        for ri, cp in enumerate(self.patterns):
+            if not cp.decided:
+                self.checks.append(None)
+                self.pending.append(None)
+                continue
+            specs, plans = plan_gaps(cp)
+            indexes = [GapIndex(spec, cp.name) for spec in specs]
+            for ix in indexes:
+                flt = next(pl.gap.filter for pl in plans if pl.index == ix.spec.id)
+                bit = 1 << (len(self._slots) + len(self._gap_of_bit))
+                self._gap_of_bit[bit] = ix
+                self._pattern_mask[ri] |= bit
+                for t in ix.spec.types:
+                    self.gap_route.setdefault(t, []).append((ix, flt, bit))
+            self.checks.append(GapChecks(cp, plans, indexes, self.events))
+            self.pending.append(PendingMatches())
+        self._decided = [ri for ri, c in enumerate(self.checks) if c is not None]
         # the partition key of a match, read from its first event (a generated function: per output)
         self._key_fns: list[Any] = []
         for cp in self.patterns:
@@ -126,7 +153,7 @@ class Engine:
         self.watermark: int | float | None = None
         self._serial = 0
         self.stats = {"events": 0, "late": 0, "inserted": 0, "retracted": 0, "expired": 0,
-                      "peak_retained": 0}
+                      "peak_retained": 0, "peak_pending": 0}
         self.matches_emitted = {cp.name: {"+": 0, "-": 0} for cp in self.patterns}
 
     # --------------------------------------------------------------- the stream
@@ -143,25 +170,98 @@ class Engine:
             self.stats["late"] += 1
             raise LateEventError(f"event time {ts} is below the watermark {wm}")
         self.stats["events"] += 1
+        decided: list[Output] = []
         if self.max_ts is None or ts > self.max_ts:
             self.max_ts = ts
             if self.own_watermark:
                 self.watermark = ts - self.lateness
+                if self._decided:
+                    decided = self._decide()
                 self._expire()
-        if event.op == "-":
-            return self._retract(event)
-        return self._insert(event)
+        outs = self._retract(event) if event.op == "-" else self._insert(event)
+        if decided:
+            decided.extend(outs)
+            return decided
+        return outs
 
     def advance_watermark(self, watermark: int | float) -> list[Output]:
         """Move the watermark forward (a source-owned watermark, an idle source, the end of a
-        bounded input with ``math.inf``); returns the composite events this decides (none
-        until patterns with gap elements exist: spec section 7.4)."""
+        bounded input with ``math.inf``); returns the composite events this decides (spec 7.4:
+        matches of patterns with gap elements whose gaps the watermark has now passed)."""
+        outs: list[Output] = []
         if self.watermark is None or watermark > self.watermark:
             self.watermark = watermark
             if self.own_watermark and (self.max_ts is None or watermark + self.lateness > self.max_ts):
                 self.max_ts = watermark + self.lateness
+            if self._decided:
+                outs = self._decide()
             self._expire()
-        return []
+        return outs
+
+    # ------------------------------------------------------- decided matches
+
+    def _decide(self) -> list[Output]:
+        """Emit the pending matches the current watermark decides whose gaps are empty.
+
+        Runs before expiry, so every event a pending gap may contain is still indexed.
+        """
+        outs: list[Output] = []
+        wm = self.watermark
+        for ri in self._decided:
+            pending = self.pending[ri]
+            heap = pending._heap  # type: ignore[union-attr]
+            if not heap or heap[0][0] > wm:  # the common case: nothing due yet
+                continue
+            checks = self.checks[ri]
+            for serials in pending.pop_decided(wm):  # type: ignore[union-attr]
+                events = [self.events[s] for s in serials]
+                if checks.holds(events):  # type: ignore[union-attr]
+                    outs.append(self._output_events(ri, events, "+"))
+        return outs
+
+    def _complete(self, ri: int, slots: list, outs: list[Output]) -> None:
+        """A new positive match of a pattern with gaps: emit it if decided, else let it wait."""
+        serials = self.runtimes[ri].serials_of(slots)
+        events = [self.events[s] for s in serials]
+        checks = self.checks[ri]
+        time, strict = checks.decision_time(events)  # type: ignore[union-attr]
+        if is_decided(time, strict, self.watermark):
+            if checks.holds(events):  # type: ignore[union-attr]
+                outs.append(self._output_events(ri, events, "+"))
+            return
+        pending = self.pending[ri]
+        pending.add(serials, time, strict)  # type: ignore[union-attr]
+        if len(pending) > self.stats["peak_pending"]:  # type: ignore[arg-type]
+            self.stats["peak_pending"] = len(pending)  # type: ignore[arg-type]
+
+    def _undo(self, ri: int, slots: list, outs: list[Output]) -> None:
+        """A positive match lost an event: forget it if pending; if it was decided, its
+        gaps are frozen (inserts and retractions there are late), so re-checking them
+        tells whether its ``+`` was emitted and needs a ``-``."""
+        serials = self.runtimes[ri].serials_of(slots)
+        if self.pending[ri].discard(serials):  # type: ignore[union-attr]
+            return
+        events = [self.events[s] for s in serials]
+        if self.checks[ri].holds(events):  # type: ignore[union-attr]
+            outs.append(self._output_events(ri, events, "-"))
+
+    def _gap_insert(self, event: Event, serial: int) -> int:
+        """Index the event in every gap index it qualifies for; returns their bits."""
+        mask = 0
+        for ix, flt, bit in self.gap_route.get(event.type, ()):
+            if flt is not None and not flt(event):
+                continue
+            key = ix.key_of(event)
+            if key is None:
+                continue
+            ix.add(key, event.ts, serial)
+            mask |= bit
+        return mask
+
+    def _gap_remove(self, event: Event, serial: int, mask: int) -> None:
+        for bit, ix in self._gap_of_bit.items():
+            if mask & bit:
+                ix.remove(ix.key_of(event), event.ts, serial)
 
     def _insert(self, event: Event, emit: bool = True, serial: int | None = None) -> list[Output]:
         if serial is None:
@@ -170,7 +270,7 @@ class Engine:
         elif serial >= self._serial:
             self._serial = serial + 1
         self.events[serial] = event
-        mask = 0
+        mask = self._gap_insert(event, serial) if self.gap_route else 0
         outs: list[Output] = []
         t = None
         for ri, _ai, flt, bit, insert in self.route.get(event.type, ()):
@@ -182,8 +282,12 @@ class Engine:
             t = delta.tuple
             mask |= bit
             if emit:
-                for slots in delta.matches():
-                    outs.append(self._output(ri, slots, "+"))
+                if self.checks[ri] is None:
+                    for slots in delta.matches():
+                        outs.append(self._output(ri, slots, "+"))
+                else:
+                    for slots in list(delta.matches()):
+                        self._complete(ri, slots, outs)
         if not mask:
             del self.events[serial]
             return outs
@@ -208,6 +312,7 @@ class Engine:
     def _leaf_tuples(self, serial: int, mask: int):
         """(pattern, atom, leaf tuple) of each atom holding an event, in insertion order."""
         event = self.events[serial]
+        mask &= self._atom_bits
         j = 0
         while mask:
             if mask & 1:
@@ -217,6 +322,9 @@ class Engine:
             j += 1
 
     def _would_keep(self, event: Event) -> bool:
+        for ix, flt, _bit in self.gap_route.get(event.type, ()):
+            if (flt is None or flt(event)) and ix.key_of(event) is not None:
+                return True
         for ri, ai, flt, _bit, _insert in self.route.get(event.type, ()):
             if flt is None or flt(event):
                 if self.runtimes[ri].extract[ai](event, -1) is not None:
@@ -239,9 +347,17 @@ class Engine:
         if not serials:
             del self._by_fp[fp]
         outs: list[Output] = []
-        for ri, ai, t in list(self._leaf_tuples(serial, self._holders[serial])):
-            for slots in self.runtimes[ri].delete(ai, t).matches():
-                outs.append(self._output(ri, slots, "-"))
+        mask = self._holders[serial]
+        if mask & ~self._atom_bits:
+            self._gap_remove(self.events[serial], serial, mask)
+        for ri, ai, t in list(self._leaf_tuples(serial, mask)):
+            delta = self.runtimes[ri].delete(ai, t)
+            if self.checks[ri] is None:
+                for slots in delta.matches():
+                    outs.append(self._output(ri, slots, "-"))
+            else:
+                for slots in list(delta.matches()):
+                    self._undo(ri, slots, outs)
         del self.events[serial]
         del self._holders[serial]
         self.stats["retracted"] += 1
@@ -280,6 +396,8 @@ class Engine:
                 continue  # already retracted
             for _ri, ai, t in self._leaf_tuples(serial, mask & pmask):
                 batches.setdefault(ai, []).append(t)
+            if mask & pmask & ~self._atom_bits:
+                self._gap_remove(self.events[serial], serial, mask & pmask)
             mask &= ~pmask
             if mask:
                 holders[serial] = mask
@@ -304,8 +422,10 @@ class Engine:
     # ------------------------------------------------------------------ output
 
     def _output(self, ri: int, slots: list, op: str) -> Output:
+        return self._output_events(ri, self.runtimes[ri].events_of(slots, self.events), op)
+
+    def _output_events(self, ri: int, events: list[Event], op: str) -> Output:
         name = self.patterns[ri].name
-        events = self.runtimes[ri].events_of(slots, self.events)
         self.matches_emitted[name][op] += 1
         mid = match_id(name, tuple([e.pos for e in events]))
         return Output(name, op, mid, self._builders[ri](events), self._key_fns[ri](events[0]))
@@ -318,18 +438,39 @@ class Engine:
         rt = self.runtimes[ri]
         cp = self.patterns[ri]
         build = self._builders[ri]
+        checks = self.checks[ri]
         for slots in rt.all_matches():
             events = rt.events_of(slots, self.events)
+            if checks is not None and not self._decided_and_holds(checks, events):
+                continue
             mid = match_id(cp.name, tuple([e.pos for e in events]))
             yield Output(cp.name, "+", mid, build(events), self._key_fns[ri](events[0]))
 
     def match_count(self, pattern: str) -> int:
         """The number of current matches, from the multiplicities when the plan allows."""
-        return self.runtimes[self._by_name[pattern]].count()
+        ri = self._by_name[pattern]
+        if self.checks[ri] is not None:
+            return sum(1 for _ in self.matches(pattern))
+        return self.runtimes[ri].count()
+
+    def _decided_and_holds(self, checks: GapChecks, events: list[Event]) -> bool:
+        time, strict = checks.decision_time(events)
+        return is_decided(time, strict, self.watermark) and checks.holds(events)
+
+    def next_decision_time(self) -> int | float | None:
+        """The earliest time at which the watermark decides a pending match (None: none pending);
+        a source that owns the watermark (Spark) wakes the engine up then."""
+        times = [p.next_time() for p in self.pending if p is not None and len(p)]
+        return min(times) if times else None
+
+    def pending_count(self) -> int:
+        """Matches waiting for the watermark to decide them (spec 7.4)."""
+        return sum(len(p) for p in self.pending if p is not None)
 
     def state_size(self) -> int:
         """Tuples stored over every node of every pattern (plus the retained events)."""
-        return len(self.events) + sum(rt.size() for rt in self.runtimes)
+        gaps = sum(ix.size() for ix in self._gap_of_bit.values())
+        return len(self.events) + sum(rt.size() for rt in self.runtimes) + gaps + self.pending_count()
 
     # ------------------------------------------------------------ persistence
 
@@ -344,6 +485,7 @@ class Engine:
             "events": [(s, self.events[s]) for s in sorted(self.events)],
             "stats": self.stats,
             "matches_emitted": self.matches_emitted,
+            "pending": [p.to_data() if p is not None else None for p in self.pending],
         })
 
     @classmethod
@@ -372,6 +514,15 @@ class Engine:
         except (TypeError, ValueError, ArithmeticError) as e:  # a crafted state with values no run made
             raise StateError(f"corrupted engine state: {type(e).__name__}: {e}") from None
         eng._serial = state["serial"]
+        pending = state["pending"]
+        if len(pending) != len(eng.pending) or any(
+                (d is None) != (p is None) for d, p in zip(pending, eng.pending, strict=True)):
+            raise StateError("corrupted engine state: its pending matches do not fit these patterns")
+        for ri, data in enumerate(pending):
+            if data is not None:
+                if any(s not in eng.events for serials, _t, _strict in data for s in serials):
+                    raise StateError("corrupted engine state: a pending match names an event it does not hold")
+                eng.pending[ri] = PendingMatches.from_data(data)
         eng.stats = state["stats"]
         eng.matches_emitted = state["matches_emitted"]
         return eng

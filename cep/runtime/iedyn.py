@@ -503,6 +503,10 @@ class PatternRuntime:
         items = "".join(f"E[s[{i}][{slot_serial[i]}]], " for i in range(self.k))
         self.events_of = codegen.define(f"{name}: events of a match", f"def events_of(s, E):\n    return [{items}]\n",
                                         "events_of")
+        serials = "".join(f"s[{i}][{slot_serial[i]}], " for i in range(self.k))
+        # the serials of a match's events (pending matches of patterns with gaps are keyed by them)
+        self.serials_of = codegen.define(f"{name}: serials of a match", f"def serials_of(s):\n    return ({serials})\n",
+                                         "serials_of")
         self._enum_nested = self._compile_enumeration()
         # the generated update path of each leaf, by leaf node and by atom
         self._prop = {leaf: self._compile_propagation(leaf) for leaf in leaf_of_atom.values()}

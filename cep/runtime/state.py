@@ -17,7 +17,8 @@ Document (format 2)::
      "lateness": number, "max_ts": number|null, "watermark": number|null,
      "serial": int,                          # the next event serial
      "events": [[serial, type, ts, {field: scalar}, pos, op], ...],
-     "stats": {name: int}, "matches_emitted": {pattern: {"+": int, "-": int}}}
+     "stats": {name: int}, "matches_emitted": {pattern: {"+": int, "-": int}},
+     "pending": [null | [[[serial, ...], decision time, strict], ...], ...]}  # per pattern (spec 7.4)
 
 Format 1 was a pickle and is refused (it cannot be read safely).
 """
@@ -84,7 +85,20 @@ def decode_state(data: bytes) -> dict[str, Any]:
         "stats": _counters(_get(doc, "stats", dict), "stats"),
         "matches_emitted": {_str(k, "matches_emitted"): _counters(v, f"matches_emitted.{k}")
                             for k, v in _get(doc, "matches_emitted", dict).items()},
+        "pending": [None if x is None else _pending(x) for x in _get(doc, "pending", list)],
     }
+
+
+def _pending(x: Any) -> list[list[Any]]:
+    """One pattern's pending (undecided) matches: ``[[serial, ...], decision time, strict]`` each."""
+    if type(x) is not list:
+        raise _bad("pending", x)
+    for m in x:
+        if (type(m) is not list or len(m) != 3 or type(m[0]) is not list
+                or not all(type(s) is int and s >= 0 for s in m[0]) or not _is_number(m[1])
+                or type(m[2]) is not bool):
+            raise _bad("a pending match", m)
+    return x
 
 
 # --------------------------------------------------------------- the checks

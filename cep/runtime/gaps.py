@@ -1,0 +1,165 @@
+"""Anti-joins over sorted indexes: the gap elements of a pattern (spec 7.1-7.5).
+
+Why: a NOT (and the implicit NOTs of skip_till_next_match and strict_contiguity)
+asks, for a match of the positive elements, "is there a qualifying event between
+p.ts and n.ts?".  Scanning the gap would cost the gap's size per match; instead
+each gap type keeps, per key (the values the pattern equates with the match),
+its events sorted by time, so the question is two binary searches (plan check
+``count``), or a walk over the key's candidates inside the gap when a residual
+condition relates them to the match (plan check ``scan``).  Which one a gap gets
+is decided by the plan layer (``cep.plan.gaps``); this module executes it.
+
+Entries are ``(ts, serial)`` pairs: serials are unique, so equal events are two
+entries, and a retraction or an expiry removes exactly one.
+"""
+
+from __future__ import annotations
+
+import math
+from bisect import bisect_left
+from collections.abc import Sequence
+from typing import Any
+
+from cep import codegen
+from cep.lang.gcq import TIME_ATTR, CompiledPattern
+from cep.plan.gaps import GapIndexSpec, GapPlan
+from cep.values import canon
+
+_BELOW = -1  # sorts before every serial
+_ABOVE = math.inf  # sorts after every serial
+
+
+def _key_source(reads: Sequence[str]) -> list[str]:
+    """Lines computing ``k``, the hash key of equality values read by the expressions ``reads``;
+    ``return None`` when one is null, NaN or not a scalar (SQL equality with null is unknown,
+    so such an event qualifies for no match).  One value is the bare key, several a tuple."""
+    lines = []
+    for i, r in enumerate(reads):
+        lines.append(f"    v{i} = {r}")
+        lines.append(f"    if v{i} is None or type(v{i}) in NONSCALAR or v{i} != v{i}: return None")
+        lines.append(f"    if type(v{i}) is bool: v{i} = canon(v{i})")
+    if len(reads) == 1:
+        lines.append("    k = v0")
+    else:
+        lines.append("    k = (" + "".join(f"v{i}, " for i in range(len(reads))) + ")")
+    return lines
+
+
+def _read_src(var: str, attr: str) -> str:
+    return f"{var}.ts" if attr == TIME_ATTR else f"{var}.fields.get({attr!r})"
+
+
+def _compile(label: str, src: str, env: dict[str, Any], name: str) -> Any:
+    env.update(NONSCALAR=(list, dict), canon=canon, bisect_left=bisect_left, BELOW=_BELOW, ABOVE=_ABOVE)
+    return codegen.define(label, src, name, env)
+
+
+class GapIndex:
+    """Per key, the qualifying events of the gap types as a list of ``(ts, serial)`` sorted by time.
+
+    Plain lists: in-order input appends, window expiry deletes at the front, and a range
+    is two C-level bisections.
+    """
+
+    def __init__(self, spec: GapIndexSpec, pattern: str = "") -> None:
+        self.spec = spec
+        self.groups: dict[Any, list[tuple[Any, int]]] = {}
+        src = ["def key_of(e):", *_key_source([_read_src("e", a) for a in spec.key_attrs]), "    return k"]
+        if not spec.key_attrs:
+            src = ["def key_of(e):", "    return ()"]
+        self.key_of = _compile(f"{pattern}: key of gap index g{spec.id}", "\n".join(src) + "\n", {}, "key_of")
+
+    def add(self, key: Any, ts: Any, serial: int) -> None:
+        group = self.groups.get(key)
+        if group is None:
+            self.groups[key] = [(ts, serial)]
+        elif group[-1][0] <= ts:
+            group.append((ts, serial))
+        else:
+            group.insert(bisect_left(group, (ts, serial)), (ts, serial))
+
+    def remove(self, key: Any, ts: Any, serial: int) -> None:
+        group = self.groups[key]
+        i = bisect_left(group, (ts, serial))
+        del group[i]
+        if not group:
+            del self.groups[key]
+
+    def size(self) -> int:
+        return sum(len(g) for g in self.groups.values())
+
+
+class GapChecks:
+    """The gap elements of one pattern: decision time and the anti-join check of a match.
+
+    Both are generated once per pattern from the plan (they run once per match): the
+    decision time is ``max`` over the gaps' ends; the check probes each gap's index with
+    the match's key and its time range, and scans the range only for a residual.
+    """
+
+    def __init__(self, cp: CompiledPattern, plans: list[GapPlan], indexes: list[GapIndex],
+                 events: dict[int, Any]) -> None:
+        self.plans = plans
+        self.indexes = indexes
+        self.events = events
+        k = len(cp.atoms)
+        every = range(k)
+
+        def latest(ix) -> str:
+            return _minmax("max", [f"m[{i}].ts" for i in ix])
+
+        def earliest(ix) -> str:
+            return _minmax("min", [f"m[{i}].ts" for i in ix])
+
+        env: dict[str, Any] = {"W": cp.within, "E": events}
+        ends = []
+        lines = ["def exists_in_gaps(m):"]
+        for n, plan in enumerate(plans):
+            g = plan.gap
+            if g.before:
+                ends.append(f"({earliest(g.before)}, False)")
+            else:
+                ends.append(f"({earliest(every)} + W, True)")
+            env[f"G{n}"] = indexes[plan.index].groups
+            env[f"R{n}"] = g.residual
+            # one block per gap; ``break`` leaves it with nothing found (a null key value is
+            # equal to nothing, so then no event qualifies for this gap)
+            lines.append(f"    # gap {n}: {g.text}")
+            lines.append("    while True:")
+            for b in _key_source_checked([_read_src(f"m[{i}]", a) for i, a in g.key_sources]):
+                lines.append("    " + b)
+            lo = f"({latest(g.after)}, ABOVE)" if g.after else f"({latest(every)} - W, BELOW)"
+            hi = f"({earliest(g.before)}, BELOW)" if g.before else f"({earliest(every)} + W, ABOVE)"
+            lines.append(f"        grp = G{n}.get(k)")
+            lines.append("        if grp is None: break")
+            lines.append(f"        i = bisect_left(grp, {lo})")
+            lines.append(f"        j = bisect_left(grp, {hi})")
+            lines.append("        if i >= j: break")
+            if g.residual is None:
+                lines.append("        return True")
+            else:
+                lines.append("        for _t, s in grp[i:j]:")
+                lines.append(f"            if R{n}(E[s], *m): return True")
+                lines.append("        break")
+        lines.append("    return False")
+        self._exists = _compile(f"{cp.name}: gap check", "\n".join(lines) + "\n", env, "exists_in_gaps")
+        dt = ends[0] if len(ends) == 1 else f"max({', '.join(ends)})"
+        # (t, strict): decided once watermark >= t (> t if strict); middle and leading gaps end at
+        # their right neighbour's earliest time, a trailing gap at min positive ts + within (spec 7.4)
+        self.decision_time = _compile(f"{cp.name}: decision time", f"def decision_time(m):\n    return {dt}\n",
+                                      env, "decision_time")
+
+    def holds(self, match: Sequence[Any]) -> bool:
+        """True iff no event qualifies for any gap element of the match."""
+        return not self._exists(match)
+
+
+def _minmax(fn: str, items: list[str]) -> str:
+    return items[0] if len(items) == 1 else f"{fn}({', '.join(items)})"
+
+
+def _key_source_checked(reads: Sequence[str]) -> list[str]:
+    """``_key_source`` inside the ``while True`` block of one gap: a null key ends the gap's check."""
+    if not reads:
+        return ["    k = ()"]
+    return [line.replace("return None", "break") for line in _key_source(reads)]
