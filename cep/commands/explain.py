@@ -19,7 +19,7 @@ from typing import Any, TextIO
 from cep.errors import PatternError
 from cep.lang.gcq import Bound, CompiledPattern
 from cep.plan.classify import QueryClass, classify_plan
-from cep.plan.gaps import gap_window_text, plan_gaps
+from cep.plan.gaps import gap_window_text
 from cep.plan.model import IndexSpec, Plan, enumeration_index, sibling_index
 from cep.plan.physical import IndexUse, PhysicalPlan, physical_plan
 
@@ -234,7 +234,7 @@ def plan_to_dict(plan: Plan) -> dict[str, Any]:
         "notes": list(plan.notes),
         "physical": physical_to_dict(physical_plan(plan)),
         "strategy": cp.strategy,
-        "gaps": gaps_to_dicts(cp),
+        "gaps": gaps_to_dicts(physical_plan(plan)),
     }
 
 
@@ -262,9 +262,10 @@ def physical_to_dict(pp: PhysicalPlan) -> dict[str, Any]:
     }
 
 
-def gaps_to_dicts(cp: CompiledPattern) -> list[dict[str, Any]]:
-    """Each gap element's anti-join: its index and check (``cep.plan.gaps``)."""
-    specs, plans = plan_gaps(cp)
+def gaps_to_dicts(pp: PhysicalPlan) -> list[dict[str, Any]]:
+    """Each gap element's anti-join: its index and check, as the physical plan has them."""
+    cp = pp.pattern
+    specs, plans = pp.gap_indexes, pp.gaps
     aliases = [a.alias for a in cp.atoms]
     within = f"{cp.within}" if cp.within is not None else "w"  # (only a middle gap lacks WITHIN)
     return [
@@ -285,11 +286,12 @@ def gaps_to_dicts(cp: CompiledPattern) -> list[dict[str, Any]]:
     ]
 
 
-def gaps_to_text(cp: CompiledPattern) -> list[str]:
+def gaps_to_text(pp: PhysicalPlan) -> list[str]:
+    cp = pp.pattern
     if not cp.gaps:
         return []
     lines = [f"  gaps (anti-joins; a match is emitted once decided, strategy {cp.strategy}):"]
-    for g in gaps_to_dicts(cp):
+    for g in gaps_to_dicts(pp):
         ix = g["index"]
         key = ", ".join(f"{k} = {src}" for k, src in zip(ix["key"], g["key_from"], strict=True)) or "none"
         lines.append(f"    {g['element']}  [{g['kind']}]  ts in {g['range']}")
@@ -337,7 +339,7 @@ def plan_to_text(plan: Plan) -> str:
         lines.append("  partition key: " + ", ".join(cp.partition_vars) + suffix)
     else:
         lines.append("  partition key: none: runs as one group")
-    lines.extend(gaps_to_text(cp))
+    lines.extend(gaps_to_text(physical_plan(plan)))
     for note in plan.notes:
         lines.append(f"  note: {note}")
     pp = physical_plan(plan)

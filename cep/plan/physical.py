@@ -12,9 +12,10 @@ live here so the runtime only executes them and ``cep explain`` prints them:
 
 Per node the plan records which storages are maintained (``stores``), how each
 index is probed (``IndexUse``), whether the node keeps its GMR, and whether a
-sort variable holds only numbers (event times: no rank key needed).  Later
-additions (gap checks as range queries on sorted indexes, pending decided
-matches) add index uses here and the runtime builds them from this data.
+sort variable holds only numbers (event times: no rank key needed).  The gap
+elements' anti-joins (``cep.plan.gaps``: a sorted index per gap type and key,
+and per gap a range count or a range scan) are part of the plan too; the
+engine builds its gap indexes and checks from them.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from cep.lang.gcq import TIME_ATTR, Bound, CompiledPattern
+from cep.plan.gaps import GapIndexSpec, GapPlan, plan_gaps
 from cep.plan.model import IndexSpec, Plan, enumeration_index, sibling_index
 
 
@@ -68,6 +70,10 @@ class PhysicalPlan:
     nodes: tuple[PhysicalNode, ...]
     merged: tuple[tuple[str, ...], ...]  # the variables of every merged pass-through node
     residual: tuple[int, ...]
+    # the anti-joins of the gap elements (spec 7.1-7.5): sorted indexes of the gap types'
+    # events and each gap's check (range count or range scan), from ``cep.plan.gaps``
+    gap_indexes: tuple[GapIndexSpec, ...] = ()
+    gaps: tuple[GapPlan, ...] = ()
 
     @property
     def root(self) -> int:
@@ -125,7 +131,8 @@ def physical_plan(plan: Plan, merge_pass_through: bool = True, keep_all_gmrs: bo
             children=pn.children, is_guard=is_guard, preds=pn.preds, enumeration=pspec, P=P, S=S,
             stores=stores, keeps_gmr=keep_all_gmrs or pn.id == tree.root,
         ))
-    return PhysicalPlan(cp, plan, tree, tuple(nodes), merged, tree.residual)
+    gap_indexes, gaps = plan_gaps(cp)
+    return PhysicalPlan(cp, plan, tree, tuple(nodes), merged, tree.residual, tuple(gap_indexes), tuple(gaps))
 
 
 def merge_pass_through_nodes(plan: Plan) -> tuple[Plan, tuple[tuple[str, ...], ...]]:

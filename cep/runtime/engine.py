@@ -77,7 +77,6 @@ class Engine:
         Kafka partitions, Spark's global watermark) and moves it with ``advance_watermark``.
         """
         from cep.lang.compiler import match_builder
-        from cep.plan.gaps import plan_gaps
         from cep.plan.physical import physical_plan
         from cep.plan.planner import plan_pattern
 
@@ -115,7 +114,8 @@ class Engine:
                 self.checks.append(None)
                 self.pending.append(None)
                 continue
-            specs, plans = plan_gaps(cp)
+            pp = self.runtimes[ri].plan
+            specs, plans = list(pp.gap_indexes), list(pp.gaps)
             indexes = [GapIndex(spec, cp.name) for spec in specs]
             for ix in indexes:
                 flt = next(pl.gap.filter for pl in plans if pl.index == ix.spec.id)
