@@ -394,8 +394,9 @@ class Engine:
             mask = holders.get(serial, 0)
             if not mask & pmask:
                 continue  # already retracted
-            for _ri, ai, t in self._leaf_tuples(serial, mask & pmask):
-                batches.setdefault(ai, []).append(t)
+            if mask & pmask & self._atom_bits:
+                for _ri, ai, t in self._leaf_tuples(serial, mask & pmask):
+                    batches.setdefault(ai, []).append(t)
             if mask & pmask & ~self._atom_bits:
                 self._gap_remove(self.events[serial], serial, mask & pmask)
             mask &= ~pmask
