@@ -288,8 +288,10 @@ def test_shipped_patterns_plan_validly(path):
     for cp in cps:
         plan = plan_pattern(cp)
         assert validate_plan(plan) == []
-        # a SEQ's order is never residual
-        assert all(cp.predicates[p].origin != "seq" for p in plan.residual)
+        # a flat SEQ's order is never residual (a nested AND inside a SEQ makes the order
+        # inequalities a cycle, l < p < w and l < e < w: one of them may be residual)
+        if all(j == i + 1 for i, j in cp.order):
+            assert all(cp.predicates[p].origin != "seq" for p in plan.residual)
 
 
 def test_cyclic_plans_run_correctly_on_the_engine():

@@ -47,8 +47,14 @@ def summarize(cp: CompiledPattern, p: ast.Pattern) -> str:
             joins.append(" = ".join(f"{a}.{attr}" for a, attr in v.refs if attr != ID_ATTR))
     row("equalities", joins)
     row("cross predicates", [pr.text for pr in cp.predicates if pr.origin == "where"])
-    if cp.op == "SEQ" and len(cp.atoms) > 1:
+    if cp.order and len(cp.order) == len(cp.atoms) - 1 and all(j == i + 1 for i, j in cp.order):
         row("order", [" < ".join(f"{a.alias}.ts" for a in cp.atoms)])
+    elif cp.order:  # a nested structure: every inequality it denotes
+        row("order", [", ".join(f"{cp.atoms[i].alias}.ts < {cp.atoms[j].alias}.ts" for i, j in cp.order)])
+    if cp.gaps:
+        row("gaps", [f"{g.text} ({g.kind})" for g in cp.gaps])
+    if cp.strategy != "skip_till_any_match":
+        row("strategy", [f"{cp.strategy} (matches are emitted once decided)"])
     if p.within is None:
         row("window", ["none (unbounded: every event is kept)"])
     else:

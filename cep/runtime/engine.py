@@ -138,17 +138,32 @@ class Engine:
                                                     f"def key(e):\n    return ({items})\n", "key"))
             else:
                 self._key_fns.append(_no_key)
-        self._windowed = [(ri, self._pattern_mask[ri]) for ri, cp in enumerate(self.patterns)
-                          if cp.within is not None]
+        # expiry queues: (queue, pattern, the pattern's holder bits it expires), each with its
+        # horizon.  An event is kept while ts >= watermark - w; the gap indexes of a pattern with
+        # a leading gap keep theirs for 2w, since a retained match's leading gap reaches back to
+        # its last event's time - w (spec 7.1), so its emitted matches can still be re-checked
+        self._windowed: list[tuple[int, int, int]] = []
+        self._windows: list[Any] = []
+        for ri, cp in enumerate(self.patterns):
+            if cp.within is None:
+                continue
+            gap_bits = self._pattern_mask[ri] & ~self._atom_bits
+            if any(g.kind == "leading" for g in cp.gaps):
+                self._windowed.append((len(self._windows), ri, self._pattern_mask[ri] & ~gap_bits))
+                self._windows.append(cp.within)
+                self._windowed.append((len(self._windows), ri, gap_bits))
+                self._windows.append(2 * cp.within)
+            else:
+                self._windowed.append((len(self._windows), ri, self._pattern_mask[ri]))
+                self._windows.append(cp.within)
         # record -> serials, built on the first retraction (insert-only streams never pay for it)
         self._by_fp: dict[Any, list[int]] = {}
         self._fp_enabled = False
         # expiry order per pattern: serials in arrival order while times do not
         # decrease (a deque, the common case), a heap of (ts, serial) for the rest
-        self._expiry: list[list[tuple[Any, int]]] = [[] for _ in self.patterns]
-        self._in_order: list[deque[int]] = [deque() for _ in self.patterns]
-        self._last_ts: list[Any] = [None] * len(self.patterns)
-        self._windows = [cp.within for cp in self.patterns]
+        self._expiry: list[list[tuple[Any, int]]] = [[] for _ in self._windows]
+        self._in_order: list[deque[int]] = [deque() for _ in self._windows]
+        self._last_ts: list[Any] = [None] * len(self._windows)
         self.max_ts: int | float | None = None
         self.watermark: int | float | None = None
         self._serial = 0
@@ -295,14 +310,14 @@ class Engine:
         if self._fp_enabled:
             self._by_fp.setdefault(_fingerprint(event.fields), []).append(serial)
         ts = event.ts
-        for ri, pmask in self._windowed:
-            if mask & pmask:
-                last = self._last_ts[ri]
+        for qi, _ri, qmask in self._windowed:
+            if mask & qmask:
+                last = self._last_ts[qi]
                 if last is None or ts >= last:
-                    self._in_order[ri].append(serial)
-                    self._last_ts[ri] = ts
+                    self._in_order[qi].append(serial)
+                    self._last_ts[qi] = ts
                 else:
-                    heapq.heappush(self._expiry[ri], (ts, serial))
+                    heapq.heappush(self._expiry[qi], (ts, serial))
         stats = self.stats
         stats["inserted"] += 1
         if len(self.events) > stats["peak_retained"]:
@@ -366,10 +381,10 @@ class Engine:
     def _expire(self) -> None:
         wm = self.watermark
         events = self.events
-        for ri, _pmask in self._windowed:
-            heap = self._expiry[ri]
-            queue = self._in_order[ri]
-            limit = wm - self._windows[ri]
+        for qi, ri, qmask in self._windowed:
+            heap = self._expiry[qi]
+            queue = self._in_order[qi]
+            limit = wm - self._windows[qi]
             due: list[int] = []
             while queue:
                 e = events.get(queue[0])
@@ -382,12 +397,12 @@ class Engine:
             while heap and heap[0][0] < limit:
                 due.append(heapq.heappop(heap)[1])
             if due:
-                self._expire_serials(ri, due)
+                self._expire_serials(ri, qmask, due)
 
-    def _expire_serials(self, ri: int, serials: list[int]) -> None:
-        """Drop these events from pattern ``ri``: one batch of deletions per atom, no output."""
+    def _expire_serials(self, ri: int, pmask: int, serials: list[int]) -> None:
+        """Drop these events from the holders ``pmask`` of pattern ``ri``: one batch of
+        deletions per atom, no output."""
         rt = self.runtimes[ri]
-        pmask = self._pattern_mask[ri]
         holders = self._holders
         batches: dict[int, list[tuple]] = {}
         for serial in serials:
