@@ -205,9 +205,9 @@ class _Run:
                                "the Kafka watermark advances with the partitions' records")
             if o.checkpoint:
                 raise RunError("--idle-advance cannot be combined with --checkpoint in this version")
-            from cep.lang.compiler import TIME_UNITS
+            from cep.units import TIME_UNITS
 
-            self.idle = parse_duration(o.idle_advance, "s")
+            self.idle = parse_lateness(o.idle_advance, "s")
             if not self.idle > 0:
                 raise RunError(f"--idle-advance must be positive, got {o.idle_advance!r}")
             self.per_second = TIME_UNITS[o.time_unit]
