@@ -19,7 +19,7 @@ from typing import Any, TextIO
 from cep.errors import PatternError
 from cep.lang.gcq import Bound, CompiledPattern
 from cep.plan.classify import QueryClass, classify_plan
-from cep.plan.gaps import gap_window_text
+from cep.plan.gaps import aggregate_structure, gap_window_text
 from cep.plan.model import IndexSpec, Plan, enumeration_index, sibling_index
 from cep.plan.physical import IndexUse, PhysicalPlan, physical_plan
 
@@ -281,16 +281,30 @@ def gaps_to_dicts(pp: PhysicalPlan) -> list[dict[str, Any]]:
             "check": pl.check,
             "residual": pl.gap.residual_text or None,
             "cost": pl.cost,
+            **(_repetition(cp, pl) if pl.gap.origin == "kleene" else {}),
         }
         for pl in plans
     ]
+
+
+def _repetition(cp: CompiledPattern, pl: Any) -> dict[str, Any]:
+    """A Kleene element (spec 7.3): its count bounds and which structure serves each aggregate."""
+    g = pl.gap
+    return {
+        "count": {"min": g.min_count, "max": g.max_count},
+        "aggregates": [{"aggregate": cp.aggregates[j].text if cp.aggregates[j].fn != "events"
+                        else f"{g.alias} (the event list, no EMIT)",
+                        "served_by": aggregate_structure(cp.aggregates[j].fn, cp.aggregates[j].attr, pl.check)}
+                       for j in g.aggregates],
+        "match_condition": cp.agg_condition_text or None,
+    }
 
 
 def gaps_to_text(pp: PhysicalPlan) -> list[str]:
     cp = pp.pattern
     if not cp.gaps:
         return []
-    lines = [f"  gaps (anti-joins; a match is emitted once decided, strategy {cp.strategy}):"]
+    lines = [f"  gaps (anti-joins and repetitions; a match is emitted once decided, strategy {cp.strategy}):"]
     for g in gaps_to_dicts(pp):
         ix = g["index"]
         key = ", ".join(f"{k} = {src}" for k, src in zip(ix["key"], g["key_from"], strict=True)) or "none"
@@ -300,8 +314,23 @@ def gaps_to_text(pp: PhysicalPlan) -> list[str]:
                      + f", per key ({key}), sorted by ts")
         if g["check"] == "count":
             lines.append(f"      check: range count (is there one in the range?)  cost {g['cost']}")
+        elif g["check"] == "aggregate":
+            lines[-1] = lines[-1].replace("sorted by ts", "sorted by ts, in a range-aggregate index "
+                                          "(blocks with count/exact sums/min/max, segment tree over blocks)")
         else:
             lines.append(f"      check: range scan of the key's candidates for {g['residual']}  cost {g['cost']}")
+        if "aggregates" in g:
+            hi = g["count"]["max"]
+            bounds = f"{g['count']['min']} <= count" + (f" <= {hi}" if hi is not None else "")
+            if g["check"] == "aggregate":
+                lines.append(f"      check: range aggregates, {bounds}  cost {g['cost']}")
+            else:
+                lines.append(f"      (the residual condition selects events per match: the list and its "
+                             f"aggregates come from the scan; {bounds})")
+            for a in g["aggregates"]:
+                lines.append(f"        {a['aggregate']}: {a['served_by']}")
+            if g["match_condition"]:
+                lines.append(f"      condition on the match: {g['match_condition']}")
     return lines
 
 

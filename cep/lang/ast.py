@@ -108,7 +108,7 @@ class Not:
 
 @dataclass(frozen=True)
 class Call:
-    """``name(args)``: aggregates of Kleene plus ([phase 2]); rejected by the compiler."""
+    """``name(args)``: an aggregate of a Kleene alias (spec 7.3), e.g. ``count(f)``, ``sum(f.amount)``."""
 
     name: str
     args: tuple[Expr, ...]
@@ -128,6 +128,8 @@ class Element:
     ``kind`` is ``"event"`` (``Type alias``), or one of the phase-2 forms
     ``"not"`` (``NOT Type alias``), ``"kleene"`` (``Type+ alias``) and
     ``"nested"`` (a nested structure in ``nested``; type and alias empty).
+    A Kleene element's quantifier is ``min_count`` .. ``max_count`` (None: no
+    upper bound): ``Type+`` is 1.., ``Type{n}`` n..n, ``Type{n,}`` n.., ``Type{n,m}``.
     """
 
     type: str
@@ -136,6 +138,8 @@ class Element:
     nested: Structure | None = None
     loc: Loc = _loc()
     alias_loc: Loc = _loc()
+    min_count: int | float = 1
+    max_count: int | float | None = None
 
 
 @dataclass(frozen=True)

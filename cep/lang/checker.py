@@ -3,9 +3,9 @@
 The parser builds the syntax tree; this module finds what is wrong with it
 that the grammar cannot see: unknown or duplicate aliases, AND with a repeated
 type, duplicate EMIT names or PARTITION BY attributes, a non-positive WITHIN,
-comparisons that can never be true (warnings), the misuses of NOT, USING and
-nesting (spec 7.1-7.6), and the constructs this version does not build yet
-(Kleene plus and aggregates: "not supported yet").  It returns ``Issue`` values (no file, no source line); the
+comparisons that can never be true (warnings), the misuses of NOT, Kleene
+plus and its aggregates, USING and nesting (spec 7.1-7.6).  It returns
+``Issue`` values (no file, no source line); the
 parser turns them into ``cep.errors.Diagnostic``.  Walks over expressions are
 iterative, so a long ``a AND b AND ...`` chain cannot exhaust the stack.
 """
@@ -18,7 +18,7 @@ from cep.lang import ast
 from cep.lang.suggest import hint
 
 AGGREGATES = ("count", "sum", "avg", "min", "max", "first", "last")
-"""Kleene-plus aggregate functions ([phase 2]); no other function exists."""
+"""Kleene-plus aggregate functions (spec 7.3); no other function exists."""
 
 MAX_ELEMENTS = 32
 """Elements per SEQ/AND: the compiled query has a window predicate per pair of AND elements
@@ -60,6 +60,7 @@ class _Checker:
         self.aliases: dict[str, ast.Loc] = {}
         self.gap_aliases: dict[str, ast.Loc] = {}  # NOT and Kleene aliases (spec 7.1 gap elements)
         self.not_aliases: set[str] = set()  # they bind no event at all
+        self.kleene: dict[str, ast.Element] = {}  # repeated aliases (spec 7.3)
         self.nested = False
 
     def error(self, loc: ast.Loc, msg: str) -> None:
@@ -111,8 +112,18 @@ class _Checker:
                     edge = "leading" if i < positive[0] else "trailing"
                     self.error(el.loc, f"a {edge} NOT needs WITHIN (its gap ends at the window's edge)")
             elif el.kind == "kleene":
-                self.phase2(el.loc, f"Kleene plus '{el.type}+'")
                 self.gap_aliases[el.alias] = el.loc
+                self.kleene[el.alias] = el
+                self.quantifier(el)
+                if s.op != "SEQ":
+                    self.error(el.loc, "a Kleene element (repetition) is only allowed inside SEQ in this version")
+                elif not top:
+                    self.error(el.loc, "a Kleene element may only stand in the outermost SEQ "
+                                       "(a nested structure holds positive elements only)")
+                elif self.p.within is None and positive and (i < positive[0] or i > positive[-1]):
+                    edge = "leading" if i < positive[0] else "trailing"
+                    self.error(el.loc, f"a {edge} Kleene element needs WITHIN "
+                                       "(its gap ends at the window's edge)")
             if el.alias in self.aliases:
                 self.error(
                     el.alias_loc,
@@ -121,7 +132,19 @@ class _Checker:
             else:
                 self.aliases[el.alias] = el.alias_loc
         if s.elements and not positive:
-            self.error(s.loc, f"{s.op} needs an element that is not NOT")
+            self.error(s.loc, f"{s.op} needs a positive element (one that is neither NOT nor repeated)")
+
+    def quantifier(self, el: ast.Element) -> None:
+        lo, hi = el.min_count, el.max_count
+        for v in (lo, hi):
+            if v is not None and (isinstance(v, float) or v < 0):
+                self.error(el.loc, f"a repetition count must be a whole number, got {v}")
+                return
+        if lo < 1:
+            self.error(el.loc, f"'{el.type}{{{lo}...}}' allows no event: a Kleene element needs at least "
+                               f"one (write NOT {el.type} {el.alias} for none)")
+        elif hi is not None and hi < lo:
+            self.error(el.loc, f"'{el.type}{{{lo},{hi}}}': the upper bound is below the lower bound")
 
     # ----------------------------------------------------------- expressions
     def unknown_alias(self, loc: ast.Loc, alias: str) -> None:
@@ -149,7 +172,6 @@ class _Checker:
                 stack.append((e.operand, False))
             elif isinstance(e, ast.Call):
                 self.call(e)
-                stack.extend((x, True) for x in reversed(e.args))
 
     def attr(self, e: ast.Attr, call_arg: bool) -> None:
         if e.name:
@@ -174,12 +196,28 @@ class _Checker:
                 self.warning(e.loc, f"comparison between a {k1} and a {k2} is never true")
 
     def call(self, e: ast.Call) -> None:
+        """Spec 7.3: ``count(x)``, ``count(x.a)``, ``sum/avg/min/max/first/last(x.a)`` of a Kleene alias."""
         if e.name not in AGGREGATES:
             self.error(e.loc, f"unknown function '{e.name}'{hint(e.name, AGGREGATES)}")
             return
-        self.phase2(e.loc, f"aggregate {e.name}()")
         if len(e.args) != 1:
             self.error(e.loc, f"{e.name}() takes one argument")
+            return
+        arg = e.args[0]
+        form = "count(x) or count(x.attribute)" if e.name == "count" else f"{e.name}(x.attribute)"
+        if not isinstance(arg, ast.Attr):
+            self.error(arg.loc, f"the argument of {e.name}() is an attribute of a repeated alias: write {form}")
+            return
+        if arg.alias not in self.aliases:
+            self.unknown_alias(arg.loc, arg.alias)
+        elif arg.alias in self.not_aliases:
+            self.error(arg.loc, f"'{arg.alias}' is a NOT alias: it binds no event, so it has no aggregate")
+        elif arg.alias not in self.kleene:
+            what = f"{arg.alias}.{arg.name}" if arg.name else f"{arg.alias}.<attribute>"
+            self.error(e.loc, f"{e.name}() aggregates a repeated alias (Type+ x), but '{arg.alias}' binds "
+                              f"one event: use {what} directly")
+        elif not arg.name and e.name != "count":
+            self.error(arg.loc, f"{e.name}() needs an attribute: write {e.name}({arg.alias}.<attribute>)")
 
     # -------------------------------------------------------------- clauses
     def clauses(self) -> None:
@@ -205,11 +243,17 @@ class _Checker:
                         self.unknown_alias(item.loc, item.star)
                     elif item.star in self.not_aliases:
                         self.negated_in_emit(item.loc, item.star)
+                    elif item.star in self.kleene:
+                        self.error(item.loc, f"'{item.star}' is repeated: it binds a list of events, so "
+                                             f"'{item.star}.*' has no single value; EMIT aggregates of it, "
+                                             f"e.g. count({item.star}), last({item.star}.<attribute>)")
                 elif item.expr is not None:
                     self.expr(item.expr)
-                    for a in _attrs(item.expr):
+                    for a in _attrs(item.expr, calls=False):
                         if a.alias in self.not_aliases:
                             self.negated_in_emit(a.loc, a.alias)
+                        elif a.alias in self.kleene and a.name:
+                            self.repeated_in_emit(a)
                 name = item.name or item.text
                 if name in names:
                     self.error(
@@ -230,8 +274,15 @@ class _Checker:
             self.error(loc, f"USING {using} applies to a flat SEQ; this pattern nests structures")
         if using == "strict_contiguity" and self.gap_aliases:
             first = min(self.gap_aliases.values(), key=lambda lc: (lc.line, lc.col))
-            self.error(loc, f"USING strict_contiguity cannot be combined with a NOT element "
+            self.error(loc, f"USING strict_contiguity cannot be combined with a NOT or Kleene element "
                             f"(at {_where(first)}) in this version")
+
+    def repeated_in_emit(self, a: ast.Attr) -> None:
+        x, at = a.alias, a.name
+        self.error(a.loc, f"'{x}' is repeated: '{x}.{at}' has one value per event; EMIT an aggregate "
+                          f"instead: first({x}.{at}) or last({x}.{at}) (the value in the first or last "
+                          f"event), count({x}.{at}), sum({x}.{at}), avg({x}.{at}), min({x}.{at}) or "
+                          f"max({x}.{at})")
 
     def negated_in_emit(self, loc: ast.Loc, alias: str) -> None:
         self.error(loc, f"'{alias}' is a NOT alias: it binds no event, so EMIT cannot use it")
@@ -243,8 +294,16 @@ class _Checker:
         for c in conjuncts(where):
             gaps = list(dict.fromkeys(a.alias for a in _attrs(c) if a.alias in self.gap_aliases))
             if len(gaps) > 1:
-                self.error(c.loc, f"a condition may mention at most one NOT alias, this one mentions "
-                                  f"{_join_names(gaps)}; split it into conditions joined by AND")
+                self.error(c.loc, f"a condition may mention at most one NOT or repeated alias, this one "
+                                  f"mentions {_join_names(gaps)}; split it into conditions joined by AND")
+                continue
+            if gaps and gaps[0] in self.kleene:
+                x = gaps[0]
+                bare = [a for a in _attrs(c, calls=False) if a.alias == x]
+                if bare and len(_attrs(c)) > len(_attrs(c, calls=False)):
+                    self.error(bare[0].loc, f"this condition both selects the events of '{x}' ({x}.{bare[0].name}) "
+                                            f"and uses an aggregate of it; split it into conditions joined by "
+                                            f"AND (one per event, one on the aggregate)")
 
 
 def conjuncts(e: ast.Expr | None) -> list[ast.Expr]:
@@ -261,8 +320,9 @@ def conjuncts(e: ast.Expr | None) -> list[ast.Expr]:
     return out
 
 
-def _attrs(e: ast.Expr) -> list[ast.Attr]:
-    """Attribute references of an expression, in source order (iterative)."""
+def _attrs(e: ast.Expr, calls: bool = True) -> list[ast.Attr]:
+    """Attribute references of an expression, in source order (iterative); with
+    ``calls`` False, those inside aggregate calls are left out."""
     out: list[ast.Attr] = []
     stack = [e]
     while stack:
@@ -277,7 +337,7 @@ def _attrs(e: ast.Expr) -> list[ast.Attr]:
         elif isinstance(n, ast.InList):
             stack.extend(reversed(n.items))
             stack.append(n.operand)
-        elif isinstance(n, ast.Call):
+        elif isinstance(n, ast.Call) and calls:
             stack.extend(reversed(n.args))
     return out
 

@@ -20,15 +20,17 @@ Expressions are compiled to Python functions once, here (``cep.lang.expr``).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import replace
 from typing import Any
 
 from cep import codegen
-from cep.errors import Diagnostic, NotSupportedYet
+from cep.errors import Diagnostic
 from cep.lang import ast
 from cep.lang.expr import compile_condition, compile_expr, linear_form
 from cep.lang.gcq import (
     ID_ATTR,
     TIME_ATTR,
+    Aggregate,
     Atom,
     CompiledPattern,
     EmitSpec,
@@ -109,19 +111,6 @@ class _UnionFind:
             self.parent[rb] = ra
 
 
-def _reject_phase2(p: ast.Pattern) -> None:
-    diags = []
-    stack = [p.structure]
-    while stack:
-        for el in stack.pop().elements:
-            if el.kind == "kleene":
-                diags.append(Diagnostic(p.file, el.loc, "Kleene plus elements are not supported yet (phase 2)"))
-            elif el.nested is not None:
-                stack.append(el.nested)
-    if diags:
-        raise NotSupportedYet(diags)
-
-
 class _Shape:
     """The positive elements of a (possibly nested) structure and the order it denotes.
 
@@ -144,7 +133,7 @@ class _Shape:
         steps: list[tuple[list[int], list[int]]] = []
         pending_gaps: list[ast.Element] = []
         for el in s.elements:
-            if el.kind == "not":
+            if el.kind in ("not", "kleene"):
                 pending_gaps.append(el)
                 continue
             if el.kind == "nested":
@@ -170,7 +159,6 @@ class _Shape:
 
 def compile_pattern(p: ast.Pattern, time_unit: str = "s") -> CompiledPattern:
     """Compile one checked pattern to its GCQ (positive atoms) and its gaps (anti-joins)."""
-    _reject_phase2(p)
     shape = _Shape(p.structure)
     elements = shape.elements
     aliases = [el.alias for el in elements]
@@ -186,12 +174,16 @@ def compile_pattern(p: ast.Pattern, time_unit: str = "s") -> CompiledPattern:
     cross: list[tuple[ast.Expr, str]] = []
     gap_conjuncts: dict[str, list[ast.Expr]] = {a: [] for a in gap_aliases}
     positive_conjuncts: list[ast.Expr] = []
+    agg_conjuncts: list[ast.Expr] = []
     for c in _conjuncts(p.where):
         refs = _attrs(c)
         used = list(dict.fromkeys(r.alias for r in refs))
         gap_used = [a for a in used if a in gap_aliases]
         if gap_used:
-            gap_conjuncts[gap_used[0]].append(c)  # (the checker allows one per conjunct)
+            if _has_call(c):
+                agg_conjuncts.append(c)  # a condition on the match (spec 7.3)
+            else:
+                gap_conjuncts[gap_used[0]].append(c)  # (the checker allows one per conjunct)
             continue
         positive_conjuncts.append(c)
         if len(used) <= 1:
@@ -326,12 +318,27 @@ def compile_pattern(p: ast.Pattern, time_unit: str = "s") -> CompiledPattern:
     if len(atoms) == 1:
         partition_vars = ()
 
-    emit = _compile_emit(p, aliases, alias_pos)
     strategy = p.using or "skip_till_any_match"
     order = tuple(shape.edges) if shape.nested else (
         tuple((i, i + 1) for i in range(k - 1)) if p.structure.op == "SEQ" else ())
     gaps = [_not_gap(p, g, after, before, gap_conjuncts[g.alias], alias_pos) for g, after, before in shape.gaps]
     gaps += _strategy_gaps(p, strategy, elements, positive_conjuncts, alias_pos)
+    # aggregate slots first (every expression rewritten), then the functions of (events, slots)
+    slots = _AggregateSlots(gaps)
+    if p.emit is None:
+        for g in gaps:
+            if g.origin == "kleene":
+                slots.slot(g.alias, "events", None, g.alias)
+    cond = _and_all([slots.rewrite(c) for c in agg_conjuncts]) if agg_conjuncts else None
+    emit = _compile_emit(p, aliases, alias_pos, slots)
+    agg_condition, agg_text = None, ""
+    if cond is not None:
+        agg_condition = compile_condition(cond, _match_access(alias_pos), _match_params(k, slots),
+                                          f"{p.name}: condition on aggregates")
+        agg_text = " AND ".join(_text(c) for c in agg_conjuncts)
+    for gi, g in enumerate(gaps):
+        if g.origin == "kleene":
+            g.aggregates = tuple(j for j, a in enumerate(slots.aggregates) if a.gap == gi)
     return CompiledPattern(
         name=p.name,
         op=p.structure.op,
@@ -346,7 +353,96 @@ def compile_pattern(p: ast.Pattern, time_unit: str = "s") -> CompiledPattern:
         gaps=gaps,
         strategy=strategy,
         order=order,
+        aggregates=slots.aggregates,
+        agg_condition=agg_condition,
+        agg_condition_text=agg_text,
+        output_aliases=tuple(_output_aliases(p.structure)),
     )
+
+
+def _has_call(e: ast.Expr) -> bool:
+    stack = [e]
+    while stack:
+        n = stack.pop()
+        if isinstance(n, ast.Call):
+            return True
+        if isinstance(n, (ast.Neg, ast.Not)):
+            stack.append(n.operand)
+        elif isinstance(n, (ast.Arith, ast.Compare, ast.And, ast.Or)):
+            stack.extend((n.left, n.right))
+        elif isinstance(n, ast.InList):
+            stack.append(n.operand)
+            stack.extend(n.items)
+    return False
+
+
+def _output_aliases(s: ast.Structure) -> list[str]:
+    """Positive and repeated aliases in source order: the keys of a match without EMIT."""
+    out: list[str] = []
+    for el in s.elements:
+        if el.kind == "nested":
+            assert el.nested is not None
+            out.extend(_output_aliases(el.nested))
+        elif el.kind in ("event", "kleene"):
+            out.append(el.alias)
+    return out
+
+
+AGG_ALIAS = "\0agg"  # the pseudo alias of an aggregate slot in a rewritten expression
+
+
+class _AggregateSlots:
+    """Numbers the aggregates a pattern uses (``g0``, ``g1``, ...) and rewrites an
+    expression's aggregate calls into reads of their slots, so expressions with
+    aggregates compile like any other (``cep.lang.expr``), as functions of the
+    match's positive events and its aggregate values."""
+
+    def __init__(self, gaps: list[Gap]) -> None:
+        self.gap_of = {g.alias: i for i, g in enumerate(gaps) if g.origin == "kleene"}
+        self.aggregates: list[Aggregate] = []
+        self.index: dict[tuple[str, str, str | None], int] = {}
+
+    def slot(self, alias: str, fn: str, attr: str | None, text: str) -> int:
+        key = (alias, fn, attr)
+        j = self.index.get(key)
+        if j is None:
+            j = self.index[key] = len(self.aggregates)
+            self.aggregates.append(Aggregate(self.gap_of[alias], fn, attr, text))
+        return j
+
+    def call_slot(self, c: ast.Call) -> int:
+        arg = c.args[0]
+        assert isinstance(arg, ast.Attr)
+        return self.slot(arg.alias, c.name, arg.name or None, _text(c))
+
+    def rewrite(self, e: ast.Expr) -> ast.Expr:
+        if isinstance(e, ast.Call):
+            return ast.Attr(AGG_ALIAS, str(self.call_slot(e)), e.loc)
+        if isinstance(e, (ast.Neg, ast.Not)):
+            return replace(e, operand=self.rewrite(e.operand))
+        if isinstance(e, (ast.Arith, ast.Compare, ast.And, ast.Or)):
+            return replace(e, left=self.rewrite(e.left), right=self.rewrite(e.right))
+        if isinstance(e, ast.InList):
+            return replace(e, operand=self.rewrite(e.operand), items=tuple(self.rewrite(x) for x in e.items))
+        return e
+
+
+def _match_params(k: int, slots: _AggregateSlots | None) -> list[str]:
+    """Parameters of a function of a match: its positive events, then its aggregate slots."""
+    n = len(slots.aggregates) if slots is not None else 0
+    return [f"e{i}" for i in range(k)] + [f"g{j}" for j in range(n)]
+
+
+def _match_access(alias_pos: dict[str, int]) -> Callable[[ast.Attr], str]:
+    def access(attr: ast.Attr) -> str:
+        if attr.alias == AGG_ALIAS:
+            return f"g{attr.name}"
+        j = alias_pos[attr.alias]
+        if attr.name == TIME_ATTR:
+            return f"e{j}.ts"
+        return f"e{j}.fields.get({attr.name!r})"
+
+    return access
 
 
 def _nested_order(shape: _Shape, aliases: list[str], w, cross: list[tuple[ast.Expr, str]]) -> None:
@@ -423,8 +519,14 @@ def _gap_parts(
 
 
 def _not_gap(p: ast.Pattern, el: ast.Element, after, before, conjuncts, alias_pos) -> Gap:
-    """``NOT Type x`` between its positive neighbours (spec 7.2)."""
+    """``NOT Type x`` (spec 7.2) or ``Type{n,m} x`` (7.3) between its positive neighbours."""
     parts = _gap_parts(el.alias, conjuncts, alias_pos, p.partition_by)
+    if el.kind == "kleene":
+        from cep.lang.printer import format_quantifier
+
+        return Gap(el.alias, (el.type,), "kleene", after, before,
+                   text=f"{el.type}{format_quantifier(el)} {el.alias}", min_count=int(el.min_count),
+                   max_count=None if el.max_count is None else int(el.max_count), **parts)
     return Gap(el.alias, (el.type,), "not", after, before, text=f"NOT {el.type} {el.alias}", **parts)
 
 
@@ -464,28 +566,30 @@ def _event_access(attr: ast.Attr) -> str:
     return f"e.fields.get({attr.name!r})"
 
 
-def _compile_emit(p: ast.Pattern, aliases: Sequence[str], alias_pos: dict[str, int]) -> list[EmitSpec] | None:
+def _compile_emit(p: ast.Pattern, aliases: Sequence[str], alias_pos: dict[str, int],
+                  slots: _AggregateSlots) -> list[EmitSpec] | None:
+    """EMIT items as functions of the match's positive events and aggregate slots; a bare
+    aggregate item (``count(f)``, ``first(f.ts)``) is its slot, output as computed."""
     if p.emit is None:
         return None
-    params = [f"e{i}" for i in range(len(aliases))]
-
-    def access(attr: ast.Attr) -> str:
-        j = alias_pos[attr.alias]
-        if attr.name == TIME_ATTR:
-            return f"e{j}.ts"
-        return f"e{j}.fields.get({attr.name!r})"
-
+    exprs = {i: slots.rewrite(item.expr) for i, item in enumerate(p.emit) if item.expr is not None}
+    params = _match_params(len(aliases), slots)
+    access = _match_access(alias_pos)
     specs: list[EmitSpec] = []
-    for item in p.emit:
+    for i, item in enumerate(p.emit):
         if item.star is not None:
             specs.append(EmitSpec(item.text, None, alias_pos[item.star], item.text))
-        else:
-            assert item.expr is not None
-            fn = compile_expr(item.expr, access, params, f"{p.name}: emit {item.name or item.text}")
-            bare = None
-            if isinstance(item.expr, ast.Attr) and item.expr.name != TIME_ATTR:
-                bare = (alias_pos[item.expr.alias], item.expr.name)
-            specs.append(EmitSpec(item.name or item.text, fn, None, item.text, bare))
+            continue
+        assert item.expr is not None
+        e = exprs[i]
+        if isinstance(item.expr, ast.Call):
+            specs.append(EmitSpec(item.name or item.text, None, None, item.text, slot=int(e.name)))  # type: ignore[union-attr]
+            continue
+        fn = compile_expr(e, access, params, f"{p.name}: emit {item.name or item.text}")
+        bare = None
+        if isinstance(item.expr, ast.Attr) and item.expr.name != TIME_ATTR:
+            bare = (alias_pos[item.expr.alias], item.expr.name)
+        specs.append(EmitSpec(item.name or item.text, fn, None, item.text, bare))
     return specs
 
 
@@ -498,9 +602,14 @@ def match_builder(cp: CompiledPattern) -> Callable[[Sequence[Any]], dict]:
     """
     env: dict[str, Any] = {}
     k = len(cp.atoms)
+    m = len(cp.aggregates)
     items: list[str] = []
+    args = ", ".join([f"e{i}" for i in range(k)] + [f"g{j}" for j in range(m)])
     if cp.emit is None:
-        items = [f"{a.alias!r}: e{i}.fields" for i, a in enumerate(cp.atoms)]
+        pos = {a.alias: i for i, a in enumerate(cp.atoms)}
+        events_slot = {cp.gaps[a.gap].alias: j for j, a in enumerate(cp.aggregates) if a.fn == "events"}
+        for alias in cp.output_aliases:
+            items.append(f"{alias!r}: e{pos[alias]}.fields" if alias in pos else f"{alias!r}: g{events_slot[alias]}")
     else:
         for j, spec in enumerate(cp.emit):
             if spec.star is not None:
@@ -508,11 +617,15 @@ def match_builder(cp: CompiledPattern) -> Callable[[Sequence[Any]], dict]:
                 items.append(f"**{{{prefix!r} + _k: _v for _k, _v in e{spec.star}.fields.items()}}")
             elif spec.attr is not None:
                 items.append(f"{spec.name!r}: e{spec.attr[0]}.fields.get({spec.attr[1]!r})")
+            elif spec.slot is not None:
+                items.append(f"{spec.name!r}: g{spec.slot}")
             else:
                 env[f"_f{j}"] = spec.fn
-                items.append(f"{spec.name!r}: _f{j}({', '.join(f'e{i}' for i in range(k))})")
+                items.append(f"{spec.name!r}: _f{j}({args})")
     unpack = "".join(f"e{i}, " for i in range(k))
-    src = f"def build(events):\n    {unpack}= events\n    return {{{', '.join(items)}}}\n"
+    unpack_aggs = f"    {''.join(f'g{j}, ' for j in range(m))}= aggs\n" if m else ""
+    src = (f"def build(events, aggs=()):\n    {unpack}= events\n{unpack_aggs}"
+           f"    return {{{', '.join(items)}}}\n")
     return codegen.define(f"{cp.name}: match builder", src, "build", env)
 
 

@@ -134,12 +134,30 @@ class EmitSpec:
     star: int | None = None
     text: str = ""
     attr: tuple[int, str] | None = None
+    slot: int | None = None  # a bare aggregate item: the match's aggregate slot (spec 7.3)
+
+
+@dataclass(frozen=True)
+class Aggregate:
+    """One aggregate a pattern reads from a repeated alias (spec 7.3), a slot of the match.
+
+    ``fn`` is one of count sum avg min max first last, or ``events`` (the list of
+    the events' fields: a match without EMIT); ``attr`` None is ``count(x)``.
+    ``gap`` is the position of the Kleene element's ``Gap`` in ``CompiledPattern.gaps``.
+    """
+
+    gap: int
+    fn: str
+    attr: str | None
+    text: str
 
 
 @dataclass
 class Gap:
-    """A gap element (spec 7.1-7.2, 7.5): an anti-join of the positive GCQ with the
-    events that lie between positive neighbours.
+    """A gap element (spec 7.1-7.3, 7.5): an anti-join (NOT) or a range aggregate
+    (Kleene plus, origin ``kleene``: the qualifying events are x's list, the match
+    needs ``min_count <= count <= max_count``, ``aggregates`` are the slots it fills)
+    of the positive GCQ with the events between positive neighbours.
 
     The match holds only if no event *qualifies*: one of ``types``, passing
     ``filter``, with key values (``key_attrs`` of the gap event) equal to the
@@ -155,7 +173,7 @@ class Gap:
 
     alias: str
     types: tuple[str, ...]
-    origin: str  # "not" | "next_match" | "contiguity"
+    origin: str  # "not" | "next_match" | "contiguity" | "kleene"
     after: tuple[int, ...]
     before: tuple[int, ...]
     key_attrs: tuple[str, ...] = ()
@@ -165,6 +183,9 @@ class Gap:
     residual: Callable[..., bool] | None = None  # (gap event, *positive events) -> True iff true
     residual_text: str = ""
     text: str = ""  # how the user wrote it (``NOT Shipment s``), for explain
+    min_count: int = 1
+    max_count: int | None = None
+    aggregates: tuple[int, ...] = ()  # slots in CompiledPattern.aggregates (kleene only)
 
     @property
     def kind(self) -> str:
@@ -193,6 +214,11 @@ class CompiledPattern:
     gaps: list[Gap] = field(default_factory=list)  # anti-joins: NOT elements and strategies (7.1-7.5)
     strategy: str = "skip_till_any_match"
     order: tuple[tuple[int, int], ...] = ()  # (i, j): atom i's ts < atom j's ts (SEQ order and nesting)
+    aggregates: list[Aggregate] = field(default_factory=list)  # slots g0, g1, ... (spec 7.3)
+    # WHERE conjuncts with an aggregate: a condition on the match, f(e0.., g0..) -> True iff true
+    agg_condition: Callable[..., bool] | None = None
+    agg_condition_text: str = ""
+    output_aliases: tuple[str, ...] = ()  # positive and repeated aliases in source order (no EMIT)
 
     @property
     def decided(self) -> bool:

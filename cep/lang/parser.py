@@ -348,6 +348,21 @@ class _Builder:
     def b_el_kleene(self, node: Tree, kids: list) -> ast.Element:
         return self._element(node, kids[0], kids[2], "kleene")
 
+    def _quantified(self, node: Tree, kids: list, lo: Token, hi: Token | None, bounded: bool) -> ast.Element:
+        el = self._element(node, kids[0], kids[-1], "kleene")
+        low = self.number(lo)
+        high = (self.number(hi) if hi is not None else low) if bounded else None
+        return ast.Element(el.type, el.alias, "kleene", None, el.loc, el.alias_loc, low, high)
+
+    def b_el_exactly(self, node: Tree, kids: list) -> ast.Element:
+        return self._quantified(node, kids, kids[1], None, True)
+
+    def b_el_at_least(self, node: Tree, kids: list) -> ast.Element:
+        return self._quantified(node, kids, kids[1], None, False)
+
+    def b_el_between(self, node: Tree, kids: list) -> ast.Element:
+        return self._quantified(node, kids, kids[1], kids[2], True)
+
     def b_el_nested(self, node: Tree, kids: list) -> ast.Element:
         s = kids[0]
         return ast.Element("", "", "nested", s, s.loc, ast.NOLOC)

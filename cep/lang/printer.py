@@ -92,6 +92,14 @@ def format_duration(d: ast.Duration) -> str:
     return f"{value} {d.unit}" if d.unit else value
 
 
+def format_quantifier(el: ast.Element) -> str:
+    """``+``, ``{n}``, ``{n,}`` or ``{n,m}`` of a Kleene element."""
+    lo, hi = format_literal(el.min_count), el.max_count
+    if hi is None:
+        return "+" if el.min_count == 1 else f"{{{lo},}}"
+    return f"{{{lo}}}" if hi == el.min_count else f"{{{lo},{format_literal(hi)}}}"
+
+
 def format_structure(s: ast.Structure) -> str:
     parts = []
     for el in s.elements:
@@ -101,7 +109,7 @@ def format_structure(s: ast.Structure) -> str:
         elif el.kind == "not":
             parts.append(f"NOT {el.type} {el.alias}")
         elif el.kind == "kleene":
-            parts.append(f"{el.type}+ {el.alias}")
+            parts.append(f"{el.type}{format_quantifier(el)} {el.alias}")
         else:
             parts.append(f"{el.type} {el.alias}")
     return f"{s.op}({', '.join(parts)})"

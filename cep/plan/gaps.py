@@ -15,6 +15,20 @@ pass the gap element's own filter, sorted by time.  Then
 
 Gap elements with the same types, filter and key (the gaps of strict_contiguity)
 share one index.
+
+A Kleene element (spec 7.3) keeps its index as a range-aggregate structure
+(``cep.runtime.aggtree``: blocks of the key's sorted events, each block's
+count, exact sums, min and max, a segment tree over the blocks), with one value
+column per aggregated attribute.  Its check is
+
+* ``aggregate``: every aggregate of the match is a range query on that
+  structure: count from the block sizes, sum/avg from the exact sums, min/max
+  from the tree's min/max, first/last by a seek: O(log n + LOAD) per match,
+  whatever the number of repeated events;
+* ``scan``: a residual selection condition between the repeated alias and the
+  positive ones (``s.amount < b.amount``) decides per match which events are in
+  the list, so the key's candidates inside the gap are scanned and aggregated:
+  O(log n + candidates).
 """
 
 from __future__ import annotations
@@ -32,6 +46,8 @@ class GapIndexSpec:
     types: tuple[str, ...]
     key_attrs: tuple[str, ...]
     filter_text: str
+    columns: tuple[str, ...] = ()  # aggregated attributes (a Kleene element's range-aggregate index)
+    kleene: bool = False
 
 
 @dataclass(frozen=True)
@@ -40,11 +56,35 @@ class GapPlan:
 
     gap: Gap
     index: int  # a GapIndexSpec id
-    check: str  # "count" | "scan"
+    check: str  # "count" | "scan" | "aggregate"
 
     @property
     def cost(self) -> str:
-        return "O(log n)" if self.check == "count" else "O(log n + candidates in key and gap)"
+        if self.check == "count":
+            return "O(log n)"
+        if self.check == "aggregate":
+            return "O(log n + LOAD) per match, independent of the number of repeated events"
+        return "O(log n + candidates in key and gap)"
+
+
+AGGREGATE_STRUCTURE = {
+    "count(x)": "block sizes summed by the segment tree: O(log n)",
+    "count": "non-null counts per block, segment tree: O(log n + LOAD)",
+    "sum": "exact sums per block, segment tree: O(log n + LOAD)",
+    "avg": "exact sums and number counts per block, segment tree: O(log n + LOAD)",
+    "min": "block minima, segment tree: O(log n + LOAD)",
+    "max": "block maxima, segment tree: O(log n + LOAD)",
+    "first": "seek to the first event of the range: O(log n)",
+    "last": "seek to the last event of the range: O(log n)",
+    "events": "the events of the range, in time order: linear in the list (no EMIT)",
+}
+"""Which part of the range-aggregate index serves each aggregate (for ``cep explain``)."""
+
+
+def aggregate_structure(fn: str, attr: str | None, check: str) -> str:
+    if check == "scan":
+        return "computed over the scanned candidates: O(candidates)"
+    return AGGREGATE_STRUCTURE["count(x)" if fn == "count" and attr is None else fn]
 
 
 def plan_gaps(cp: CompiledPattern) -> tuple[list[GapIndexSpec], list[GapPlan]]:
@@ -53,13 +93,17 @@ def plan_gaps(cp: CompiledPattern) -> tuple[list[GapIndexSpec], list[GapPlan]]:
     by_sig: dict[tuple, int] = {}
     plans: list[GapPlan] = []
     for g in cp.gaps:
+        kleene = g.origin == "kleene"
+        columns = tuple(dict.fromkeys(a.attr for j in g.aggregates for a in [cp.aggregates[j]]
+                                      if a.attr is not None)) if kleene else ()
         # a filter is a function of the alias it names: two gap elements share an index only
         # when they have none (strict_contiguity) or are the same alias
-        sig = (g.types, g.key_attrs, g.filter_text, g.alias if g.filter is not None else "")
+        sig = (g.types, g.key_attrs, g.filter_text, g.alias if g.filter is not None or kleene else "", kleene)
         if sig not in by_sig:
             by_sig[sig] = len(specs)
-            specs.append(GapIndexSpec(len(specs), g.types, g.key_attrs, g.filter_text))
-        plans.append(GapPlan(g, by_sig[sig], "scan" if g.residual is not None else "count"))
+            specs.append(GapIndexSpec(len(specs), g.types, g.key_attrs, g.filter_text, columns, kleene))
+        check = "scan" if g.residual is not None else ("aggregate" if kleene else "count")
+        plans.append(GapPlan(g, by_sig[sig], check))
     return specs, plans
 
 

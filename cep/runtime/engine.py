@@ -30,7 +30,7 @@ from cep import codegen
 from cep.errors import LateEventError, UnknownRetractionError
 from cep.event import Event, Output, match_id
 from cep.lang.gcq import TIME_ATTR, CompiledPattern
-from cep.runtime.gaps import GapChecks, GapIndex
+from cep.runtime.gaps import GapChecks, GapIndex, KleeneIndex
 from cep.runtime.iedyn import PatternRuntime
 from cep.runtime.pending import PendingMatches, is_decided
 from cep.runtime.state import StateError, decode_state, encode_state
@@ -116,7 +116,8 @@ class Engine:
                 continue
             pp = self.runtimes[ri].plan
             specs, plans = list(pp.gap_indexes), list(pp.gaps)
-            indexes = [GapIndex(spec, cp.name) for spec in specs]
+            indexes = [KleeneIndex(spec, cp.name, self.events) if spec.kleene else GapIndex(spec, cp.name)
+                       for spec in specs]
             for ix in indexes:
                 flt = next(pl.gap.filter for pl in plans if pl.index == ix.spec.id)
                 bit = 1 << (len(self._slots) + len(self._gap_of_bit))
@@ -230,8 +231,9 @@ class Engine:
             checks = self.checks[ri]
             for serials in pending.pop_decided(wm):  # type: ignore[union-attr]
                 events = [self.events[s] for s in serials]
-                if checks.holds(events):  # type: ignore[union-attr]
-                    outs.append(self._output_events(ri, events, "+"))
+                aggs = checks.evaluate(events)  # type: ignore[union-attr]
+                if aggs is not None:
+                    outs.append(self._output_events(ri, events, "+", aggs))
         return outs
 
     def _complete(self, ri: int, slots: list, outs: list[Output]) -> None:
@@ -241,8 +243,9 @@ class Engine:
         checks = self.checks[ri]
         time, strict = checks.decision_time(events)  # type: ignore[union-attr]
         if is_decided(time, strict, self.watermark):
-            if checks.holds(events):  # type: ignore[union-attr]
-                outs.append(self._output_events(ri, events, "+"))
+            aggs = checks.evaluate(events)  # type: ignore[union-attr]
+            if aggs is not None:
+                outs.append(self._output_events(ri, events, "+", aggs))
             return
         pending = self.pending[ri]
         pending.add(serials, time, strict)  # type: ignore[union-attr]
@@ -257,8 +260,9 @@ class Engine:
         if self.pending[ri].discard(serials):  # type: ignore[union-attr]
             return
         events = [self.events[s] for s in serials]
-        if self.checks[ri].holds(events):  # type: ignore[union-attr]
-            outs.append(self._output_events(ri, events, "-"))
+        aggs = self.checks[ri].evaluate(events)  # type: ignore[union-attr]
+        if aggs is not None:
+            outs.append(self._output_events(ri, events, "-", aggs))
 
     def _gap_insert(self, event: Event, serial: int) -> int:
         """Index the event in every gap index it qualifies for; returns their bits."""
@@ -440,11 +444,13 @@ class Engine:
     def _output(self, ri: int, slots: list, op: str) -> Output:
         return self._output_events(ri, self.runtimes[ri].events_of(slots, self.events), op)
 
-    def _output_events(self, ri: int, events: list[Event], op: str) -> Output:
+    def _output_events(self, ri: int, events: list[Event], op: str, aggs: list | tuple = ()) -> Output:
+        """A composite event; ``aggs`` are its aggregate slots (spec 7.3). Its id is derived
+        from its positive events only."""
         name = self.patterns[ri].name
         self.matches_emitted[name][op] += 1
         mid = match_id(name, tuple([e.pos for e in events]))
-        return Output(name, op, mid, self._builders[ri](events), self._key_fns[ri](events[0]))
+        return Output(name, op, mid, self._builders[ri](events, aggs), self._key_fns[ri](events[0]))
 
     # --------------------------------------------------------- whole-state API
 
@@ -457,10 +463,13 @@ class Engine:
         checks = self.checks[ri]
         for slots in rt.all_matches():
             events = rt.events_of(slots, self.events)
-            if checks is not None and not self._decided_and_holds(checks, events):
-                continue
+            aggs: list | None = []
+            if checks is not None:
+                aggs = self._decided_aggregates(checks, events)
+                if aggs is None:
+                    continue
             mid = match_id(cp.name, tuple([e.pos for e in events]))
-            yield Output(cp.name, "+", mid, build(events), self._key_fns[ri](events[0]))
+            yield Output(cp.name, "+", mid, build(events, aggs), self._key_fns[ri](events[0]))
 
     def match_count(self, pattern: str) -> int:
         """The number of current matches, from the multiplicities when the plan allows."""
@@ -469,9 +478,10 @@ class Engine:
             return sum(1 for _ in self.matches(pattern))
         return self.runtimes[ri].count()
 
-    def _decided_and_holds(self, checks: GapChecks, events: list[Event]) -> bool:
+    def _decided_aggregates(self, checks: GapChecks, events: list[Event]) -> list | None:
+        """The aggregate slots of a decided match that holds; None otherwise."""
         time, strict = checks.decision_time(events)
-        return is_decided(time, strict, self.watermark) and checks.holds(events)
+        return checks.evaluate(events) if is_decided(time, strict, self.watermark) else None
 
     def next_decision_time(self) -> int | float | None:
         """The earliest time at which the watermark decides a pending match (None: none pending);

@@ -9,6 +9,11 @@ its events sorted by time, so the question is two binary searches (plan check
 condition relates them to the match (plan check ``scan``).  Which one a gap gets
 is decided by the plan layer (``cep.plan.gaps``); this module executes it.
 
+A Kleene element (spec 7.3) asks instead "what are the qualifying events, and
+their aggregates?": its index keeps each key's events in a range-aggregate
+structure (``cep.runtime.aggtree``), so a match's count, sum, avg, min, max,
+first and last are range queries, not a pass over the repeated events.
+
 Entries are ``(ts, serial)`` pairs: serials are unique, so equal events are two
 entries, and a retraction or an expiry removes exactly one.
 """
@@ -23,6 +28,7 @@ from typing import Any
 from cep import codegen
 from cep.lang.gcq import TIME_ATTR, CompiledPattern
 from cep.plan.gaps import GapIndexSpec, GapPlan
+from cep.runtime.aggtree import RangeAggregates, result, summarize
 from cep.values import canon
 
 _BELOW = -1  # sorts before every serial
@@ -89,6 +95,42 @@ class GapIndex:
         return sum(len(g) for g in self.groups.values())
 
 
+class KleeneIndex(GapIndex):
+    """Per key, a Kleene element's qualifying events in a range-aggregate structure whose
+    value columns are the aggregated attributes (``spec.columns``), read from the engine's
+    events by serial."""
+
+    def __init__(self, spec: GapIndexSpec, pattern: str, events: dict[int, Any]) -> None:
+        super().__init__(spec, pattern)
+        self.columns = spec.columns
+        self.events = events
+        self.agroups: dict[Any, RangeAggregates] = {}
+
+    def add(self, key: Any, ts: Any, serial: int) -> None:
+        group = self.agroups.get(key)
+        if group is None:
+            group = self.agroups[key] = RangeAggregates(len(self.columns))
+        event = self.events[serial]
+        group.add((ts, serial), tuple([_read(event, a) for a in self.columns]))
+
+    def remove(self, key: Any, ts: Any, serial: int) -> None:
+        group = self.agroups[key]
+        group.remove((ts, serial))
+        if not len(group):
+            del self.agroups[key]
+
+    def keys_in(self, key: Any, lo: tuple, hi: tuple) -> list[tuple[Any, int]]:
+        group = self.agroups.get(key)
+        return group.items(lo, hi) if group is not None else []
+
+    def size(self) -> int:
+        return sum(len(g) for g in self.agroups.values())
+
+
+def _read(event: Any, attr: str) -> Any:
+    return event.ts if attr == TIME_ATTR else event.fields.get(attr)
+
+
 class GapChecks:
     """The gap elements of one pattern: decision time and the anti-join check of a match.
 
@@ -114,12 +156,22 @@ class GapChecks:
         env: dict[str, Any] = {"W": cp.within, "E": events}
         ends = []
         lines = ["def exists_in_gaps(m):"]
+        self.within = cp.within
+        self.aggregates = cp.aggregates
+        self.agg_condition = cp.agg_condition
+        self.repetitions: list[tuple[GapPlan, Any]] = []  # Kleene plans and their key functions
         for n, plan in enumerate(plans):
             g = plan.gap
             if g.before:
                 ends.append(f"({earliest(g.before)}, False)")
             else:
                 ends.append(f"({earliest(every)} + W, True)")
+            if g.origin == "kleene":  # a range aggregate, not an anti-join (spec 7.3)
+                reads = [_read_src(f"m[{i}]", a) for i, a in g.key_sources]
+                src = ["def key_of(m):", *(_key_source(reads) if reads else ["    k = ()"]), "    return k"]
+                self.repetitions.append((plan, _compile(f"{cp.name}: key of {g.text}", "\n".join(src) + "\n",
+                                                        {}, "key_of")))
+                continue
             env[f"G{n}"] = indexes[plan.index].groups
             env[f"R{n}"] = g.residual
             # one block per gap; ``break`` leaves it with nothing found (a null key value is
@@ -150,8 +202,88 @@ class GapChecks:
                                       env, "decision_time")
 
     def holds(self, match: Sequence[Any]) -> bool:
-        """True iff no event qualifies for any gap element of the match."""
-        return not self._exists(match)
+        return self.evaluate(match) is not None
+
+    def evaluate(self, match: Sequence[Any]) -> list | None:
+        """The match's aggregate slots (spec 7.3) if it holds: no event qualifies for a NOT
+        element, each Kleene element has an allowed number of events, and the conditions on
+        aggregates are true; None if it does not hold."""
+        if self._exists(match):
+            return None
+        aggs: list = [None] * len(self.aggregates)
+        for plan, key_of in self.repetitions:
+            key = key_of(match)
+            if key is None:
+                return None  # no event can be equal to a null: no repetition at all
+            g = plan.gap
+            if g.after:
+                lo = (max(match[i].ts for i in g.after), _ABOVE)
+            else:
+                lo = (max(e.ts for e in match) - self.within, _BELOW)
+            if g.before:
+                hi = (min(match[i].ts for i in g.before), _BELOW)
+            else:
+                hi = (min(e.ts for e in match) + self.within, _ABOVE)
+            ix = self.indexes[plan.index]
+            assert isinstance(ix, KleeneIndex)
+            if plan.check == "scan":
+                ok = self._scanned(g, ix, match, key, lo, hi, aggs)
+            else:
+                ok = self._aggregated(g, ix, key, lo, hi, aggs)
+            if not ok:
+                return None
+        if self.agg_condition is not None and not self.agg_condition(*match, *aggs):
+            return None
+        return aggs
+
+    def _aggregated(self, g: Any, ix: KleeneIndex, key: Any, lo: tuple, hi: tuple, aggs: list) -> bool:
+        """Fill a Kleene element's aggregate slots by range queries; False if its count is out of bounds."""
+        group = ix.agroups.get(key)
+        n = group.count(lo, hi) if group is not None else 0
+        if n < g.min_count or (g.max_count is not None and n > g.max_count):
+            return False
+        assert group is not None
+        cols = ix.columns
+        summaries: dict[int, tuple] | None = None
+        for j in g.aggregates:
+            a = self.aggregates[j]
+            if a.fn == "count" and a.attr is None:
+                aggs[j] = n
+            elif a.fn == "first":
+                aggs[j] = group.first(lo, hi, cols.index(a.attr))[1]
+            elif a.fn == "last":
+                aggs[j] = group.last(lo, hi, cols.index(a.attr))[1]
+            elif a.fn == "events":
+                aggs[j] = [self.events[s].fields for _ts, s in group.items(lo, hi)]
+            else:
+                if summaries is None:
+                    wanted = {cols.index(self.aggregates[x].attr) for x in g.aggregates
+                              if self.aggregates[x].attr is not None}
+                    summaries = group.columns(lo, hi, sorted(wanted))
+                aggs[j] = result(a.fn, summaries[cols.index(a.attr)])
+        return True
+
+    def _scanned(self, g: Any, ix: KleeneIndex, match: Sequence[Any], key: Any, lo: tuple, hi: tuple,
+                 aggs: list) -> bool:
+        """A residual condition selects the events per match: scan the key's candidates."""
+        events = self.events
+        residual = g.residual
+        chosen = [events[s] for _ts, s in ix.keys_in(key, lo, hi)]
+        chosen = [e for e in chosen if residual(e, *match)]
+        n = len(chosen)
+        if n < g.min_count or (g.max_count is not None and n > g.max_count):
+            return False
+        for j in g.aggregates:
+            a = self.aggregates[j]
+            if a.fn == "count" and a.attr is None:
+                aggs[j] = n
+            elif a.fn == "events":
+                aggs[j] = [e.fields for e in chosen]
+            elif a.fn in ("first", "last"):
+                aggs[j] = _read(chosen[0 if a.fn == "first" else -1], a.attr)
+            else:
+                aggs[j] = result(a.fn, summarize([_read(e, a.attr) for e in chosen]))
+        return True
 
 
 def _minmax(fn: str, items: list[str]) -> str:
