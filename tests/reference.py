@@ -1,4 +1,4 @@
-"""A brute-force reference evaluator written from docs/language.md alone (sections 1-5, 7.1, 7.2, 7.4-7.6).
+"""A brute-force reference evaluator written from docs/language.md alone (sections 1-5, 7.1-7.6).
 
 It shares nothing with the engine but the parser (``cep.lang.parser.parse_text``
 for the syntax tree): expressions are evaluated by a tree walk here, matches
@@ -17,11 +17,14 @@ type/time/op fields) and returns
 * ``current``: the matches whose events are all still retained at the end
   (``ts >= final watermark - w`` for a pattern with ``WITHIN w``) and, for a
   pattern with gap elements or a strategy, decided by the final watermark
-  (spec 7.4); what the engine's ``matches()`` and ``match_count()`` report.
+  (docs/language.md section 7.4); what the engine's ``matches()`` and ``match_count()`` report.
 
 Matches are positive tuples (spec 3 and 7.6) filtered by the gap conditions of
 NOT elements (7.1, 7.2) and of the strategy (7.5), each checked by trying every
-event of the final multiset.
+event of the final multiset.  A Kleene element (7.3) collects every event of
+the final multiset that qualifies for it, in time order (ties: input order),
+and its aggregates are computed from that list by their definitions (exact
+sums with fractions).
 
 A retraction removes the earliest inserted event still present that is equal
 to it in every field but op (numbers equal by value, booleans distinct from
@@ -97,6 +100,9 @@ def evaluate_expr(e: ast.Expr, env: dict[tuple[str, str], Any]) -> Any:
     if isinstance(e, ast.Attr):
         v = env.get((e.alias, e.name))
         return v if _kind(v) is not None else None
+    if isinstance(e, ast.Call):  # an aggregate (spec 7.3), computed beforehand into the env
+        v = env[("()", call_key(e))]
+        return v if _kind(v) is not None else None
     if isinstance(e, ast.Neg):
         v = evaluate_expr(e.operand, env)
         return -v if _kind(v) == "num" else None
@@ -168,6 +174,50 @@ def evaluate_expr(e: ast.Expr, env: dict[tuple[str, str], Any]) -> Any:
             return True
         return None if a is None or b is None else False
     raise TypeError(f"unsupported expression {e!r}")
+
+
+def call_key(c: ast.Call) -> tuple:
+    arg = c.args[0]
+    assert isinstance(arg, ast.Attr)
+    return (c.name, arg.alias, arg.name)
+
+
+def aggregate(fn: str, attr: str, events: list[RefEvent]) -> Any:
+    """Spec 7.3: count(x), count(x.a) (non-null values), sum/avg/min/max over the numbers
+    (other values ignored, null when there is none), first/last (the value in the first or
+    last event, null if missing)."""
+    if fn == "count" and not attr:
+        return len(events)
+    values = [e.read(attr) for e in events]
+    if fn == "count":
+        return sum(1 for v in values if v is not None)
+    if fn in ("first", "last"):
+        return values[0 if fn == "first" else -1]
+    nums = [v for v in values if type(v) is int or (type(v) is float and math.isfinite(v))]
+    if not nums:
+        return None
+    if fn == "min":
+        return min(nums)
+    if fn == "max":
+        return max(nums)
+    total = sum(Fraction(v) for v in nums)
+    try:
+        if fn == "sum":
+            return int(total) if all(type(v) is int for v in nums) else float(total)
+        return float(total / len(nums))
+    except OverflowError:
+        return None
+
+
+def _calls(e: ast.Expr) -> list[ast.Call]:
+    if isinstance(e, ast.Call):
+        return [e]
+    out: list[ast.Call] = []
+    for v in vars(e).values():
+        for x in (v if isinstance(v, tuple) else (v,)):
+            if isinstance(x, (ast.Neg, ast.Arith, ast.Compare, ast.InList, ast.And, ast.Or, ast.Not, ast.Call)):
+                out.extend(_calls(x))
+    return out
 
 
 def truth(v: Any) -> bool | None:
@@ -270,7 +320,7 @@ def _ordered(s: ast.Structure, ts: dict[str, Any]) -> bool:
     """Spec 3 and 7.6: in a SEQ every event of a step is before every event of the next."""
     steps = []
     for el in s.elements:
-        if el.kind == "not":
+        if el.kind in ("not", "kleene"):
             continue
         if el.kind == "nested":
             if not _ordered(el.nested, ts):
@@ -324,15 +374,16 @@ def _same_partition(p: ast.Pattern, env: dict, a: str, b: str) -> bool:
 
 
 def _gaps(p: ast.Pattern) -> list[tuple[ast.Element, list[ast.Element] | None, list[ast.Element] | None]]:
-    """Each NOT element of the outermost SEQ with the structures of its positive
-    neighbours (None: no neighbour on that side)."""
+    """Each gap element (NOT or Kleene) of the outermost SEQ with the structures of its
+    positive neighbours (None: no neighbour on that side)."""
     els = p.structure.elements
     out = []
+    gap_kinds = ("not", "kleene")
     for i, el in enumerate(els):
-        if el.kind != "not":
+        if el.kind not in gap_kinds:
             continue
-        before = next((x for x in reversed(els[:i]) if x.kind != "not"), None)
-        after = next((x for x in els[i + 1:] if x.kind != "not"), None)
+        before = next((x for x in reversed(els[:i]) if x.kind not in gap_kinds), None)
+        after = next((x for x in els[i + 1:] if x.kind not in gap_kinds), None)
         out.append((el, before, after))
     return out
 
@@ -346,7 +397,7 @@ def _neighbour_times(el: ast.Element | None, ts: dict[str, Any]) -> list[Any] | 
 
 
 def gap_ranges(p: ast.Pattern, combo_ts: dict[str, Any], w) -> list[tuple[ast.Element, Any, bool, Any, bool]]:
-    """Spec 7.1: (element, lo, lo inclusive, hi, hi inclusive) of each NOT element."""
+    """Spec 7.1: (element, lo, lo inclusive, hi, hi inclusive) of each gap element."""
     all_ts = list(combo_ts.values())
     out = []
     for el, before, after in _gaps(p):
@@ -384,9 +435,9 @@ def pattern_matches(p: ast.Pattern, events: list[RefEvent], time_unit: str = "s"
     """
     elements = _positive_elements(p.structure)
     aliases = [el.alias for el in elements]
-    not_aliases = {el.alias for el, _, _ in _gaps(p)}
+    gap_aliases = {el.alias for el, _, _ in _gaps(p)}
     conjuncts = _conjuncts(p.where)
-    positive_where = [c for c in conjuncts if not (_mentions(c) & not_aliases)]
+    positive_where = [c for c in conjuncts if not (_mentions(c) & gap_aliases)]
     w = duration(p.within, time_unit) if p.within is not None else None
     pools = [[e for e in events if e.type == el.type] for el in elements]
     out = []
@@ -415,13 +466,53 @@ def pattern_matches(p: ast.Pattern, events: list[RefEvent], time_unit: str = "s"
             continue
         if not _strategy_holds(p, events, env, combo, conjuncts, aliases):
             continue
-        out.append((combo, build_match(p, aliases, combo, env)))
+        lists = _repetitions(p, events, env, ts_of, w, conjuncts, aliases)
+        if lists is None:
+            continue
+        for c in _calls_of_pattern(p):
+            env[("()", call_key(c))] = aggregate(c.name, c.args[0].name, lists[c.args[0].alias])
+        agg_where = [c for c in conjuncts if _calls(c)]
+        if any(truth(evaluate_expr(c, env)) is not True for c in agg_where):
+            continue
+        out.append((combo, build_match(p, aliases, combo, env, lists)))
     return out
+
+
+def _calls_of_pattern(p: ast.Pattern) -> list[ast.Call]:
+    exprs = _conjuncts(p.where) + [i.expr for i in (p.emit or ()) if i.expr is not None]
+    return [c for e in exprs for c in _calls(e)]
+
+
+def _repetitions(p, events, env, ts_of, w, conjuncts, aliases) -> dict[str, list[RefEvent]] | None:
+    """Spec 7.3: each Kleene element's list of qualifying events (time order, ties input
+    order); None when a list's length is outside its quantifier."""
+    lists: dict[str, list[RefEvent]] = {}
+    for el, lo, lo_incl, hi, hi_incl in gap_ranges(p, ts_of, w):
+        if el.kind != "kleene":
+            continue
+        mine = [c for c in conjuncts if el.alias in _mentions(c) and not _calls(c)]
+        chosen = []
+        for e in events:
+            if e.type != el.type or not _inside(e.ts, lo, lo_incl, hi, hi_incl):
+                continue
+            genv = _bind(env, el.alias, e)
+            if not all(_same_partition(p, genv, el.alias, a) for a in aliases):
+                continue
+            if all(truth(evaluate_expr(c, genv)) is True for c in mine):
+                chosen.append(e)
+        chosen.sort(key=lambda e: Fraction(e.ts))  # stable: ties keep input order
+        n = len(chosen)
+        if n < el.min_count or (el.max_count is not None and n > el.max_count):
+            return None
+        lists[el.alias] = chosen
+    return lists
 
 
 def _gaps_hold(p, events, env, ts_of, w, conjuncts, aliases) -> bool:
     """Spec 7.2: no event qualifies for any NOT element."""
     for el, lo, lo_incl, hi, hi_incl in gap_ranges(p, ts_of, w):
+        if el.kind != "not":
+            continue
         mine = [c for c in conjuncts if el.alias in _mentions(c)]
         for e in events:
             if e.type != el.type or not _inside(e.ts, lo, lo_incl, hi, hi_incl):
@@ -460,10 +551,18 @@ def _strategy_holds(p, events, env, combo, conjuncts, aliases) -> bool:
     return True
 
 
-def build_match(p: ast.Pattern, aliases: list[str], combo, env) -> dict:
-    """docs/language.md section 5: EMIT items by name (default: source text), ``x.*``, or whole events."""
+def build_match(p: ast.Pattern, aliases: list[str], combo, env, lists: dict | None = None) -> dict:
+    """docs/language.md section 5: EMIT items by name (default: source text), ``x.*``, or whole events;
+    a repeated alias maps to the list of its events (7.3), a bare aggregate item is its value."""
     if p.emit is None:
-        return {a: e.fields for a, e in zip(aliases, combo, strict=True)}
+        by_alias = dict(zip(aliases, combo, strict=True))
+        out: dict[str, Any] = {}
+        for el in _output_elements(p.structure):
+            if el.kind == "kleene":
+                out[el.alias] = [e.fields for e in (lists or {})[el.alias]]
+            else:
+                out[el.alias] = by_alias[el.alias].fields
+        return out
     match: dict[str, Any] = {}
     for item in p.emit:
         if item.star is not None:
@@ -472,9 +571,21 @@ def build_match(p: ast.Pattern, aliases: list[str], combo, env) -> dict:
                 match[f"{item.star}.{k}"] = v
         elif isinstance(item.expr, ast.Attr):
             match[item.name or item.text] = env.get((item.expr.alias, item.expr.name))  # as read
+        elif isinstance(item.expr, ast.Call):
+            match[item.name or item.text] = env[("()", call_key(item.expr))]  # as computed
         else:
             match[item.name or item.text] = evaluate_expr(item.expr, env)
     return match
+
+
+def _output_elements(s: ast.Structure) -> list[ast.Element]:
+    out: list[ast.Element] = []
+    for el in s.elements:
+        if el.kind == "nested":
+            out.extend(_output_elements(el.nested))
+        elif el.kind in ("event", "kleene"):
+            out.append(el)
+    return out
 
 
 def evaluate(text: str, records: list[dict], lateness: Any = 0, type_field: str = "type",

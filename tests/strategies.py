@@ -1,7 +1,8 @@
 """Hypothesis strategies: random patterns and random event streams.
 
 ``gap_patterns`` adds section 7: NOT elements in every position, strategies
-and nested structures.
+and nested structures; ``kleene_patterns`` adds 7.3: repeated elements with
+random quantifiers, selection conditions, aggregates in WHERE and EMIT.
 
 Patterns cover the whole v1 language: SEQ and AND with 1-4 elements, WHERE
 with equalities between aliases, inequalities with arithmetic and constants,
@@ -243,6 +244,97 @@ def gap_patterns(draw, name: str = "g") -> str:
     return "\n".join(lines + list(order)) + "\n"
 
 
+KLEENE_ALIASES = ["k", "r"]
+QUANTIFIERS = ["+", "+", "+", "{1}", "{2}", "{2,}", "{1,2}", "{2,3}", "{3,}"]
+
+
+def _aggregate(draw, k: str) -> str:
+    fn = draw(st.sampled_from(["count", "count", "sum", "avg", "min", "max", "first", "last"]))
+    if fn == "count" and draw(st.booleans()):
+        return f"count({k})"
+    return f"{fn}({k}.{draw(st.sampled_from(['x', 'y', 'x', 's', 'f', 'ts']))})"
+
+
+def _aggregate_condition(draw, k: str, aliases: list[str]) -> str:
+    agg = _aggregate(draw, k)
+    op = draw(st.sampled_from(["=", "!=", "<", "<=", ">", ">="]))
+    if draw(st.integers(0, 2)) == 0:  # against a positive event's attribute
+        a, at = _ref(draw, aliases, ["x", "y"])
+        return f"{agg} {op} {a}.{at}"
+    rhs = draw(st.sampled_from(["0", "1", "2", "1.5", "3", "'u'", "true", "-1"]))
+    if draw(st.integers(0, 3)) == 0:
+        return f"({agg} {op} {rhs} OR {_aggregate(draw, k)} > 0)"
+    return f"{agg} {op} {rhs}"
+
+
+@st.composite
+def kleene_patterns(draw, name: str = "k") -> str:
+    """The text of one random pattern of spec 7.3: one or two repeated elements (random
+    quantifiers, in any position, maybe beside a NOT), selection conditions (own filter,
+    equality key, residual with a positive alias), aggregate conditions, aggregates in EMIT
+    (or no EMIT: the event lists)."""
+    k = draw(st.sampled_from([1, 1, 2, 2, 3]))
+    aliases = ALIASES[:k]
+    types = [draw(st.sampled_from(TYPES[:3])) for _ in range(k)]
+    parts = [f"{t} {a}" for t, a in zip(types, aliases, strict=True)]
+    reps = KLEENE_ALIASES[: draw(st.sampled_from([1, 1, 1, 2]))]
+    for ka in reps:
+        pos = draw(st.integers(0, len(parts)))
+        kt = draw(st.sampled_from(TYPES[:3] + types))  # often a positive element's type
+        parts.insert(pos, f"{kt}{draw(st.sampled_from(QUANTIFIERS))} {ka}")
+    if draw(st.integers(0, 4)) == 0:
+        parts.insert(draw(st.integers(0, len(parts))), f"NOT {draw(st.sampled_from(TYPES[:3]))} n")
+    conj = [_condition(draw, aliases) for _ in range(draw(st.sampled_from([0, 0, 0, 0, 1])))]
+    for ka in reps:
+        for _ in range(draw(st.sampled_from([0, 0, 1, 1, 2]))):
+            kind = draw(st.integers(0, 3))
+            if kind == 0:  # an equality key with a positive alias
+                a = draw(st.sampled_from(aliases))
+                at = draw(st.sampled_from(["x", "s", "x"]))
+                conj.append(f"{ka}.{at} = {a}.{at}")
+            elif kind == 1:  # a residual selection condition (scan)
+                a = draw(st.sampled_from(aliases))
+                conj.append(draw(st.sampled_from([f"{ka}.x <= {a}.x", f"{ka}.y != {a}.y", f"{ka}.ts >= {a}.ts - 2",
+                                                  f"({ka}.s = {a}.s OR {ka}.x > 0)"])))
+            elif kind == 2:  # the repeated alias's own filter, mostly one that often holds
+                conj.append(draw(st.sampled_from([f"{ka}.x >= 0", f"{ka}.y < 2", f"{ka}.s != 'v'",
+                                                  f"{ka}.x IN (0, 1, '1')", f"NOT {ka}.f = false"])))
+            else:
+                conj.append(_condition(draw, [ka]))
+        for _ in range(draw(st.sampled_from([0, 0, 1, 1, 2]))):
+            conj.append(_aggregate_condition(draw, ka, aliases))
+    clauses = []
+    if conj:
+        clauses.append("  WHERE " + " AND ".join(draw(st.permutations(conj))))
+    if draw(st.integers(0, 2)) == 0:
+        clauses.append("  PARTITION BY " + draw(st.sampled_from(["x", "s", "f", "x, s"])))
+    gap_start = ("+", "{", "NOT")
+    edge = any(x in parts[0] for x in gap_start) or any(x in parts[-1] for x in gap_start)
+    if edge or draw(st.booleans()):
+        clauses.append("  WITHIN " + draw(st.sampled_from(["3", "5", "2 s", "8", "10", "20", "3000 ms", "20"])))
+    if draw(st.integers(0, 3)):
+        items, names = [], set()
+        for _ in range(draw(st.integers(1, 5))):
+            kind = draw(st.integers(0, 3))
+            if kind == 0:
+                a, at = _ref(draw, aliases)
+                text = f"{a}.{at}"
+            elif kind == 1:
+                text = f"{_aggregate(draw, draw(st.sampled_from(reps)))} + 1"
+            else:
+                text = _aggregate(draw, draw(st.sampled_from(reps)))
+            out = draw(st.sampled_from([None, "v1", "v2"])) or text.replace(" ", "")
+            if out in names:
+                continue
+            names.add(out)
+            items.append(text if out == text.replace(" ", "") else f"{text} AS {out}")
+        clauses.append("  EMIT " + ", ".join(items))
+    if draw(st.integers(0, 4)) == 0:
+        clauses.append("  USING skip_till_next_match")
+    order = draw(st.permutations(clauses))
+    return "\n".join([f"PATTERN {name}", f"  SEQ({', '.join(parts)})"] + list(order)) + "\n"
+
+
 @st.composite
 def pattern_files(draw) -> str:
     """One or two patterns in one file (several patterns over one pass)."""
@@ -281,11 +373,11 @@ def _record_key(rec: dict):
 _ACTIONS = ["new"] * 10 + ["dup", "retract", "retract"]
 
 
-def _steps(lateness: int) -> st.SearchStrategy:
+def _steps(lateness: int, types: list[str] = STREAM_TYPES) -> st.SearchStrategy:
     return st.tuples(
         st.sampled_from(_ACTIONS),
         st.sampled_from(range(64)),  # which earlier record (dup / retract)
-        st.sampled_from(STREAM_TYPES),
+        st.sampled_from(types),
         # event time: max ts - lateness + this (disorder within the lateness, or a step forward);
         # -1 makes a late record
         st.sampled_from([-1] + list(range(lateness + 3)) + [lateness + 1] * 2),
@@ -295,13 +387,14 @@ def _steps(lateness: int) -> st.SearchStrategy:
 
 
 @st.composite
-def streams(draw, lateness: int, time_field: str = "ts", max_len: int = 28) -> list[dict]:
+def streams(draw, lateness: int, time_field: str = "ts", max_len: int = 28,
+            types: list[str] = STREAM_TYPES) -> list[dict]:
     """Records in arrival order: inserts (some equal), retractions, disorder within the lateness.
 
     A list of random steps is interpreted against the stream so far (so hypothesis
     shrinks the list, not a chain of dependent draws).
     """
-    step = _steps(lateness)
+    step = _steps(lateness, types)
     n = draw(st.sampled_from([0, 2, 5] + list(range(max_len // 2, max_len + 1))))
     steps = draw(st.lists(step, min_size=n, max_size=n))
     records: list[dict] = []
@@ -352,6 +445,50 @@ def cases(draw, max_len: int = 28) -> Case:
     records = draw(streams(lateness, time_field, max_len))
     text = draw(pattern_files())
     return Case(text, records, lateness, time_field, time_unit)
+
+
+@st.composite
+def kleene_cases(draw, max_len: int = 24) -> Case:
+    """Section 7.3 patterns (one, sometimes with a v1 pattern beside it) over random streams."""
+    lateness = draw(st.sampled_from([0, 0, 1, 2, 4]))
+    time_unit = draw(st.sampled_from(["s", "s", "s", "s", "ms"]))
+    text = draw(kleene_patterns(name="k0"))
+    # mostly the pattern's own types (plus one it does not use): repetitions need events
+    used = sorted({t for t in TYPES if f"{t} " in text or f"{t}+" in text or f"{t}{{" in text})
+    types = draw(st.sampled_from([STREAM_TYPES, used + used + ["D"]]))
+    records = draw(streams(lateness, "ts", max_len, types))
+    if draw(st.integers(0, 4)) == 0:
+        text += draw(patterns(name="p1"))
+    return Case(text, records, lateness, "ts", time_unit)
+
+
+ALL_AGGREGATES = ("count(k), count(k.x) AS nx, sum(k.x) AS sx, sum(k.y) AS sy, avg(k.x) AS ax, avg(k.y) AS ay, "
+                  "min(k.x) AS mnx, max(k.y) AS mxy, first(k.x) AS fx, last(k.y) AS ly, first(k.ts) AS ft, "
+                  "last(k.s) AS ls, count(k.f) AS nf")
+
+
+@st.composite
+def dense_kleene_cases(draw, max_len: int = 26) -> Case:
+    """One repeated element among one or two positive ones, every aggregate in EMIT (or the
+    event lists), over dense streams of the pattern's types: long runs, so sums, averages and
+    extremes over many mixed values (numbers, nulls, strings, booleans) are compared."""
+    lateness = draw(st.sampled_from([0, 0, 1, 2, 3]))
+    k = draw(st.integers(1, 2))
+    types = [draw(st.sampled_from(TYPES[:2])) for _ in range(k)]
+    parts = [f"{t} {a}" for t, a in zip(types, ALIASES[:k], strict=True)]
+    pos = draw(st.integers(0, k))
+    parts.insert(pos, f"{draw(st.sampled_from(TYPES[:2]))}{draw(st.sampled_from(QUANTIFIERS))} k")
+    lines = ["PATTERN k0", f"  SEQ({', '.join(parts)})", "  WITHIN " + draw(st.sampled_from(["6", "10", "20"]))]
+    where = draw(st.sampled_from(["", "", "k.x != 2", "count(k) >= 2", "sum(k.x) > 1", "k.s = a.s",
+                                  "avg(k.y) < a.x", "k.x <= a.x"]))
+    if where:
+        lines.append(f"  WHERE {where}")
+    if draw(st.booleans()):
+        lines.append("  PARTITION BY " + draw(st.sampled_from(["s", "f"])))
+    if draw(st.integers(0, 3)):
+        lines.append(f"  EMIT {ALL_AGGREGATES}")
+    records = draw(streams(lateness, "ts", max_len, TYPES[:2] * 3 + ["C"]))
+    return Case("\n".join(lines) + "\n", records, lateness)
 
 
 @st.composite

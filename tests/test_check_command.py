@@ -109,11 +109,11 @@ def test_warnings_do_not_fail(tmp_path):
     assert out.endswith("ok: 1 pattern(s) in 1 file(s), 1 warning(s)\n")
 
 
-def test_phase2_is_rejected(tmp_path):
-    f = write(tmp_path, "n.pattern", "PATTERN p SEQ(A a, B+ b, C c) WITHIN 1 h\n")
+def test_kleene_misuse_is_located(tmp_path):
+    f = write(tmp_path, "n.pattern", "PATTERN p SEQ(A a, B+ b, C c) WITHIN 1 h\n  EMIT b.x\n")
     rc, _, err = check(f)
     assert rc == 2
-    assert f"{f}:1:20: Kleene plus 'B+' is not supported yet (phase 2)" in err
+    assert f"{f}:2:8: 'b' is repeated: 'b.x' has one value per event; EMIT an aggregate instead" in err
 
 
 def test_same_pattern_name_in_two_files(tmp_path):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from cep.errors import NotSupportedYet, PatternError
+from cep.errors import PatternError
 from cep.lang.parser import parse_text, parse_text_with_warnings
 
 HEAD = "PATTERN p\n  SEQ(Txn s1, Txn s2)\n"
@@ -310,39 +310,70 @@ def test_unknown_strategy():
     ]
 
 
-# ------------------------------------------------------------------ phase 2
+# ------------------------------------------------------ section 7.3: Kleene plus
+
+_AGG_EMIT = ("'b' is repeated: 'b.x' has one value per event; EMIT an aggregate instead: first(b.x) or "
+             "last(b.x) (the value in the first or last event), count(b.x), sum(b.x), avg(b.x), min(b.x) "
+             "or max(b.x)")
 
 
 @pytest.mark.parametrize(
-    ("text", "col", "message"),
+    ("text", "expected"),
     [
-        ("PATTERN p SEQ(A a, B+ b)", 20, "Kleene plus 'B+' is not supported yet (phase 2)"),
-        ("PATTERN p SEQ(A a, B+ b) WHERE count(b) > 2", 32, "aggregate count() is not supported yet (phase 2)"),
-        ("PATTERN p SEQ(A a, B+ b) EMIT SUM(b.x)", 31, "aggregate sum() is not supported yet (phase 2)"),
+        ("PATTERN p SEQ(A a, B+ b)", [(1, 20, "a trailing Kleene element needs WITHIN (its gap ends at the window's edge)")]),
+        ("PATTERN p SEQ(B{2,} b, A a)", [(1, 15, "a leading Kleene element needs WITHIN (its gap ends at the window's edge)")]),
+        ("PATTERN p AND(A a, B+ b) WITHIN 1", [(1, 20, "a Kleene element (repetition) is only allowed inside SEQ in this version")]),
+        ("PATTERN p SEQ(A a, SEQ(B b, C+ c, D d), E e)",
+         [(1, 29, "a Kleene element may only stand in the outermost SEQ (a nested structure holds positive elements only)")]),
+        ("PATTERN p SEQ(A a, B+ b, C c) EMIT b.x", [(1, 36, _AGG_EMIT)]),
+        ("PATTERN p SEQ(A a, B+ b, C c) EMIT a.x + b.x AS s", [(1, 42, _AGG_EMIT)]),
+        ("PATTERN p SEQ(A a, B+ b, C c) EMIT b.*",
+         [(1, 36, "'b' is repeated: it binds a list of events, so 'b.*' has no single value; EMIT aggregates "
+                  "of it, e.g. count(b), last(b.<attribute>)")]),
+        ("PATTERN p SEQ(A a, B+ b, C c) EMIT count(a)",
+         [(1, 36, "count() aggregates a repeated alias (Type+ x), but 'a' binds one event: use a.<attribute> directly")]),
+        ("PATTERN p SEQ(A a, B+ b, C c) WHERE sum(a.x) > 1",
+         [(1, 37, "sum() aggregates a repeated alias (Type+ x), but 'a' binds one event: use a.x directly")]),
+        ("PATTERN p SEQ(A a, B+ b, C c) EMIT sum(b)", [(1, 40, "sum() needs an attribute: write sum(b.<attribute>)")]),
+        ("PATTERN p SEQ(A a, B+ b, C c) EMIT sum(b.x + 1)",
+         [(1, 40, "the argument of sum() is an attribute of a repeated alias: write sum(x.attribute)")]),
+        ("PATTERN p SEQ(A a, B+ b, C c) WHERE count(b, a) > 1", [(1, 37, "count() takes one argument")]),
+        ("PATTERN p SEQ(A a, B+ b, C c) WHERE total(b.x) > 1",
+         [(1, 37, "unknown function 'total'")]),
+        ("PATTERN p SEQ(A a, NOT B b, C c) EMIT count(b)",
+         [(1, 45, "'b' is a NOT alias: it binds no event, so it has no aggregate")]),
+        ("PATTERN p SEQ(A a, B+ b, C c) WHERE b.x > avg(b.x)",
+         [(1, 37, "this condition both selects the events of 'b' (b.x) and uses an aggregate of it; split it "
+                  "into conditions joined by AND (one per event, one on the aggregate)")]),
+        ("PATTERN p SEQ(A a, B+ b, C+ c, D d) WHERE count(b) > count(c)",
+         [(1, 43, "a condition may mention at most one NOT or repeated alias, this one mentions 'b' and 'c'; "
+                  "split it into conditions joined by AND")]),
+        ("PATTERN p SEQ(A a, B{0} b, C c)",
+         [(1, 20, "'B{0...}' allows no event: a Kleene element needs at least one (write NOT B b for none)")]),
+        ("PATTERN p SEQ(A a, B{3,2} b, C c)", [(1, 20, "'B{3,2}': the upper bound is below the lower bound")]),
+        ("PATTERN p SEQ(A a, B{1.5} b, C c)", [(1, 20, "a repetition count must be a whole number, got 1.5")]),
+        ("PATTERN p SEQ(B+ b)", [(1, 11, "SEQ needs a positive element (one that is neither NOT nor repeated)")]),
+        ("PATTERN p SEQ(A a, B+ b, C c) USING strict_contiguity",
+         [(1, 31, "USING strict_contiguity cannot be combined with a NOT or Kleene element (at line 1, col 20) "
+                  "in this version")]),
     ],
 )
-def test_phase2_constructs_are_rejected_at_their_location(text, col, message):
-    with pytest.raises(NotSupportedYet) as info:
-        parse_text(text)
-    got = [(d.loc.line, d.loc.col, d.message) for d in info.value.diagnostics]
-    assert (1, col, message) in got
-    assert all("not supported yet (phase 2)" in m for _, _, m in got)
+def test_kleene_misuse_is_a_located_error(text, expected):
+    assert errors(text) == expected
 
 
-def test_phase2_mixed_with_a_real_error_is_a_plain_pattern_error():
-    with pytest.raises(PatternError) as info:
-        parse_text("PATTERN p SEQ(A a, B+ b, C c) WHERE q.x = 1")
-    assert not isinstance(info.value, NotSupportedYet)
-    assert [d.message for d in info.value.errors] == [
-        "Kleene plus 'B+' is not supported yet (phase 2)",
-        "unknown alias 'q'",
-    ]
-
-
-def test_phase2_semantic_checks():
-    assert errors("PATTERN p SEQ(A a, B+ b) WHERE count(b, a) > 1", allow_phase2=True) == [
-        (1, 32, "count() takes one argument")
-    ]
+@pytest.mark.parametrize(
+    "text",
+    [
+        "PATTERN p SEQ(A a, B+ b, C c)",
+        "PATTERN p SEQ(B{3,} b, A a) WHERE b.ok = false AND count(b) < 10 WITHIN 10 min EMIT count(b), first(b.ts)",
+        "PATTERN p SEQ(A a, B{2,5} b, C c) WHERE b.x < c.x AND sum(b.x) > a.x EMIT avg(b.x) * 2 AS d, max(b.y)",
+        "PATTERN p SEQ(A a, B{2} b, NOT X x, C c) WHERE (b.x = 1 OR b.y = 2) EMIT last(b.x), count(b.x)",
+        "PATTERN p SEQ(A a, B+ b, C c) USING skip_till_next_match",
+    ],
+)
+def test_kleene_constructs_are_accepted(text):
+    parse_text(text)
 
 
 # ------------------------------------------------- section 7: NOT, USING, nesting
@@ -359,16 +390,18 @@ def test_phase2_semantic_checks():
         ("PATTERN p AND(A a, NOT B b)", [(1, 20, "NOT is only allowed inside SEQ")]),
         ("PATTERN p SEQ(A a, SEQ(B b, NOT C c), D d)",
          [(1, 29, "NOT may only stand in the outermost SEQ (a nested structure holds positive elements only)")]),
-        ("PATTERN p SEQ(NOT A a, NOT B b) WITHIN 1", [(1, 11, "SEQ needs an element that is not NOT")]),
+        ("PATTERN p SEQ(NOT A a, NOT B b) WITHIN 1",
+         [(1, 11, "SEQ needs a positive element (one that is neither NOT nor repeated)")]),
         ("PATTERN p SEQ(A a, NOT B b, NOT C c, D d) WHERE b.x = c.x",
-         [(1, 49, "a condition may mention at most one NOT alias, this one mentions 'b' and 'c'; "
+         [(1, 49, "a condition may mention at most one NOT or repeated alias, this one mentions 'b' and 'c'; "
                   "split it into conditions joined by AND")]),
         ("PATTERN p SEQ(A a, NOT B b, D d) EMIT b.x", [(1, 39, "'b' is a NOT alias: it binds no event, so EMIT cannot use it")]),
         ("PATTERN p SEQ(A a, NOT B b, D d) EMIT b.*", [(1, 39, "'b' is a NOT alias: it binds no event, so EMIT cannot use it")]),
         ("PATTERN p SEQ(A a, NOT B b, D d) EMIT a.x + b.x AS s",
          [(1, 45, "'b' is a NOT alias: it binds no event, so EMIT cannot use it")]),
         ("PATTERN p SEQ(A a, NOT B b, C c) USING strict_contiguity",
-         [(1, 34, "USING strict_contiguity cannot be combined with a NOT element (at line 1, col 20) in this version")]),
+         [(1, 34, "USING strict_contiguity cannot be combined with a NOT or Kleene element (at line 1, col 20) "
+                  "in this version")]),
         ("PATTERN p SEQ(A a, AND(B b, C c)) USING skip_till_next_match",
          [(1, 35, "USING skip_till_next_match applies to a flat SEQ; this pattern nests structures")]),
         ("PATTERN p AND(A a, B b) USING strict_contiguity",

@@ -28,7 +28,7 @@ import test_reference_selfcheck
 from cephelp import PATTERNS
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from strategies import Case, cases, gap_cases
+from strategies import Case, cases, dense_kleene_cases, gap_cases, kleene_cases
 
 from cep.errors import LateEventError  # noqa: E402
 from cep.event import Event, match_id  # noqa: E402
@@ -164,6 +164,26 @@ def test_gaps_strategies_and_nesting_agree_with_reference(case: Case) -> None:
 @settings(settings.get_profile(PROFILE), max_examples=max(20, settings.get_profile(PROFILE).max_examples // 3))
 @given(gap_cases(), st.integers(1, 26))
 def test_pending_matches_survive_dumps_loads(case: Case, restore_at: int) -> None:
+    check_case(case, restore_at)
+
+
+@settings(settings.get_profile(PROFILE))
+@given(kleene_cases())
+def test_kleene_plus_agrees_with_reference(case: Case) -> None:
+    """Spec 7.3: random quantifiers, selection and aggregate conditions, aggregates in EMIT
+    (nulls and mixed types in the aggregated attributes), disorder, retractions, duplicates."""
+    check_case(case)
+
+
+@settings(settings.get_profile(PROFILE))
+@given(dense_kleene_cases())
+def test_long_runs_and_every_aggregate_agree_with_reference(case: Case) -> None:
+    check_case(case)
+
+
+@settings(settings.get_profile(PROFILE), max_examples=max(20, settings.get_profile(PROFILE).max_examples // 3))
+@given(kleene_cases(), st.integers(1, 26))
+def test_kleene_matches_survive_dumps_loads(case: Case, restore_at: int) -> None:
     check_case(case, restore_at)
 
 

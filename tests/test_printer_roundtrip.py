@@ -102,9 +102,8 @@ def structures(draw, aliases: list[str], phase2: bool, depth: int = 0, top: bool
             break
         kinds = ["event"]
         if phase2:
-            kinds.append("kleene")
             if op == "SEQ" and 0 < i < n - 1 and top:  # (spec 7.6: gap elements stand in the outermost SEQ)
-                kinds.append("not")
+                kinds.extend(["not", "kleene"])
             if depth < 2 and len(aliases) > 2:
                 kinds.append("nested")
         kind = draw(st.sampled_from(kinds))
@@ -113,8 +112,13 @@ def structures(draw, aliases: list[str], phase2: bool, depth: int = 0, top: bool
             continue
         t = draw(NAMES.filter(lambda t: t not in types) if op == "AND" else NAMES)
         types.add(t)
+        if kind == "kleene":  # Type+, Type{n}, Type{n,}, Type{n,m} (spec 7.3)
+            lo = draw(st.integers(1, 5))
+            hi = draw(st.none() | st.integers(lo, 9))
+            elements.append(ast.Element(t, aliases.pop(0), kind, min_count=lo, max_count=hi))
+            continue
         elements.append(ast.Element(t, aliases.pop(0), kind))
-    if (not elements or all(e.kind == "not" for e in elements)) and aliases:
+    if (not elements or all(e.kind in ("not", "kleene") for e in elements)) and aliases:
         elements.append(ast.Element(draw(NAMES.filter(lambda t: t not in types)), aliases.pop(0), "event"))
     return ast.Structure(op, tuple(elements))
 
