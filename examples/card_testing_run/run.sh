@@ -1,0 +1,6 @@
+#!/usr/bin/env bash
+# Runs this example from the repository root; composite events go to stdout
+# (compare with expected.jsonl: same lines, in any order).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+exec cep run patterns/card_testing_run.pattern -i examples/card_testing_run/input.jsonl "$@"
