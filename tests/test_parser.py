@@ -16,7 +16,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from cep.errors import NotSupportedYet, PatternError
+from cep.errors import PatternError
 from cep.lang import ast
 from cep.lang import parser as parser_mod
 from cep.lang.parser import parse_expr, parse_file, parse_text, parse_text_with_warnings
