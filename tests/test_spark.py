@@ -273,8 +273,11 @@ def test_repeated_types_are_routed_like_the_match_key():
 
     from cep.lang.compiler import compile_text
 
+    cp, = compile_text("PATTERN p SEQ(Reading b, Reading{3,} hot, NOT Reading ok, Reading back) "
+                       "PARTITION BY sensor WITHIN 1 h")
+    assert partition_attrs(cp) == {"Reading": ("sensor",)}
     cp, = compile_text("PATTERN p SEQ(Login{3,} f, Login ok) PARTITION BY user WITHIN 10 min")
-    assert partition_attrs(cp) == {"Login": ("user",)}
+    assert partition_attrs(cp) is None  # one positive element has no partition variable: one group
     cp, = compile_text("PATTERN p SEQ(A a, B+ b, C c) WHERE c.y = a.x")
     assert partition_attrs(cp) is None  # any B may be repeated: one group
 
