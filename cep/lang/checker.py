@@ -171,6 +171,8 @@ class _Checker:
                 stack.extend((x, False) for x in reversed(e.items))
                 stack.append((e.operand, False))
             elif isinstance(e, ast.Call):
+                if e.name not in AGGREGATES:  # its arguments are checked like any expression
+                    stack.extend((x, True) for x in reversed(e.args))
                 self.call(e)
 
     def attr(self, e: ast.Attr, call_arg: bool) -> None:
