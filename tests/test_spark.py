@@ -329,3 +329,129 @@ def test_checkpoint_of_other_patterns_or_key_groups_is_refused(tmp_path):
     r = run_cep("spark", PATTERNS[0], "-i", str(tmp_path), "-o", str(tmp_path / "out"), "--checkpoint", ck,
                 check=False)
     assert r.returncode == 1 and "pattern files" in r.stderr and r.stderr.count("\n") == 1, r.stderr
+
+
+# ------------------------------------------------------------------------------------------ against cep run
+
+
+def skewed_partitions(seed: int, n: int, parts: int, skew: int, lateness: int) -> tuple[list[list[dict]], list[dict]]:
+    """Random events in ``parts`` partitions (by partition key), each in time order, partition p lagging the
+    first by ``p * skew`` seconds of event time (within the lateness), plus one record far below the watermark
+    at the end of every partition. Returns (partitions, the late records)."""
+    import random
+
+    rnd = random.Random(seed)
+    events = make_events(n=n, seed=seed)
+    by_part: list[list[dict]] = [[] for _ in range(parts)]
+    for e in events:
+        k = e.get("card") or e.get("area") or str(rnd.random())
+        by_part[sum(k.encode()) % parts].append(e)
+    late = []
+    for p, evs in enumerate(by_part):
+        lag = p * skew
+        for e in evs:
+            e["ts"] -= lag
+        t0 = evs[0]["ts"]
+        rec = {"type": "Txn", "ts": t0 - 10 * lateness, "card": f"late-{p}", "amount": 5.0}
+        evs.append(rec)
+        late.append(rec)
+    assert (parts - 1) * skew < lateness
+    return by_part, late
+
+
+@pytest.mark.kafka
+@need_kafka
+@pytest.mark.parametrize("seed", [3, 29])
+def test_random_events_through_skewed_kafka_partitions_match_cep_run(spark, kafka_broker, tmp_path, seed):
+    """Property-style: the same random events through ``cep run`` on a file (time order) and through Spark
+    (3-partition topic, partitions skewed in time within the lateness, several micro-batches) give the same
+    net output, and the late records are counted alike."""
+    from cep.connectors.spark_cli import start_query
+    from kafka import KafkaProducer
+
+    # the lateness covers the skew plus the event-time span of a micro-batch (Spark admits a partition's offsets
+    # per batch, not its times, so at a batch boundary one partition may be ahead by about a batch's span)
+    lateness = 3 * 3600
+    by_part, late = skewed_partitions(seed, n=900, parts=3, skew=1000, lateness=lateness)
+    tin = new_topic(kafka_broker, "skew-in")
+    prod = KafkaProducer(bootstrap_servers=kafka_broker.bootstrap, acks="all", linger_ms=5)
+    for p, evs in enumerate(by_part):
+        for e in evs:
+            prod.send(tin, partition=p, value=json.dumps(e).encode())
+    prod.flush(timeout=60)
+    prod.close()
+
+    body = sorted((e for evs in by_part for e in evs if e not in late), key=lambda e: e["ts"])
+    inp = write_jsonl(tmp_path / "events.jsonl", body + late)
+    r = run_cep("run", *PATTERNS, "-i", str(inp), "--lateness", f"{lateness} s")
+    ref = [json.loads(line) for line in r.stdout.splitlines() if line.strip()]
+    assert f"({len(late)} late," in r.stderr
+
+    q = start_query(spark, cli_args_lateness(
+        lateness, "-i", f"kafka://{kafka_broker.bootstrap}/{tin}?from=earliest&until=end",
+        "-o", str(tmp_path / "out"), "--checkpoint", str(tmp_path / "ck"), "--max-per-batch", "150",
+        "--late-output", str(tmp_path / "late")))
+    q.awaitTermination()
+    assert q.exception() is None
+    assert len(q.recentProgress) >= 4  # several micro-batches
+    got = read_dir_output(tmp_path / "out")
+    assert net(got) == net(ref)
+    assert metrics_total(q, "late_records") == len(late)
+    assert sorted(map(json.dumps, read_dir_output(tmp_path / "late"))) == sorted(map(json.dumps, late))
+
+
+def cli_args_lateness(lateness: int, *argv: str):
+    from cep.connectors.spark_cli import build_parser
+
+    return build_parser().parse_args([*PATTERNS, "--lateness", f"{lateness} s", *argv])
+
+
+def net(outputs) -> Counter:
+    """The net multiset of composite events: each ``+`` counts 1, each ``-`` takes one away."""
+    c: Counter = Counter()
+    for o in outputs:
+        c[(o["pattern"], json.dumps(o["match"], sort_keys=True))] += 1 if o["op"] == "+" else -1
+    return +c
+
+
+def test_killed_query_restarts_from_checkpoint(spark, data, tmp_path):
+    """SIGKILL a ``cep spark`` process mid-stream, restart on its checkpoint: every composite event is there,
+    each exactly once (the directory sink commits each micro-batch once through _spark_metadata)."""
+    import os
+    import signal
+    import subprocess
+
+    from cep.connectors.spark_cli import start_query
+    from kafka_fixture import cep_cmd
+
+    events, ref = data
+    split_files(events, tmp_path / "in", 8)
+    out, ck = tmp_path / "out", tmp_path / "ck"
+    argv = ["spark", *PATTERNS, "--lateness", "1 d", "-i", str(tmp_path / "in"), "-o", str(out),
+            "--checkpoint", str(ck), "--max-per-batch", "1", "--trigger-interval", "200 milliseconds",
+            "--master", "local[1]", "--state-partitions", "2"]
+    log = open(tmp_path / "stderr.txt", "wb")  # noqa: SIM115 - closed below; a pipe could fill and block it
+    proc = subprocess.Popen(cep_cmd(*argv), stdout=subprocess.DEVNULL, stderr=log, start_new_session=True,
+                            cwd=ROOT)
+    try:
+        deadline = time.monotonic() + 600
+        while time.monotonic() < deadline and proc.poll() is None:
+            commits = [f for f in (ck / "commits").glob("*") if f.name.isdigit()] if (ck / "commits").is_dir() else []
+            if len(commits) >= 3:
+                break
+            time.sleep(0.5)
+        assert proc.poll() is None, (tmp_path / "stderr.txt").read_text()[-3000:]
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)  # the driver, its JVM and Python workers: one process group
+        proc.wait(timeout=60)
+        log.close()
+    first = read_dir_output(out)
+    assert 0 < len(first) < len(ref)
+
+    q = start_query(spark, cli_args("-i", str(tmp_path / "in"), "-o", str(out), "--checkpoint", str(ck),
+                                    "--available-now", "--state-partitions", "2"))
+    q.awaitTermination()
+    assert q.exception() is None
+    got = read_dir_output(out)
+    assert content(got) == content(ref)
+    assert len({o["id"] for o in got}) == len(got)
