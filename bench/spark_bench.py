@@ -205,7 +205,8 @@ def main(argv: list[str] | None = None) -> int:
                     for p in args.partitions.split(","):
                         r = subprocess.run([sys.executable, "-m", "bench.spark_bench", "--child", "--cores", c,
                                             "--partitions", p, "--events", str(args.events), "--work", str(work),
-                                            "--files-per-batch", str(args.files_per_batch), *kafka_args],
+                                            "--files-per-batch", str(args.files_per_batch), "--files", str(args.files),
+                                            *kafka_args],
                                            cwd=ROOT, env=env, capture_output=True, text=True)
                         lines = [ln for ln in r.stdout.splitlines() if ln.startswith("{")]
                         if r.returncode != 0 or not lines:

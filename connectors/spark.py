@@ -374,6 +374,14 @@ def engine_watermark(spec: PatternSpec, wm_ms: int) -> int | float | None:
     return _from_us((wm_ms + spark_delay_ms(spec)) * 1000 - SPARK_TIME_OFFSET_US - lateness_us, factor)
 
 
+def spark_watermark_after(spec: PatternSpec, max_ts: int | float) -> int:
+    """The watermark (ms) Spark computes after a batch whose largest event time is ``max_ts``: the same offset,
+    clamp, millisecond floor and delay as Spark, so the engine can move to it before Spark does."""
+    lo, hi = SPARK_TIME_RANGE_US
+    evt_us = min(max(int(round(max_ts * TIME_US[spec.time_unit])) + SPARK_TIME_OFFSET_US, lo), hi)
+    return evt_us // 1000 - spark_delay_ms(spec)
+
+
 def _handler(spec: PatternSpec):
     """applyInPandasWithState: one key group's engine in the state store, under Spark's global watermark.
 
@@ -400,6 +408,12 @@ def _handler(spec: PatternSpec):
         if wm is not None:
             eng.advance_watermark(wm)
         rows = _push_all(spec, eng, g, pdfs)
+        if eng.max_ts is not None:
+            # Spark's next watermark is at least this group's own (its rows are among all rows), so expiring up to
+            # it now loses nothing and saves a state of window + lateness instead of the whole batch
+            ahead = engine_watermark(spec, spark_watermark_after(spec, eng.max_ts))
+            if ahead is not None:
+                eng.advance_watermark(ahead)
 
         if eng.retained_events == 0:
             if state.exists:
