@@ -54,6 +54,8 @@ def spark_child(args: argparse.Namespace) -> None:
     work = Path(args.work)
     spark = make_session(f"local[{args.cores}]", args.partitions, kafka=bool(args.bootstrap), app="cep-bench")
 
+    batch_ms: list[int] = []
+
     def run(inp: str, tag: str, out: str | None = None) -> tuple[float, int, int]:
         extra = ["--max-per-batch", str(args.files_per_batch)] if args.files_per_batch else []
         a = build_parser().parse_args([PATTERN, "-i", str(inp), "-o", out or str(work / f"out-{tag}"),
@@ -64,6 +66,8 @@ def spark_child(args: argparse.Namespace) -> None:
         el = time.perf_counter() - t0
         if q.exception() is not None:
             raise SystemExit(f"query failed: {q.exception()}")
+        batch_ms[:] = [json.loads(p.json)["durationMs"]["triggerExecution"] for p in q.recentProgress
+                       if p["numInputRows"] > 0]
         if out is not None:
             return el, len(q.recentProgress), -1
         outs = sum(1 for f in (work / f"out-{tag}").glob("part-*") for _ in open(f))
@@ -71,9 +75,16 @@ def spark_child(args: argparse.Namespace) -> None:
 
     run(str(work / "warm"), f"warm-{args.cores}-{args.partitions}")
     el, batches, outs = run(str(work / "in"), f"main-{args.cores}-{args.partitions}")
-    print(json.dumps({"path": "spark files->files", "cores": args.cores, "partitions": args.partitions,
-                      "events": args.events, "batches": batches, "outputs": outs, "seconds": round(el, 2),
-                      "events_per_s": round(args.events / el)}), flush=True)
+    row = {"path": "spark files->files", "cores": args.cores, "partitions": args.partitions,
+           "events": args.events, "batches": batches, "outputs": outs, "seconds": round(el, 2),
+           "events_per_s": round(args.events / el), "batch_ms": batch_ms}
+    if args.files_per_batch and len(batch_ms) > 1:
+        # steady state: every micro-batch after the first (which pays worker start and JIT)
+        per_batch = args.events / args.files * args.files_per_batch
+        steady = batch_ms[1:]
+        row["steady_events_per_s"] = round(per_batch * len(steady) / (sum(steady) / 1000))
+        row["median_batch_s"] = round(sorted(steady)[len(steady) // 2] / 1000, 2)
+    print(json.dumps(row), flush=True)
     if args.bootstrap:
         from kafka import KafkaAdminClient
         from kafka.admin import NewTopic
@@ -194,7 +205,8 @@ def main(argv: list[str] | None = None) -> int:
                     for p in args.partitions.split(","):
                         r = subprocess.run([sys.executable, "-m", "bench.spark_bench", "--child", "--cores", c,
                                             "--partitions", p, "--events", str(args.events), "--work", str(work),
-                                            "--files-per-batch", str(args.files_per_batch), *kafka_args],
+                                            "--files-per-batch", str(args.files_per_batch), "--files", str(args.files),
+                                            *kafka_args],
                                            cwd=ROOT, env=env, capture_output=True, text=True)
                         lines = [ln for ln in r.stdout.splitlines() if ln.startswith("{")]
                         if r.returncode != 0 or not lines:
@@ -218,6 +230,9 @@ def main(argv: list[str] | None = None) -> int:
     print("\n| path | local cores | state partitions | micro-batches | events | outputs | late | seconds | events/s |\n"
           "|---|---|---|---|---|---|---|---|---|")
     for r in results:
+        if "steady_events_per_s" in r:
+            print(f"| {r['path']} (steady state, median batch {r['median_batch_s']} s) | {r['cores']} | "
+                  f"{r['partitions']} | {len(r['batch_ms']) - 1} | - | - | - | {r['steady_events_per_s']:,} |")
         print(f"| {r['path']} | {r.get('cores', '-')} | {r.get('partitions', '-')} | {r.get('batches', '-')} | "
               f"{r['events']} | {r.get('outputs', '-') if r.get('outputs', -1) >= 0 else '-'} | "
               f"{r.get('late', '-')} | {r['seconds']} | {r['events_per_s']:,} |")

@@ -44,10 +44,21 @@ from typing import Any
 
 from cep.units import TIME_UNITS
 
-ROUTE_SCHEMA = "g int, kg int, tus long, pos string, value string"
+ROUTE_SCHEMA = "g int, kg int, tus long, pos string, value string, lead boolean"
 OUT_SCHEMA = "pattern string, op string, id string, match string, key string, value string"
 STATE_SCHEMA = "nonce string, blob binary"
 TIME_US = {u: 1_000_000 // per_s for u, per_s in TIME_UNITS.items()}  # microseconds per time unit
+
+# Spark's event-time column is the event time (in us) plus SPARK_TIME_OFFSET_US, clamped to SPARK_TIME_RANGE_US.
+# Why: Spark's watermark starts at 0 and only moves forward, so with raw times a stream of times <= 0 (or below
+# the delay) never gets a watermark; the offset (10^15 us, about 31.7 years) keeps every plausible time above 0.
+# The clamp keeps the column inside what pandas' datetime64[ns] holds (the column reaches the Python workers);
+# a clamped time can only make the watermark lower than exact (the engine then accepts more, never less).
+SPARK_TIME_OFFSET_US = 10**15
+SPARK_TIME_RANGE_US = (1, 9 * 10**15)
+BAD_ROW_GROUP = -1  # route rows of bad records (``on_error="skip"``): value = the error report line
+SIDE_OPS = ("late", "error")  # output rows that are not composite events (see detect())
+BAD_RECORD_MARK = "cep-bad-record: "  # prefix of a bad record's message inside Spark's failure text
 
 
 class SparkPathError(ValueError):
@@ -205,23 +216,39 @@ def _router(spec: PatternSpec):
             if not raw.strip():
                 return []
             if spec.on_error == "skip":
-                return []
-            raise SparkPathError(f"bad input record at {pos}: {e}") from None
+                return [(BAD_ROW_GROUP, 0, _NO_TIME_US, pos, error_report(pos, str(e), raw), True)]
+            raise SparkPathError(f"{BAD_RECORD_MARK}input record {pos}: {e}") from None
         targets = routes.get(ev.type)
         if not targets:
             return []
         tus = int(round(ev.ts * factor))
         rows = []
+        text = raw.decode()
         for g, attrs in targets:
             if attrs is None:
                 kg = 0
             else:
                 key = _canon_key(read_key(ev, attrs))
                 kg = zlib.crc32(key.encode()) % groups
-            rows.append((g, kg, tus, pos, raw.decode()))
+            # lead: the record's first row, the one that carries it into a late-records output
+            rows.append((g, kg, tus, pos, text, not rows))
         return rows
 
     return route
+
+
+_NO_TIME_US = -(2**62)  # the time of a bad record's row: clamps to the bottom of Spark's range, moves no watermark
+
+
+def error_report(pos: str, reason: str, raw: bytes) -> str:
+    """A bad record as ``cep run --errors`` reports it: one JSON object (line, pos, reason, record).
+
+    ``line`` is null: on Spark the position (file path and line, or Kafka topic, partition and offset) says where.
+    """
+    import orjson
+
+    text = raw.decode("utf-8", errors="replace").rstrip("\r\n")
+    return orjson.dumps({"line": None, "pos": pos, "reason": reason, "record": text}).decode()
 
 
 def _route_batches(spec: PatternSpec):
@@ -229,7 +256,7 @@ def _route_batches(spec: PatternSpec):
         import pandas as pd
 
         route = _router(spec)
-        cols = ["g", "kg", "tus", "pos", "value"]
+        cols = ["g", "kg", "tus", "pos", "value", "lead"]
         for pdf in batches:
             rows = []
             for pos, value in zip(pdf["pos"], pdf["value"], strict=True):
@@ -259,44 +286,54 @@ _KEY_FNS: dict[tuple, list] = {}
 
 
 def _push_all(spec: PatternSpec, eng, g: int, pdfs) -> list[tuple]:
-    """Push one group's rows of a micro-batch in event-time order; return the output rows."""
+    """Push one group's rows of a micro-batch in event-time order; return the output rows.
+
+    A row below the engine's watermark (Spark's, see ``engine_watermark``) is late: it becomes a ``late`` row
+    (counted per pattern; the record itself rides on its lead row only, so a late-records output holds each
+    record once, as ``cep run --late-output`` does).
+    """
+
     from cep.errors import LateEventError, UnknownRetractionError
     from cep.io.readers import make_decoder
 
     decode = make_decoder(spec.type_field, spec.time_field, spec.time_unit, spec.op_field)
     events = []
     for pdf in pdfs:
-        for pos, value in zip(pdf["pos"], pdf["value"], strict=True):
-            events.append(decode(pos, value.encode()))
+        for pos, value, lead in zip(pdf["pos"], pdf["value"], pdf["lead"], strict=True):
+            events.append((decode(pos, value.encode()), value, bool(lead)))
     # rows of a group arrive in no guaranteed order: event time, inserts before retractions of equal time
-    events.sort(key=lambda e: (e.ts, e.op == "-"))
+    events.sort(key=lambda e: (e[0].ts, e[0].op == "-"))
+    name = spec.names[g]
     rows: list[tuple] = []
-    for ev in events:
+    for ev, value, lead in events:
         try:
             outs = eng.push(ev)
         except LateEventError:
+            rows.append((name, "late", ev.pos, None, None, value if lead else None))
             continue
         except UnknownRetractionError:
+            reason = ("retraction of an event that was never inserted (or was already retracted or "
+                      "expired)")
             if spec.on_error == "skip":
+                if lead:
+                    rows.append((None, "error", ev.pos, None, None,
+                                 error_report(ev.pos, reason, value.encode())))
                 continue
-            raise SparkPathError(f"input record {ev.pos}: retraction of an event that was never "
-                                 "inserted (or was already retracted or expired)") from None
+            raise SparkPathError(f"{BAD_RECORD_MARK}input record {ev.pos}: {reason}") from None
         rows.extend(_rows(spec, g, outs))
     return rows
 
 
 def _rows(spec: PatternSpec, g: int, outs: list) -> list[tuple]:
-    """Output rows of composite events (also those a watermark move decides: spec 7.4)."""
-    import orjson
-
-    from cep.io.writers import encode_output
+    """Output rows of composite events (also those a watermark move decides: gap elements)."""
+    from cep.io.writers import dumps_exact, encode_output
 
     key_fn = _key_fns(spec)[g]
     rows: list[tuple] = []
     for o in outs:
         line = encode_output(o).decode().rstrip("\n")
         kb = key_fn(o) if key_fn is not None else None
-        rows.append((o.pattern, o.op, o.id, orjson.dumps(o.match, default=_json_default).decode(),
+        rows.append((o.pattern, o.op, o.id, dumps_exact(o.match).decode(),
                      kb.decode() if kb is not None else None, line))
     return rows
 
@@ -310,12 +347,17 @@ ENGINE_CACHE_SIZE = 512
 
 
 def _engine_for(spec: PatternSpec, g: int, kg: int, state):
-    """The group's engine: from the worker cache when it matches the stored state, else from the state bytes."""
+    """The group's engine: from the worker cache when it matches the stored state, else from the state bytes.
+
+    The engine does not derive a watermark from its own rows (``own_watermark=False``): a key group holds keys
+    from every input partition, and one partition running ahead would make another's rows late. Spark's
+    global watermark moves it instead (``engine_watermark``).
+    """
     from cep.runtime.engine import Engine
 
     cp = spec.compile()[g]
     if not state.exists:
-        return Engine([cp], lateness=spec.lateness)
+        return Engine([cp], lateness=spec.lateness, own_watermark=False)
     nonce, blob = state.get
     if not nonce.startswith(f"{spec.key_groups}:"):
         raise SparkPathError(f"this checkpoint was written with {nonce.split(':')[0]} key groups, not "
@@ -325,7 +367,9 @@ def _engine_for(spec: PatternSpec, g: int, kg: int, state):
     if hit is not None and hit[0] == nonce:
         _ENGINES.move_to_end(ck)
         return hit[1]
-    return Engine.loads(bytes(blob), [cp])
+    eng = Engine.loads(bytes(blob), [cp])
+    eng.own_watermark = False
+    return eng
 
 
 def _save(spec: PatternSpec, g: int, kg: int, state, eng) -> None:
@@ -338,25 +382,67 @@ def _save(spec: PatternSpec, g: int, kg: int, state, eng) -> None:
         _ENGINES.popitem(last=False)
 
 
+def spark_delay_ms(spec: PatternSpec) -> int:
+    """The ``withWatermark`` delay: the lateness in whole milliseconds (Spark's watermark unit), rounded up."""
+    return int(-(-spec.lateness * TIME_US[spec.time_unit] // 1000))
+
+
+def engine_watermark(spec: PatternSpec, wm_ms: int) -> int | float | None:
+    """The engine watermark (in time units) that Spark's global watermark ``wm_ms`` stands for; None before any.
+
+    Spark's watermark is ``max over every partition of floor_ms(time + offset) - delay`` as of the end of the
+    previous micro-batch, so this is ``max time - lateness`` (``cep run``'s watermark over the same records),
+    lower by under 1 ms when times have sub-millisecond parts (the engine then accepts a little more).
+    """
+    if wm_ms <= 0:
+        return None
+    factor = TIME_US[spec.time_unit]
+    lateness_us = int(round(spec.lateness * factor))
+    return _from_us((wm_ms + spark_delay_ms(spec)) * 1000 - SPARK_TIME_OFFSET_US - lateness_us, factor)
+
+
+def spark_watermark_after(spec: PatternSpec, max_ts: int | float) -> int:
+    """The watermark (ms) Spark computes after a batch whose largest event time is ``max_ts``: the same offset,
+    clamp, millisecond floor and delay as Spark, so the engine can move to it before Spark does."""
+    lo, hi = SPARK_TIME_RANGE_US
+    evt_us = min(max(int(round(max_ts * TIME_US[spec.time_unit])) + SPARK_TIME_OFFSET_US, lo), hi)
+    return evt_us // 1000 - spark_delay_ms(spec)
+
+
 def _handler(spec: PatternSpec):
-    """applyInPandasWithState: one key group's engine in the state store, expired by event-time timeout."""
+    """applyInPandasWithState: one key group's engine in the state store, under Spark's global watermark.
+
+    No Spark-side late-row filter runs before this function (Spark filters only under an event-time timeout),
+    so every row reaches the engine, and a late one is counted and reported (a ``late`` row) rather than
+    dropped unseen. No timeout: Spark would run endless no-data batches for a processing-time timeout (so
+    ``availableNow`` never ends), and an event-time timeout brings Spark's late-row filter back. A key group
+    expires its events when it next gets rows; an idle one keeps its state meanwhile (there are at most
+    key groups x patterns of them).
+    """
 
     def fn(key, pdfs, state) -> Iterator[Any]:
         import pandas as pd
 
         g, kg = int(key[0]), int(key[1])
-        cp = spec.compile()[g]
-        factor = TIME_US[spec.time_unit]
-        wm_ms = state.getCurrentWatermarkMs()
-
+        if g == BAD_ROW_GROUP:
+            rows = [(None, "error", pos, None, None, report) for pdf in pdfs
+                    for pos, report in zip(pdf["pos"], pdf["value"], strict=True)]
+            if rows:
+                yield pd.DataFrame(rows, columns=OUT_COLS)
+            return
         eng = _engine_for(spec, g, kg, state)
         rows: list[tuple] = []
-        if wm_ms > 0:
-            # Spark's watermark is (max event time - lateness - 1 ms); the engine's is max - lateness;
-            # moving it decides pending matches (spec 7.4)
-            rows = _rows(spec, g, eng.advance_watermark(_from_us((wm_ms + 1) * 1000, factor)))
-        if not state.hasTimedOut:
-            rows += _push_all(spec, eng, g, pdfs)
+        wm = engine_watermark(spec, state.getCurrentWatermarkMs())
+        if wm is not None:
+            # moving the watermark decides pending matches (patterns with gap elements)
+            rows = _rows(spec, g, eng.advance_watermark(wm))
+        rows += _push_all(spec, eng, g, pdfs)
+        if eng.max_ts is not None:
+            # Spark's next watermark is at least this group's own (its rows are among all rows), so expiring and
+            # deciding up to it now loses nothing and saves a state of window + lateness, not the whole batch
+            ahead = engine_watermark(spec, spark_watermark_after(spec, eng.max_ts))
+            if ahead is not None:
+                rows += _rows(spec, g, eng.advance_watermark(ahead))
 
         if eng.retained_events == 0:
             if state.exists:
@@ -364,15 +450,6 @@ def _handler(spec: PatternSpec):
             _ENGINES.pop((spec.cache_id(), g, kg), None)
         else:
             _save(spec, g, kg, state, eng)
-            due = eng.next_decision_time()
-            if cp.within is not None:
-                newest = max((e.ts for e in eng.events.values()), default=eng.max_ts)
-                deadline_ms = -(-int((newest + cp.within) * factor) // 1000) + 1
-                if due is not None:  # a pending match: wake up once the watermark decides it
-                    deadline_ms = min(deadline_ms, -(-int(due * factor) // 1000) + 1)
-                state.setTimeoutTimestamp(max(deadline_ms, wm_ms + 1))
-            elif due is not None:
-                state.setTimeoutTimestamp(max(-(-int(due * factor) // 1000) + 1, wm_ms + 1))
         if rows:
             yield pd.DataFrame(rows, columns=OUT_COLS)
 
@@ -388,11 +465,14 @@ def _batch_handler(spec: PatternSpec):
         from cep.runtime.engine import Engine
 
         g = int(key[0])
-        cp = spec.compile()[g]
-        eng = Engine([cp], lateness=spec.lateness)
-        rows = _push_all(spec, eng, g, [pdf])
-        # a static DataFrame is a bounded input: its end decides every pending match (spec 7.4)
-        rows += _rows(spec, g, eng.advance_watermark(math.inf))
+        if g == BAD_ROW_GROUP:
+            rows = [(None, "error", pos, None, None, report)
+                    for pos, report in zip(pdf["pos"], pdf["value"], strict=True)]
+        else:
+            eng = Engine([spec.compile()[g]], lateness=spec.lateness)
+            rows = _push_all(spec, eng, g, [pdf])
+            # a static DataFrame is a bounded input: its end decides every pending match
+            rows += _rows(spec, g, eng.advance_watermark(math.inf))
         return pd.DataFrame(rows, columns=OUT_COLS)
 
     return fn
@@ -403,12 +483,6 @@ def _from_us(us: int, factor: int) -> int | float:
         return us
     q, r = divmod(us, factor)
     return q if r == 0 else us / factor
-
-
-def _json_default(v: Any) -> Any:
-    from cep.io.writers import _default
-
-    return _default(v)
 
 
 # ---------------------------------------------------------------------------------------------- public API
@@ -483,6 +557,7 @@ def detect(
     on_error: str = "fail",
     key_groups: int = 64,
     match_schema: str | None = None,
+    side_outputs: bool = False,
 ):
     """Composite events of ``patterns`` over the streaming (or batch) DataFrame ``events``.
 
@@ -499,6 +574,14 @@ def detect(
     struct of those typed fields (``from_json``: a field missing or of another type is null); without it
     ``match`` is the JSON text.
     Returns a DataFrame with columns pattern, op, id, match, key, value (the ``cep run`` output line).
+
+    Time: the engine takes Spark's global watermark (max event time over all partitions - lateness, as of the
+    previous micro-batch); a row below it is late. Late rows and bad records (``on_error="skip"``) are counted
+    in the query's observed metrics (``query.lastProgress["observedMetrics"]["cep"]``: ``late_records``,
+    ``bad_records``, ``late:<pattern>``, ``+:<pattern>``, ``-:<pattern>``). With ``side_outputs=True`` they
+    are also rows of the result: ``op = "late"`` (``pattern`` = the pattern that found it late, ``id`` = its
+    position, ``value`` = the record on one row per record, null on the others) and ``op = "error"``
+    (``value`` = the ``cep run --errors`` report); filter on ``op`` to send them elsewhere.
     """
     from pyspark.sql import functions as F
     from pyspark.sql.streaming.state import GroupStateTimeout
@@ -507,13 +590,33 @@ def detect(
         patterns, time_unit=time_unit, type_field=type_field, time_field=time_field, op_field=op_field,
         lateness=lateness, on_error=on_error, key_groups=key_groups)
     routed = input_records(events, spec).mapInPandas(_route_batches(spec), ROUTE_SCHEMA)
-    routed = routed.withColumn("evt", F.timestamp_micros("tus"))
-    delay_ms = int(-(-spec.lateness * TIME_US[spec.time_unit] // 1000)) + 1
     if not events.isStreaming:
-        return typed_match(routed.groupBy("g", "kg").applyInPandas(_batch_handler(spec), OUT_SCHEMA), match_schema)
-    routed = routed.withWatermark("evt", f"{delay_ms} milliseconds")
-    return typed_match(routed.groupBy("g", "kg").applyInPandasWithState(
-        _handler(spec), OUT_SCHEMA, STATE_SCHEMA, "append", GroupStateTimeout.EventTimeTimeout), match_schema)
+        out = routed.groupBy("g", "kg").applyInPandas(_batch_handler(spec), OUT_SCHEMA)
+    else:
+        lo, hi = SPARK_TIME_RANGE_US
+        evt = F.timestamp_micros(F.least(F.greatest(F.col("tus") + F.lit(SPARK_TIME_OFFSET_US), F.lit(lo)),
+                                         F.lit(hi)))
+        routed = routed.withColumn("evt", evt).withWatermark("evt", f"{spark_delay_ms(spec)} milliseconds")
+        out = routed.groupBy("g", "kg").applyInPandasWithState(
+            _handler(spec), OUT_SCHEMA, STATE_SCHEMA, "append", GroupStateTimeout.NoTimeout)
+        out = out.observe(METRICS, *metric_columns(spec))
+    return typed_match(out if side_outputs else out.where(F.col("op").isin("+", "-")), match_schema)
+
+
+METRICS = "cep"  # the name of the observed metrics on the streaming query's progress
+
+
+def metric_columns(spec: PatternSpec) -> list:
+    """Per micro-batch counts: late records, bad records, and per pattern late rows and composite events."""
+    from pyspark.sql import functions as F
+
+    op, pattern = F.col("op"), F.col("pattern")
+    cols = [F.count(F.when((op == "late") & F.col("value").isNotNull(), 1)).alias("late_records"),
+            F.count(F.when(op == "error", 1)).alias("bad_records")]
+    for name in spec.names:
+        for what in ("late", "+", "-"):
+            cols.append(F.count(F.when((op == what) & (pattern == name), 1)).alias(f"{what}:{name}"))
+    return cols
 
 
 # ---------------------------------------------------------------------------------------------- session
@@ -626,3 +729,45 @@ def checkpoint_state_partitions(checkpoint: str) -> int | None:
         v = conf.get("spark.sql.shuffle.partitions")
         return int(v) if v is not None else None
     return None
+
+
+CHECKPOINT_META = "cep-spark.json"  # beside Spark's own files in the checkpoint directory
+
+
+def checkpoint_fingerprint(spec: PatternSpec) -> dict:
+    """What a checkpoint's state depends on: the patterns (as printed), key groups, time unit and fields."""
+    from cep.runtime.engine import pattern_signature
+
+    return {"patterns": [pattern_signature(cp) for cp in spec.compile()], "key_groups": spec.key_groups,
+            "time_unit": spec.time_unit, "type_field": spec.type_field, "time_field": spec.time_field,
+            "op_field": spec.op_field, "lateness": spec.lateness}
+
+
+def check_checkpoint(checkpoint: str, spec: PatternSpec) -> None:
+    """Refuse a checkpoint written for other patterns or options (one line); record them in a new one.
+
+    Why: the state store holds engine states of (pattern, key group) groups; other patterns or another key-group
+    count would route records to the wrong states, and Spark would only fail deep inside a micro-batch.
+    """
+    import json
+
+    meta = Path(checkpoint) / CHECKPOINT_META
+    want = checkpoint_fingerprint(spec)
+    if meta.is_file():
+        try:
+            have = json.loads(meta.read_text())
+        except ValueError:
+            raise SparkPathError(f"checkpoint {checkpoint}: {CHECKPOINT_META} is not readable") from None
+        diff = sorted(k for k in want if have.get(k) != want[k])
+        if diff:
+            what = ", ".join("pattern files" if k == "patterns" else f"--{k.replace('_', '-')}" for k in diff)
+            raise SparkPathError(f"checkpoint {checkpoint} was written with other {what} (a resumed query needs "
+                                 "the same patterns and options); use a new checkpoint directory")
+        return
+    if (Path(checkpoint) / "offsets").is_dir():
+        raise SparkPathError(f"checkpoint {checkpoint} was not written by cep spark (no {CHECKPOINT_META}); "
+                             "use a new checkpoint directory")
+    meta.parent.mkdir(parents=True, exist_ok=True)
+    tmp = meta.with_suffix(".tmp")
+    tmp.write_text(json.dumps(want, indent=1))
+    tmp.replace(meta)

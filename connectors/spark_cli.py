@@ -3,7 +3,9 @@
 Why a separate command: a Spark query is a long-lived job with its own checkpoint (offsets, state, committed
 output), so its options differ from ``cep run``'s. Kafka goes through Spark's own Kafka source and sink
 (``spark-sql-kafka-0-10``, jars from the Maven cache); a directory input is read as JSON-lines files (positions
-``<file name>:<line>``), a directory output is written as JSON-lines part files, exactly once per micro-batch.
+``<file path>:<line>``), a directory output is written as JSON-lines part files, exactly once per micro-batch.
+Late records and bad records are counted (the summary line, the query's observed metrics) and, with
+``--late-output`` / ``--errors``, written out beside the composite events (one query, ``foreachBatch``).
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import time
 from pathlib import Path
 
 from cep import patterns as shipped
-from cep.exit_codes import EXIT_INTERRUPTED, EXIT_OK, EXIT_OTHER, EXIT_PATTERN
+from cep.exit_codes import EXIT_INTERRUPTED, EXIT_OK, EXIT_OTHER, EXIT_PATTERN, EXIT_RECORD
 from cep.units import TIME_UNITS, parse_duration
 
 
@@ -40,7 +42,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--time-unit", default="s", choices=list(TIME_UNITS))
     p.add_argument("--op-field", default="op")
     p.add_argument("--lateness", default=None, help="allowed lateness, a duration (e.g. '5 s')")
-    p.add_argument("--on-error", default="fail", choices=["fail", "skip"])
+    p.add_argument("--on-error", default="fail", choices=["fail", "skip"],
+                   help="a bad record stops the query with exit 3 (fail), or is counted and reported (skip)")
+    p.add_argument("--late-output", default=None,
+                   help="write late records here (kafka://HOST:PORT/TOPIC or a directory), as cep run does")
+    p.add_argument("--errors", default=None,
+                   help="with --on-error skip: write bad-record reports here (kafka://... or a directory)")
     p.add_argument("--available-now", action="store_true",
                    help="process what is available now, then stop (implied by until=end in a Kafka URL)")
     p.add_argument("--trigger-interval", default="1 second", help="micro-batch interval when running on")
@@ -92,71 +99,197 @@ def read_input(spark, spec: str, max_per_batch: int | None):
     if max_per_batch:
         r = r.option("maxFilesPerTrigger", str(max_per_batch))
     files = r.load(str(path))
-    lines = files.select(F.element_at(F.split(F.input_file_name(), "/"), -1).alias("file"),
+    # the file's full path names its records (two part.jsonl in different folders are different records)
+    lines = files.select(F.col("_metadata.file_path").alias("file"),
                          F.posexplode(F.split(F.col("value"), "\n")).alias("i", "value"))
     lines = lines.where(F.trim(F.col("value")) != "")
     return lines.select(F.concat(F.col("file"), F.lit(":"), (F.col("i") + 1).cast("string")).alias("pos"),
                         F.col("value"))
 
 
-def write_output(out, spec: str, checkpoint: str, trigger: dict):
-    """Start the query writing composite events to Kafka (key = partition key) or to a directory."""
-    if _is_kafka(spec):
+MATCH_OPS = ("+", "-")
+
+
+def write_output(out, spec: str, checkpoint: str, trigger: dict, late: str | None = None,
+                 errors: str | None = None):
+    """Start the query writing composite events to Kafka (key = partition key) or to a directory.
+
+    Without side outputs: Spark's streaming sink (a directory is the file sink, exactly once through its
+    ``_spark_metadata`` log). With ``late`` and/or ``errors``: one ``foreachBatch`` writes every target, each
+    micro-batch into ``batch=<id>`` below a directory (overwritten when Spark replays the batch, so exactly once
+    too) or into its Kafka topic (at least once, as Spark's Kafka sink).
+    """
+    from pyspark.sql import functions as F
+
+    if late is None and errors is None:
+        out = out.where(F.col("op").isin(*MATCH_OPS))
+        if _is_kafka(spec):
+            from cep.io.kafka import parse_url
+
+            u = parse_url(spec)
+            w = out.select("key", "value").writeStream.format("kafka") \
+                .option("kafka.bootstrap.servers", u.where).option("topic", u.topic)
+        else:
+            Path(spec).mkdir(parents=True, exist_ok=True)
+            w = out.select("value").writeStream.format("text").option("path", spec)
+        return w.option("checkpointLocation", checkpoint).outputMode("append").trigger(**trigger).start()
+
+    targets = [(spec, F.col("op").isin(*MATCH_OPS))]
+    if late is not None:
+        targets.append((late, (F.col("op") == "late") & F.col("value").isNotNull()))
+    if errors is not None:
+        targets.append((errors, F.col("op") == "error"))
+
+    def write_batch(df, batch_id: int) -> None:
+        df.persist()  # the stateful stage must run once per batch, whatever the number of targets
+        try:
+            for target, cond in targets:
+                write_rows(df.where(cond), target, batch_id)
+        finally:
+            df.unpersist()
+
+    return (out.writeStream.foreachBatch(write_batch).option("checkpointLocation", checkpoint)
+            .outputMode("append").trigger(**trigger).start())
+
+
+def write_rows(df, target: str, batch_id: int) -> None:
+    """One micro-batch's rows (``key``, ``value``) to a Kafka topic or to ``DIR/batch=<id>/``."""
+    if _is_kafka(target):
         from cep.io.kafka import parse_url
 
-        u = parse_url(spec)
-        w = out.select("key", "value").writeStream.format("kafka") \
-            .option("kafka.bootstrap.servers", u.where).option("topic", u.topic)
+        u = parse_url(target)
+        df.select("key", "value").write.format("kafka").option("kafka.bootstrap.servers", u.where) \
+            .option("topic", u.topic).save()
     else:
-        Path(spec).mkdir(parents=True, exist_ok=True)
-        w = out.select("value").writeStream.format("text").option("path", spec)
-    return w.option("checkpointLocation", checkpoint).outputMode("append").trigger(**trigger).start()
+        df.select("value").write.mode("overwrite").text(str(Path(target) / f"batch={batch_id}"))
 
 
-def start_query(spark, args: argparse.Namespace):
-    """Build and start the streaming query (used by main and by tests/benchmarks with their own session)."""
-    from cep.connectors.spark import detect, pattern_spec
+def query_spec(args: argparse.Namespace):
+    """The pattern spec of the command line (compiles the patterns: errors surface here)."""
+    from cep.connectors.spark import pattern_spec
 
     lateness = 0
     if args.lateness:
         lateness = parse_duration(args.lateness, args.time_unit)
-    spec = pattern_spec(args.patterns, time_unit=args.time_unit, type_field=args.type_field,
+    return pattern_spec(args.patterns, time_unit=args.time_unit, type_field=args.type_field,
                         time_field=args.time_field, op_field=args.op_field, lateness=lateness,
                         on_error=args.on_error, key_groups=args.key_groups)
+
+
+def start_query(spark, args: argparse.Namespace):
+    """Build and start the streaming query (used by main and by tests/benchmarks with their own session)."""
+    from cep.connectors.spark import check_checkpoint, detect
+
+    spec = query_spec(args)
+    check_checkpoint(args.checkpoint, spec)
     events = read_input(spark, args.input, args.max_per_batch)
-    out = detect(events, spec)
+    out = detect(events, spec, side_outputs=True)
     until_end = _is_kafka(args.input) and "until=end" in args.input
     trigger = {"availableNow": True} if (args.available_now or until_end) else {
         "processingTime": args.trigger_interval}
-    return write_output(out, args.output, args.checkpoint, trigger)
+    return write_output(out, args.output, args.checkpoint, trigger, args.late_output, args.errors)
+
+
+class Progress:
+    """Every micro-batch's progress of a query, collected while it runs (``recentProgress`` keeps only the last
+    100), and the totals the summary line reports."""
+
+    def __init__(self) -> None:
+        self.batches: dict[int, dict] = {}
+
+    def collect(self, q) -> None:
+        import json
+
+        for prog in q.recentProgress:
+            p = json.loads(prog.json)  # PySpark's StreamingQueryProgress, as the plain JSON Spark reports
+            if p.get("numInputRows", 0) or p.get("observedMetrics"):
+                self.batches[p["batchId"]] = p
+
+    def metric(self, name: str) -> int:
+        from cep.connectors.spark import METRICS
+
+        return sum(int(p.get("observedMetrics", {}).get(METRICS, {}).get(name) or 0) for p in self.batches.values())
+
+    def input_rows(self) -> int:
+        return sum(p.get("numInputRows", 0) for p in self.batches.values())
+
+    def dropped_by_spark(self) -> int:
+        return sum(op.get("numRowsDroppedByWatermark", 0) for p in self.batches.values()
+                   for op in p.get("stateOperators", []))
+
+    def summary(self, names: list[str]) -> str:
+        per = ", ".join(f"{n} +{self.metric(f'+:{n}')} -{self.metric(f'-:{n}')} late {self.metric(f'late:{n}')}"
+                        for n in names)
+        return (f"{self.input_rows()} source rows in {len(self.batches)} micro-batches; "
+                f"{self.metric('late_records')} late, {self.metric('bad_records')} bad; {per}; "
+                f"rows dropped by Spark's watermark: {self.dropped_by_spark()}")
+
+
+def run_query(q, timeout: float | None) -> Progress:
+    """Wait for the query (up to ``timeout`` s), collecting its progress; stop it when still active."""
+    progress = Progress()
+    deadline = None if timeout is None else time.monotonic() + timeout
+    while True:
+        wait = 1.0 if deadline is None else max(0.0, min(1.0, deadline - time.monotonic()))
+        try:
+            done = q.awaitTermination(wait)
+        except Exception:  # noqa: BLE001 - a failed query: the caller reads q.exception()
+            done = True
+        progress.collect(q)
+        if done or (deadline is not None and time.monotonic() >= deadline):
+            break
+    if q.isActive:
+        q.stop()
+        progress.collect(q)
+    return progress
+
+
+def bad_record_line(failure: str) -> str | None:
+    """The located message of a bad record inside Spark's failure text (a Python traceback in a Java one)."""
+    import re
+
+    from cep.connectors.spark import BAD_RECORD_MARK
+
+    m = re.search(re.escape(BAD_RECORD_MARK) + r"([^\n]*)", failure)
+    return m.group(1).strip() if m else None
+
+
+def failure_line(failure: str) -> str:
+    """One line for a failed query: the last Python error of Spark's text, else its first line."""
+    import re
+
+    found = re.findall(r"^(\w*(?:Error|Exception): .*)$", failure, re.M)
+    return found[-1] if found else failure.strip().splitlines()[0]
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     args.patterns = [shipped.resolve(p) for p in args.patterns]  # a shipped pattern by its name
     err = sys.stderr
-    from cep.connectors.spark import SparkPathError, checkpoint_state_partitions, make_session
+    from cep.connectors.spark import (
+        SparkPathError,
+        check_checkpoint,
+        checkpoint_state_partitions,
+        make_session,
+    )
 
     from cep.errors import PatternError
 
     try:
-        from cep.connectors.spark import pattern_spec
-
-        pattern_spec(args.patterns, time_unit=args.time_unit)  # pattern errors before Spark starts
-        if args.lateness:
-            parse_duration(args.lateness, args.time_unit)  # and a bad --lateness
+        spec = query_spec(args)  # pattern errors and a checkpoint of other patterns, before Spark starts
+        check_checkpoint(args.checkpoint, spec)
     except PatternError as e:
         err.write(str(e) + "\n")
         return EXIT_PATTERN
     except (SparkPathError, ValueError) as e:
         err.write(f"cep spark: error: {e}\n")
         return EXIT_OTHER
-    kafka = _is_kafka(args.input) or _is_kafka(args.output)
+    targets = [args.input, args.output, args.late_output, args.errors]
+    kafka = any(t is not None and _is_kafka(t) for t in targets)
     try:
-        if _is_kafka(args.input):
-            check_kafka(args.input, source=True)
-        if _is_kafka(args.output):
-            check_kafka(args.output, source=False)
+        for i, t in enumerate(targets):
+            if t is not None and _is_kafka(t):
+                check_kafka(t, source=i == 0)
     except Exception as e:  # noqa: BLE001 - KafkaConnectorError and URL errors: one line for the user
         err.write(f"cep spark: error: {e}\n")
         return EXIT_OTHER
@@ -168,21 +301,24 @@ def main(argv: list[str] | None = None) -> int:
         parts = stored
     spark = make_session(args.master, parts, kafka=kafka, rocksdb=not args.no_rocksdb, app="cep spark")
     parts = int(spark.conf.get("spark.sql.shuffle.partitions"))
+    spark.sparkContext.setLogLevel("FATAL")  # a failed task is reported once, as one line, below
     t0 = time.monotonic()
     try:
         q = start_query(spark, args)
-        q.awaitTermination(args.timeout)
-        if q.isActive:
-            q.stop()
+        progress = run_query(q, args.timeout)
         exc = q.exception()
-        if exc is not None:
-            err.write(f"cep spark: error: the query failed: {exc}\n")
-            return EXIT_OTHER
-        rows = sum(p.get("numInputRows", 0) for p in q.recentProgress)
         el = time.monotonic() - t0
-        err.write(f"cep spark: {rows} source rows (files, for a directory input) in {len(q.recentProgress)} "
-                  f"micro-batches, {el:.1f} s; "
-                  f"{parts} state partitions; checkpoint {args.checkpoint}\n")
+        if exc is not None:
+            text = str(exc)
+            bad = bad_record_line(text)
+            if bad is not None:
+                err.write(f"cep spark: {bad}\n")
+                return EXIT_RECORD
+            err.write(f"cep spark: error: the query failed: {failure_line(text)}\n")
+            return EXIT_OTHER
+        unit = " (files, for a directory input)" if not _is_kafka(args.input) else ""
+        err.write(f"cep spark: {progress.summary(spec.names)}{unit}; {el:.1f} s; {parts} state partitions; "
+                  f"checkpoint {args.checkpoint}\n")
         return EXIT_OK
     except KeyboardInterrupt:
         err.write("cep spark: interrupted; the checkpoint resumes the query\n")

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from kafka_fixture import (
     PATTERNS,
+    ROOT,
     consume_all,
     content,
     file_reference,
@@ -36,8 +37,12 @@ def cli_args(*argv: str):
 
 
 def read_dir_output(path: Path) -> list[dict]:
-    """The lines of the committed part files (a file sink commits each micro-batch once)."""
+    """The lines of the committed part files (a file sink commits each micro-batch once; with side outputs,
+    ``foreachBatch`` writes one ``batch=<id>`` directory per micro-batch, committed by its ``_SUCCESS``)."""
     meta = path / "_spark_metadata"
+    if not meta.is_dir():
+        return [json.loads(line) for d in sorted(path.glob("batch=*")) if (d / "_SUCCESS").exists()
+                for f in sorted(d.glob("part-*")) for line in f.read_text().splitlines() if line.strip()]
     committed = set()
     for f in meta.iterdir():
         if f.name.split(".")[0].isdigit():
@@ -181,12 +186,276 @@ def test_kafka_to_kafka_matches_cep_run(spark, kafka_broker, data, tmp_path):
     assert q.exception() is None
     got = consume_all(kafka_broker, out)
     values = [v for _, v in got]
-    assert content(values) == content(ref)
-    # same input positions (p<partition>:<offset>) as the CLI's Kafka source, so the same ids
+    assert content(values) == content(ref) == content(cli)
+    # the same input positions (<topic>/<partition>/<offset>) as the CLI's Kafka source, so the same ids
     assert Counter(v["id"] for v in values) == Counter(v["id"] for v in cli)
+    assert len({v["id"] for v in values}) == len(values)
     for key, v in got:  # the record key is the pattern's partition key
         want = v["match"]["card"] if v["pattern"] == "card_testing" else v["match"]["area"]
         assert key == want.encode()
+
+
+# ------------------------------------------------------------------------------------------ time, late, ids, errors
+
+
+def metrics_total(q, name: str) -> int:
+    """A counter of the query's observed metrics, summed over its micro-batches."""
+    from cep.connectors.spark_cli import Progress
+
+    p = Progress()
+    p.collect(q)
+    return p.metric(name)
+
+
+def test_event_times_at_and_below_zero(spark, tmp_path):
+    """Spark's watermark starts at 0: times <= 0 must still be processed (the example's smoke is at ts 0)."""
+    from cep.connectors.spark_cli import build_parser, start_query
+
+    example = ROOT / "examples" / "smoke_then_heat"
+    lines = (example / "input.jsonl").read_text().splitlines()
+    shifted = [json.dumps({**json.loads(ln), "ts": json.loads(ln)["ts"] - 1000}) for ln in lines if ln.strip()]
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "input.jsonl").write_text("\n".join(lines) + "\n")
+    (tmp_path / "neg").mkdir()
+    (tmp_path / "neg" / "input.jsonl").write_text("\n".join(shifted) + "\n")
+    expected = [json.loads(ln) for ln in (example / "expected.jsonl").read_text().splitlines() if ln.strip()]
+    assert len(expected) == 2
+    for name, shift in (("in", 0), ("neg", -1000)):
+        args = build_parser().parse_args([str(ROOT / "patterns" / "smoke_then_heat.pattern"), "-i",
+                                          str(tmp_path / name), "-o", str(tmp_path / f"out-{name}"),
+                                          "--checkpoint", str(tmp_path / f"ck-{name}"), "--available-now"])
+        q = start_query(spark, args)
+        q.awaitTermination()
+        assert q.exception() is None
+        got = read_dir_output(tmp_path / f"out-{name}")
+        want = [{**o, "match": {**o["match"], "smoke_ts": o["match"]["smoke_ts"] + shift,
+                                "heat_ts": o["match"]["heat_ts"] + shift}} for o in expected]
+        assert content(got) == content(want), name
+
+
+def test_ids_name_the_full_file_path(spark, tmp_path):
+    from cep.connectors.spark_cli import build_parser, start_query
+
+    example = ROOT / "examples" / "smoke_then_heat" / "input.jsonl"
+    for day in ("day=1", "day=2"):
+        (tmp_path / "in" / day).mkdir(parents=True)
+        (tmp_path / "in" / day / "part.jsonl").write_text(example.read_text())
+    args = build_parser().parse_args([str(ROOT / "patterns" / "smoke_then_heat.pattern"), "-i",
+                                      str(tmp_path / "in"), "-o", str(tmp_path / "out"),
+                                      "--checkpoint", str(tmp_path / "ck"), "--available-now", "--lateness", "1 h"])
+    q = start_query(spark, args)
+    q.awaitTermination()
+    assert q.exception() is None
+    got = read_dir_output(tmp_path / "out")
+    assert len(got) == 2 * 2 + 2 * 2  # each file's 2 matches, and the 2 x 2 smoke/heat pairs across the files
+    assert len({o["id"] for o in got}) == len(got)
+
+
+def test_late_records_are_counted_and_written(spark, tmp_path):
+    """A record below Spark's watermark reaches the engine, is counted per pattern and goes to --late-output."""
+    from cep.connectors.spark_cli import build_parser, start_query
+
+    d = tmp_path / "in"
+    d.mkdir()
+    t0 = 1_700_000_000
+    first = [{"type": "Smoke", "ts": t0, "area": "lab", "detector": "D-1"},
+             {"type": "Temperature", "ts": t0 + 10, "area": "lab", "celsius": 80},
+             {"type": "Temperature", "ts": t0 + 500, "area": "hall", "celsius": 20}]
+    late = [{"type": "Smoke", "ts": t0 + 100, "area": "hall", "detector": "D-2"},  # wm is t0 + 500 - 60
+            {"type": "Temperature", "ts": t0 + 450, "area": "hall", "celsius": 90}]  # within the lateness
+    write_jsonl(d / "a.jsonl", first)
+    q = None
+    args = build_parser().parse_args([str(ROOT / "patterns" / "smoke_then_heat.pattern"), "-i", str(d),
+                                      "-o", str(tmp_path / "out"), "--late-output", str(tmp_path / "late"),
+                                      "--checkpoint", str(tmp_path / "ck"), "--available-now",
+                                      "--lateness", "60 s"])
+    q = start_query(spark, args)
+    q.awaitTermination()
+    assert q.exception() is None
+    write_jsonl(d / "b.jsonl", late)  # a second query on the checkpoint: a later micro-batch
+    q = start_query(spark, args)
+    q.awaitTermination()
+    assert q.exception() is None
+    got = read_dir_output(tmp_path / "out")
+    assert [o["match"]["celsius"] for o in got] == [80]  # the late smoke does not pair with the heat at +450
+    assert read_dir_output(tmp_path / "late") == [late[0]]
+    assert metrics_total(q, "late_records") == 1 and metrics_total(q, "late:smoke_then_heat") == 1
+
+
+def test_bad_records_skipped_are_reported(spark, tmp_path):
+    from cep.connectors.spark_cli import build_parser, start_query
+
+    d = tmp_path / "in"
+    d.mkdir()
+    (d / "a.jsonl").write_text('{"type": "Smoke", "ts": 1, "area": "lab"}\n{"type": "Smoke", "ts": }\n'
+                               '{"type": "Temperature", "ts": 5, "area": "lab", "celsius": 99}\n')
+    args = build_parser().parse_args([str(ROOT / "patterns" / "smoke_then_heat.pattern"), "-i", str(d),
+                                      "-o", str(tmp_path / "out"), "--errors", str(tmp_path / "errors"),
+                                      "--on-error", "skip", "--checkpoint", str(tmp_path / "ck"),
+                                      "--available-now"])
+    q = start_query(spark, args)
+    q.awaitTermination()
+    assert q.exception() is None
+    assert len(read_dir_output(tmp_path / "out")) == 1
+    errors = read_dir_output(tmp_path / "errors")
+    assert [(e["pos"].endswith("/in/a.jsonl:2"), e["record"]) for e in errors] == [(True, '{"type": "Smoke", "ts": }')]
+    assert "JSON" in errors[0]["reason"]
+    assert metrics_total(q, "bad_records") == 1
+
+
+def test_cli_bad_record_is_one_located_line_exit_3(tmp_path):
+    """A subprocess ``cep spark`` (its own Spark): exit 3 and one line naming the record, no Java trace."""
+    d = tmp_path / "in"
+    d.mkdir()
+    (d / "a.jsonl").write_text('{"type": "Smoke", "ts": 1, "area": "lab"}\n{"type": "Smoke", "ts": }\n')
+    r = run_cep("spark", str(ROOT / "patterns" / "smoke_then_heat.pattern"), "-i", str(d), "-o",
+                str(tmp_path / "out"), "--checkpoint", str(tmp_path / "ck"), "--available-now",
+                "--master", "local[1]", "--state-partitions", "1", timeout=600, check=False)
+    assert r.returncode == 3, r.stderr[-3000:]
+    ours = [ln for ln in r.stderr.splitlines() if ln.startswith("cep")]
+    assert len(ours) == 1 and "a.jsonl:2" in ours[0] and "JSON" in ours[0], r.stderr[-3000:]
+    assert "at org.apache" not in r.stderr and "Traceback" not in r.stderr
+
+
+def test_checkpoint_of_other_patterns_or_key_groups_is_refused(tmp_path):
+    """Checked before Spark starts: one line, exit 1."""
+    from cep.connectors.spark import check_checkpoint, pattern_spec
+
+    ck = str(tmp_path / "ck")
+    check_checkpoint(ck, pattern_spec(PATTERNS, key_groups=64))
+    check_checkpoint(ck, pattern_spec(PATTERNS, key_groups=64))  # the same: accepted
+    r = run_cep("spark", *PATTERNS, "-i", str(tmp_path), "-o", str(tmp_path / "out"), "--checkpoint", ck,
+                "--key-groups", "32", check=False)
+    assert r.returncode == 1 and r.stderr.count("\n") == 1 and "--key-groups" in r.stderr, r.stderr
+    r = run_cep("spark", PATTERNS[0], "-i", str(tmp_path), "-o", str(tmp_path / "out"), "--checkpoint", ck,
+                check=False)
+    assert r.returncode == 1 and "pattern files" in r.stderr and r.stderr.count("\n") == 1, r.stderr
+
+
+# ------------------------------------------------------------------------------------------ against cep run
+
+
+def skewed_partitions(seed: int, n: int, parts: int, skew: int, lateness: int) -> tuple[list[list[dict]], list[dict]]:
+    """Random events in ``parts`` partitions (by partition key), each in time order, partition p lagging the
+    first by ``p * skew`` seconds of event time (within the lateness), plus one record far below the watermark
+    at the end of every partition. Returns (partitions, the late records)."""
+    import random
+
+    rnd = random.Random(seed)
+    events = make_events(n=n, seed=seed)
+    by_part: list[list[dict]] = [[] for _ in range(parts)]
+    for e in events:
+        k = e.get("card") or e.get("area") or str(rnd.random())
+        by_part[sum(k.encode()) % parts].append(e)
+    late = []
+    for p, evs in enumerate(by_part):
+        lag = p * skew
+        for e in evs:
+            e["ts"] -= lag
+        t0 = evs[0]["ts"]
+        rec = {"type": "Txn", "ts": t0 - 10 * lateness, "card": f"late-{p}", "amount": 5.0}
+        evs.append(rec)
+        late.append(rec)
+    assert (parts - 1) * skew < lateness
+    return by_part, late
+
+
+@pytest.mark.kafka
+@need_kafka
+@pytest.mark.parametrize("seed", [3, 29])
+def test_random_events_through_skewed_kafka_partitions_match_cep_run(spark, kafka_broker, tmp_path, seed):
+    """Property-style: the same random events through ``cep run`` on a file (time order) and through Spark
+    (3-partition topic, partitions skewed in time within the lateness, several micro-batches) give the same
+    net output, and the late records are counted alike."""
+    from cep.connectors.spark_cli import start_query
+    from kafka import KafkaProducer
+
+    # the lateness covers the skew plus the event-time span of a micro-batch (Spark admits a partition's offsets
+    # per batch, not its times, so at a batch boundary one partition may be ahead by about a batch's span)
+    lateness = 3 * 3600
+    by_part, late = skewed_partitions(seed, n=900, parts=3, skew=1000, lateness=lateness)
+    tin = new_topic(kafka_broker, "skew-in")
+    prod = KafkaProducer(bootstrap_servers=kafka_broker.bootstrap, acks="all", linger_ms=5)
+    for p, evs in enumerate(by_part):
+        for e in evs:
+            prod.send(tin, partition=p, value=json.dumps(e).encode())
+    prod.flush(timeout=60)
+    prod.close()
+
+    body = sorted((e for evs in by_part for e in evs if e not in late), key=lambda e: e["ts"])
+    inp = write_jsonl(tmp_path / "events.jsonl", body + late)
+    r = run_cep("run", *PATTERNS, "-i", str(inp), "--lateness", f"{lateness} s")
+    ref = [json.loads(line) for line in r.stdout.splitlines() if line.strip()]
+    assert f"({len(late)} late," in r.stderr
+
+    q = start_query(spark, cli_args_lateness(
+        lateness, "-i", f"kafka://{kafka_broker.bootstrap}/{tin}?from=earliest&until=end",
+        "-o", str(tmp_path / "out"), "--checkpoint", str(tmp_path / "ck"), "--max-per-batch", "150",
+        "--late-output", str(tmp_path / "late")))
+    q.awaitTermination()
+    assert q.exception() is None
+    assert len(q.recentProgress) >= 4  # several micro-batches
+    got = read_dir_output(tmp_path / "out")
+    assert net(got) == net(ref)
+    assert metrics_total(q, "late_records") == len(late)
+    assert sorted(map(json.dumps, read_dir_output(tmp_path / "late"))) == sorted(map(json.dumps, late))
+
+
+def cli_args_lateness(lateness: int, *argv: str):
+    from cep.connectors.spark_cli import build_parser
+
+    return build_parser().parse_args([*PATTERNS, "--lateness", f"{lateness} s", *argv])
+
+
+def net(outputs) -> Counter:
+    """The net multiset of composite events: each ``+`` counts 1, each ``-`` takes one away."""
+    c: Counter = Counter()
+    for o in outputs:
+        c[(o["pattern"], json.dumps(o["match"], sort_keys=True))] += 1 if o["op"] == "+" else -1
+    return +c
+
+
+def test_killed_query_restarts_from_checkpoint(spark, data, tmp_path):
+    """SIGKILL a ``cep spark`` process mid-stream, restart on its checkpoint: every composite event is there,
+    each exactly once (the directory sink commits each micro-batch once through _spark_metadata)."""
+    import os
+    import signal
+    import subprocess
+
+    from cep.connectors.spark_cli import start_query
+    from kafka_fixture import cep_cmd
+
+    events, ref = data
+    split_files(events, tmp_path / "in", 8)
+    out, ck = tmp_path / "out", tmp_path / "ck"
+    argv = ["spark", *PATTERNS, "--lateness", "1 d", "-i", str(tmp_path / "in"), "-o", str(out),
+            "--checkpoint", str(ck), "--max-per-batch", "1", "--trigger-interval", "200 milliseconds",
+            "--master", "local[1]", "--state-partitions", "2"]
+    log = open(tmp_path / "stderr.txt", "wb")  # noqa: SIM115 - closed below; a pipe could fill and block it
+    proc = subprocess.Popen(cep_cmd(*argv), stdout=subprocess.DEVNULL, stderr=log, start_new_session=True,
+                            cwd=ROOT)
+    try:
+        deadline = time.monotonic() + 600
+        while time.monotonic() < deadline and proc.poll() is None:
+            commits = [f for f in (ck / "commits").glob("*") if f.name.isdigit()] if (ck / "commits").is_dir() else []
+            if len(commits) >= 3:
+                break
+            time.sleep(0.5)
+        assert proc.poll() is None, (tmp_path / "stderr.txt").read_text()[-3000:]
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)  # the driver, its JVM and Python workers: one process group
+        proc.wait(timeout=60)
+        log.close()
+    first = read_dir_output(out)
+    assert 0 < len(first) < len(ref)
+
+    q = start_query(spark, cli_args("-i", str(tmp_path / "in"), "-o", str(out), "--checkpoint", str(ck),
+                                    "--available-now", "--state-partitions", "2"))
+    q.awaitTermination()
+    assert q.exception() is None
+    got = read_dir_output(out)
+    assert content(got) == content(ref)
+    assert len({o["id"] for o in got}) == len(got)
 
 
 # ------------------------------------------------------------------------------------------ spec section 7
