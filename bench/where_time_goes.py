@@ -27,6 +27,8 @@ import cProfile
 import gc
 import io
 import pstats
+import statistics
+import sys
 import time
 from collections import defaultdict
 from pathlib import Path
@@ -242,7 +244,7 @@ def _records(path: Path, limit: int) -> list:
     return out
 
 
-def proto_batched(pattern: Path, path: Path, limit: int, batch_sizes: list[int]) -> list[dict]:
+def proto_batched(pattern: Path, path: Path, limit: int, batch_sizes: list[int], repeat: int = 3) -> list[dict]:
     """Insert + expire per event and atom vs per batch (per atom, every key group in one pass)."""
     from cep.lang.compiler import compile_files
     from cep.plan.physical import physical_plan
@@ -328,14 +330,22 @@ def proto_batched(pattern: Path, path: Path, limit: int, batch_sizes: list[int])
         el = time.perf_counter() - t0
         return el, rt.count(), members / max(1, groups)
 
-    # the final state: expire what the last record's window no longer holds, in both
-    base_s, base_count = per_event()
-    out = [{"strategy": "per event and atom (today's shape)", "batch": 1, "s": base_s, "count": base_count,
-            "per_group": 1.0}]
-    for b in batch_sizes:
-        s, count, per_group = batched(b)
-        out.append({"strategy": f"batch of {b} records, per atom, all key groups in one pass", "batch": b,
-                    "s": s, "count": count, "per_group": per_group})
+    # interleaved rounds (the machine is shared): per event, then each batch size, ``repeat`` times
+    times: dict[int, list[float]] = {1: [], **{b: [] for b in batch_sizes}}
+    counts: dict[int, int] = {}
+    per_group: dict[int, float] = {1: 1.0}
+    for _ in range(repeat):
+        s, counts[1] = per_event()
+        times[1].append(s)
+        for b in batch_sizes:
+            s, counts[b], per_group[b] = batched(b)
+            times[b].append(s)
+    out = []
+    for b in [1, *batch_sizes]:
+        name = ("per event and atom (today's shape)" if b == 1
+                else f"batch of {b} records, per atom, all key groups in one pass")
+        out.append({"strategy": name, "batch": b, "s": min(times[b]), "median_s": statistics.median(times[b]),
+                    "count": counts[b], "per_group": per_group[b], "runs": len(times[b])})
     return out
 
 
@@ -401,6 +411,31 @@ def proto_tuples(path: Path, limit: int, fields: list[str]) -> dict:
     return {"records": len(lines), "event_s": ev_s, "tuple_s": tup_s, "json_s": json_s}
 
 
+BATCH_HEAD = ["| strategy | runs | s best / median | speed-up vs per event, best / median | final match count "
+              "| tuples per (atom, key group) per batch |", "|---|---|---|---|---|---|"]
+
+
+def _batch_row(b: dict, base: dict) -> str:
+    return (f"| {b['strategy']} | {b['runs']} | {b['s']:.2f} / {b['median_s']:.2f} | {base['s'] / b['s']:.2f}x / "
+            f"{base['median_s'] / b['median_s']:.2f}x | {b['count']:,} | {b['per_group']:.2f} |")
+
+
+def _prototypes_only(pattern: Path, path: Path, limit: int, args, argv, t_start: float) -> int:
+    batches = [int(b) for b in args.batches.split(",")]
+    n = limit if limit > 0 else 200_000
+    bat = proto_batched(pattern, path, n, batches, args.repeat)
+    ok = len({b["count"] for b in bat}) == 1
+    L = [f"# Prototypes: {pattern.name} on {path.name}", "",
+         f"Command: `python -m bench.where_time_goes {' '.join(sys.argv[1:] if argv is None else argv)}` ({time.perf_counter() - t_start:.0f} s, "
+         f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, load average {open('/proc/loadavg').read().split()[0]}).", "",
+         *BATCH_HEAD]
+    L += [_batch_row(b, bat[0]) for b in bat]
+    L += ["", f"Final counts agree: {'yes' if ok else '**NO**'}."]
+    Path(args.out).write_text("\n".join(L) + "\n")
+    print("\n".join(L))
+    return 0 if ok else 1
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench.where_time_goes", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -410,10 +445,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--batches", default="64,512")
     ap.add_argument("--out", default=str(RESULTS / "where_time_goes.md"))
+    ap.add_argument("--prototypes-only", action="store_true", help="skip the floor, phase and cProfile passes")
     args = ap.parse_args(argv)
     pattern, path = Path(args.pattern), Path(args.input)
     limit = args.limit or -1
     t_start = time.perf_counter()
+    if args.prototypes_only:
+        return _prototypes_only(pattern, path, limit, args, argv, t_start)
     fl = [floor_and_loop(pattern, path, limit) for _ in range(args.repeat)]
     n = fl[0]["records"]
     floors = sorted(r["floor_s"] for r in fl)
@@ -421,14 +459,14 @@ def main(argv: list[str] | None = None) -> int:
     ph = min((phases(pattern, path, limit) for _ in range(args.repeat)), key=lambda r: r["wall_ns"])
     prof = profile(pattern, path, min(n, 200_000))
     batches = [int(b) for b in args.batches.split(",")]
-    bat = proto_batched(pattern, path, min(n, 200_000), batches)
+    bat = proto_batched(pattern, path, min(n, 200_000), batches, args.repeat)
     cp_window = _engine(pattern).patterns[0].within
     exp = proto_expiry_floor(path, min(n, 200_000), cp_window, "card")
     tup = proto_tuples(path, min(n, 200_000), ["card", "amount"])
     load = open("/proc/loadavg").read().split()[0]
 
     L = [f"# Where the time goes: {pattern.name} on {path.name} ({n:,} records)", "",
-         f"Command: `python -m bench.where_time_goes{' ' + ' '.join(argv) if argv else ''}` "
+         f"Command: `python -m bench.where_time_goes {' '.join(sys.argv[1:] if argv is None else argv)}` "
          f"({time.perf_counter() - t_start:.0f} s, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, "
          f"load average {load}; `--repeat {args.repeat}`).", "",
          "## Loop against its parse-only floor", "",
@@ -448,10 +486,8 @@ def main(argv: list[str] | None = None) -> int:
     L += ["", "## cProfile, own time (first 200,000 records)", "", "```", prof.strip()[:6000], "```", "",
           "## Prototypes (the first 200,000 records, the engine's runtime objects as a library)", "",
           "Batched updates (insert and expiry through the update paths only: no routing, output or bookkeeping):", "",
-          "| strategy | s | vs per event | final match count | tuples per (atom, key group) per batch |",
-          "|---|---|---|---|---|"]
-    for b in bat:
-        L.append(f"| {b['strategy']} | {b['s']:.2f} | {bat[0]['s'] / b['s']:.2f}x | {b['count']:,} | {b['per_group']:.2f} |")
+          *BATCH_HEAD]
+    L += [_batch_row(b, bat[0]) for b in bat]
     ok = len({b["count"] for b in bat}) == 1
     L += ["", f"Final counts agree: {'yes' if ok else '**NO**'}.", "",
           f"Expiry floor (forget each event once, one range deletion per key group and window step): "
