@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import cProfile
 import gc
+import heapq
 import io
 import pstats
 import statistics
@@ -106,6 +107,8 @@ def phases(pattern: Path, path: Path, limit: int) -> dict:
     write_line, flush = sink.write_line, sink.flush
     acc = dict.fromkeys(PHASES, 0)
     reads = dict.fromkeys(PHASES, 0)
+    if eng.gap_route or eng._decided or any(c is not None for c in eng.checks):
+        raise SystemExit("where_time_goes: the instrumented loop covers patterns without gap elements (NOT)")
     route = eng.route
     events = eng.events
     holders = eng._holders
@@ -172,16 +175,14 @@ def phases(pattern: Path, path: Path, limit: int) -> dict:
             del events[serial]
         else:
             holders[serial] = mask
-            for ri, pmask in windowed:
-                if mask & pmask:
-                    last = eng._last_ts[ri]
+            for qi, _ri, qmask in windowed:
+                if mask & qmask:
+                    last = eng._last_ts[qi]
                     if last is None or ts >= last:
-                        eng._in_order[ri].append(serial)
-                        eng._last_ts[ri] = ts
+                        eng._in_order[qi].append(serial)
+                        eng._last_ts[qi] = ts
                     else:
-                        import heapq
-
-                        heapq.heappush(eng._expiry[ri], (ts, serial))
+                        heapq.heappush(eng._expiry[qi], (ts, serial))
             stats["inserted"] += 1
         g = clock()
         acc["bookkeeping (events, holders, expiry queue, stats)"] += g - f

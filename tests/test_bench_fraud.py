@@ -63,3 +63,16 @@ def test_core_runner_agrees_with_oracle_on_inclusive_window(tmp_path: Path) -> N
     r = core.run_core(str(core.VENV / "bin" / "python"), fraud.CORE_DECL, fraud.CORE_QUERY.format(within=3601),
                       fraud.CORE_FIELDS, path, timeout=120)
     assert r["composites"] == streams.card_testing_count(recs) == 2
+
+
+def test_where_time_goes_phases_and_batching_agree(tmp_path: Path) -> None:
+    from bench import where_time_goes as wtg
+
+    path = streams.write_stream(streams.CepStream("cards", 3000, 5), tmp_path)
+    pattern = Path(fraud.workloads.PATTERNS_DIR / "card_testing.pattern")
+    recs = [orjson.loads(line) for line in path.read_bytes().splitlines()]
+    ph = wtg.phases(pattern, path, -1)
+    assert ph["records"] == 3000 and ph["composites"] == streams.card_testing_count(recs)
+    assert set(ph["ns"]) == set(wtg.PHASES)
+    bat = wtg.proto_batched(pattern, path, 3000, [7, 64], repeat=1)
+    assert len({b["count"] for b in bat}) == 1 and bat[0]["count"] > 0
