@@ -27,14 +27,14 @@ class RunFailed(RuntimeError):
     """A measured child process failed; the message carries its stderr tail."""
 
 
-def run_measured(cmd: list[str], timeout: float, env: dict | None = None) -> dict:
+def run_measured(cmd: list[str], timeout: float, env: dict | None = None, cwd: str | Path | None = None) -> dict:
     """Run ``cmd``; return its wall time, its own peak RSS (MiB, from ``wait4``), exit status, output."""
     import tempfile
     import threading
 
     with tempfile.TemporaryFile() as fo, tempfile.TemporaryFile() as fe:
         t0 = time.perf_counter()
-        p = subprocess.Popen(cmd, stdout=fo, stderr=fe, cwd=REPO, env=env)
+        p = subprocess.Popen(cmd, stdout=fo, stderr=fe, cwd=cwd or REPO, env=env)
         timer = threading.Timer(timeout, p.kill)
         timer.start()
         hwm = [0.0]
@@ -73,7 +73,7 @@ def run_measured(cmd: list[str], timeout: float, env: dict | None = None) -> dic
             "sampled_hwm_mb": hwm[0]}
 
 
-def _json_tail(text: str) -> dict:
+def json_tail(text: str) -> dict:
     for line in reversed(text.strip().splitlines()):
         if line.startswith("{"):
             return orjson.loads(line)
@@ -91,7 +91,7 @@ def run_cep_inprocess(patterns: list[Path], input_path: Path, output: str = "/de
     r = run_measured(cmd, timeout)
     if r["rc"] != 0:
         raise RunFailed(f"bench.run_cep exited {r['rc']}: {r['stderr'][-2000:]}")
-    res = _json_tail(r["stdout"])
+    res = json_tail(r["stdout"])
     res["wall_s"] = r["wall_s"]
     return res
 
@@ -150,7 +150,7 @@ def run_esper(epl: Path, input_path: Path, output: str = "/dev/null", time_scale
     r = run_measured(cmd, timeout)
     if r["rc"] != 0:
         raise RunFailed(f"EsperRunner exited {r['rc']}: {r['stderr'][-2000:]}")
-    res = _json_tail(r["stdout"])
+    res = json_tail(r["stdout"])
     res["wall_s"] = r["wall_s"]
     res["peak_rss_mb"] = res.get("vmhwm_mb") if (res.get("vmhwm_mb") or -1) > 0 else r["maxrss_mb"]
     return res

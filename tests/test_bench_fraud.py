@@ -1,0 +1,78 @@
+"""The fraud-stream bench (issue 15): counts checked against the oracle, CORE's absence said plainly,
+and CORE's runner agreeing with the oracle (W + 1 on its exclusive window) when its 3.13 environment
+is already on the machine (the test never creates it: that downloads pycer)."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import orjson
+import pytest
+
+from bench import core, fraud, streams
+
+
+def _no_core(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setattr(core, "VENV", tmp_path / "no-venv")
+    monkeypatch.setattr(core, "_find_py313", lambda: None)
+
+
+def test_core_unavailable_says_why(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    _no_core(monkeypatch, tmp_path)
+    with pytest.raises(core.CoreUnavailable, match="no CPython 3.13"):
+        core.core_python()
+
+
+def test_fraud_bench_checks_counts_and_reports_missing_core(monkeypatch: pytest.MonkeyPatch,
+                                                           tmp_path: Path) -> None:
+    _no_core(monkeypatch, tmp_path)
+    out = tmp_path / "fraud.md"
+    rc = fraud.main(["--systems", "cep,core", "--sizes", "600:6", "--no-wide", "--repeat", "2",
+                     "--data", str(tmp_path / "data"), "--out", str(out)])
+    assert rc == 0
+    text = out.read_text()
+    assert "**CORE not run:** no CPython 3.13" in text
+    recs = [orjson.loads(line) for line in
+            (tmp_path / "data" / streams.CepStream("cards", 600, 6).filename).read_bytes().splitlines()]
+    expected = streams.card_testing_count(recs)
+    assert expected > 0
+    row = next(line for line in text.splitlines() if line.startswith("| card_testing N=600 cards=6 | cep |"))
+    assert f"| {expected} ({expected:,}) | yes |" in row
+    csv_text = out.with_suffix(".csv").read_text()
+    assert csv_text.splitlines()[0].startswith("stream,n,keys,window_s,system,runs")
+
+
+def _core_ready() -> bool:
+    py = core.VENV / "bin" / "python"
+    return py.exists() and subprocess.run([str(py), "-c", "import pycer, orjson"],
+                                          capture_output=True).returncode == 0
+
+
+@pytest.mark.skipif(not _core_ready(), reason="bench/.venv-core with pycer not made (python -m bench.fraud makes it)")
+def test_core_runner_agrees_with_oracle_on_inclusive_window(tmp_path: Path) -> None:
+    # matches exactly W apart are in (cep's WITHIN is inclusive; CORE gets W + 1), W + 1 apart are out
+    recs = [{"type": "Txn", "card": c, "amount": a, "ts": t} for c, a, t in [
+        ("a", 5.0, 0), ("a", 6.0, 10), ("b", 1.0, 11), ("b", 2.0, 3000),
+        ("a", 500.0, 3600),   # 3600 after a@0: in
+        ("b", 900.0, 3611),   # 3600 after b@11: in
+        ("b", 950.0, 3612),   # 3601 after b@11: out
+        ("a", 7.0, 3700), ("a", 600.0, 3710)]]  # 3700 after a@10: out
+    path = tmp_path / "s.jsonl"
+    path.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in recs))
+    r = core.run_core(str(core.VENV / "bin" / "python"), fraud.CORE_DECL, fraud.CORE_QUERY.format(within=3601),
+                      fraud.CORE_FIELDS, path, timeout=120)
+    assert r["composites"] == streams.card_testing_count(recs) == 2
+
+
+def test_where_time_goes_phases_and_batching_agree(tmp_path: Path) -> None:
+    from bench import where_time_goes as wtg
+
+    path = streams.write_stream(streams.CepStream("cards", 3000, 5), tmp_path)
+    pattern = Path(fraud.workloads.PATTERNS_DIR / "card_testing.pattern")
+    recs = [orjson.loads(line) for line in path.read_bytes().splitlines()]
+    ph = wtg.phases(pattern, path, -1)
+    assert ph["records"] == 3000 and ph["composites"] == streams.card_testing_count(recs)
+    assert set(ph["ns"]) == set(wtg.PHASES)
+    bat = wtg.proto_batched(pattern, path, 3000, [7, 64], repeat=1)
+    assert len({b["count"] for b in bat}) == 1 and bat[0]["count"] > 0
