@@ -26,15 +26,17 @@ class CoreUnavailable(RuntimeError):
 
 
 def _find_py313() -> str | None:
-    env = os.environ.get("CEP_BENCH_PY313")
-    if env:
-        return env
-    on_path = shutil.which("python3.13")
-    if on_path:
-        return on_path
+    """The first CPython 3.13 that runs: ``CEP_BENCH_PY313``, pyenv's 3.13.x, ``python3.13`` on PATH
+    (a pyenv shim on PATH may exist and still refuse to run when 3.13 is not selected)."""
     pyenv = Path.home() / ".pyenv" / "versions"
-    found = sorted(pyenv.glob("3.13*/bin/python3")) if pyenv.is_dir() else []
-    return str(found[-1]) if found else None
+    candidates = [os.environ.get("CEP_BENCH_PY313"),
+                  *(str(p) for p in sorted(pyenv.glob("3.13*/bin/python3"), reverse=True) if pyenv.is_dir()),
+                  shutil.which("python3.13")]
+    for c in candidates:
+        if c and subprocess.run([c, "-c", "import sys; assert sys.version_info[:2] == (3, 13)"],
+                                capture_output=True).returncode == 0:
+            return c
+    return None
 
 
 def core_python() -> str:

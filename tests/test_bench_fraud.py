@@ -1,10 +1,9 @@
 """The fraud-stream bench (issue 15): counts checked against the oracle, CORE's absence said plainly,
-and CORE's runner agreeing with the oracle (W + 1 on its exclusive window) when its 3.13 environment
-is already on the machine (the test never creates it: that downloads pycer)."""
+and CORE's runner agreeing with the oracle (W + 1 on its exclusive window), in the 3.13 environment
+the bench makes (pycer from PyPI, once; a machine without CPython 3.13 fails here, saying so)."""
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
 import orjson
@@ -43,13 +42,6 @@ def test_fraud_bench_checks_counts_and_reports_missing_core(monkeypatch: pytest.
     assert csv_text.splitlines()[0].startswith("stream,n,keys,window_s,system,runs")
 
 
-def _core_ready() -> bool:
-    py = core.VENV / "bin" / "python"
-    return py.exists() and subprocess.run([str(py), "-c", "import pycer, orjson"],
-                                          capture_output=True).returncode == 0
-
-
-@pytest.mark.skipif(not _core_ready(), reason="bench/.venv-core with pycer not made (python -m bench.fraud makes it)")
 def test_core_runner_agrees_with_oracle_on_inclusive_window(tmp_path: Path) -> None:
     # matches exactly W apart are in (cep's WITHIN is inclusive; CORE gets W + 1), W + 1 apart are out
     recs = [{"type": "Txn", "card": c, "amount": a, "ts": t} for c, a, t in [
@@ -60,7 +52,7 @@ def test_core_runner_agrees_with_oracle_on_inclusive_window(tmp_path: Path) -> N
         ("a", 7.0, 3700), ("a", 600.0, 3710)]]  # 3700 after a@10: out
     path = tmp_path / "s.jsonl"
     path.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in recs))
-    r = core.run_core(str(core.VENV / "bin" / "python"), fraud.CORE_DECL, fraud.CORE_QUERY.format(within=3601),
+    r = core.run_core(core.core_python(), fraud.CORE_DECL, fraud.CORE_QUERY.format(within=3601),
                       fraud.CORE_FIELDS, path, timeout=120)
     assert r["composites"] == streams.card_testing_count(recs) == 2
 
