@@ -169,7 +169,7 @@ def compile_pattern(p: ast.Pattern, time_unit: str = "s") -> CompiledPattern:
         uf.add((a, TIME_ATTR))
 
     # -- WHERE conjuncts: filters, equalities, cross predicates; a conjunct that
-    # mentions a NOT alias belongs to that gap element (spec 7.1)
+    # mentions a NOT alias belongs to that gap element (docs/language.md section 7, NOT elements)
     filters: dict[str, list[ast.Expr]] = {a: [] for a in aliases}
     cross: list[tuple[ast.Expr, str]] = []
     gap_conjuncts: dict[str, list[ast.Expr]] = {a: [] for a in gap_aliases}
@@ -181,7 +181,7 @@ def compile_pattern(p: ast.Pattern, time_unit: str = "s") -> CompiledPattern:
         gap_used = [a for a in used if a in gap_aliases]
         if gap_used:
             if _has_call(c):
-                agg_conjuncts.append(c)  # a condition on the match (spec 7.3)
+                agg_conjuncts.append(c)  # a condition on the match (docs/language.md section 7, Repetition)
             else:
                 gap_conjuncts[gap_used[0]].append(c)  # (the checker allows one per conjunct)
             continue
@@ -446,7 +446,7 @@ def _match_access(alias_pos: dict[str, int]) -> Callable[[ast.Attr], str]:
 
 
 def _nested_order(shape: _Shape, aliases: list[str], w, cross: list[tuple[ast.Expr, str]]) -> None:
-    """The temporal inequalities a nested structure denotes (spec 7.6), and WITHIN:
+    """The temporal inequalities a nested structure denotes (docs/language.md section 7, Nesting), and WITHIN:
     a band on every order edge plus ``e - s <= w`` from each possible earliest event
     ``s`` to each possible latest ``e`` (so ``max ts - min ts <= w``)."""
 
@@ -519,7 +519,7 @@ def _gap_parts(
 
 
 def _not_gap(p: ast.Pattern, el: ast.Element, after, before, conjuncts, alias_pos) -> Gap:
-    """``NOT Type x`` (spec 7.2) or ``Type{n,m} x`` (7.3) between its positive neighbours."""
+    """``NOT Type x`` (docs/language.md section 7, NOT elements) or ``Type{n,m} x`` (Repetition) between its positive neighbours."""
     parts = _gap_parts(el.alias, conjuncts, alias_pos, p.partition_by)
     if el.kind == "kleene":
         from cep.lang.printer import format_quantifier
@@ -532,7 +532,7 @@ def _not_gap(p: ast.Pattern, el: ast.Element, after, before, conjuncts, alias_po
 
 def _strategy_gaps(p: ast.Pattern, strategy: str, elements: Sequence[ast.Element],
                    conjuncts: Sequence[ast.Expr], alias_pos: dict[str, int]) -> list[Gap]:
-    """The implicit NOTs of a strategy (spec 7.5), one per positive element after the first.
+    """The implicit NOTs of a strategy (docs/language.md section 7, Strategies), one per positive element after the first.
 
     skip_till_next_match: no event that could have played x_i (its type, PARTITION BY,
     every conjunct mentioning only x_1..x_i with x_i := e) between x_(i-1) and x_i.
@@ -594,7 +594,7 @@ def _compile_emit(p: ast.Pattern, aliases: Sequence[str], alias_pos: dict[str, i
 
 
 def match_builder(cp: CompiledPattern) -> Callable[[Sequence[Any]], dict]:
-    """One generated function: the events of a match (atom order) -> its ``match`` object (spec section 5).
+    """One generated function: the events of a match (atom order) -> its ``match`` object (docs/language.md section 5).
 
     Why generated: it runs once per composite event, so the EMIT items become one dict
     display (bare attributes read inline, other items call their compiled expression)
