@@ -251,7 +251,7 @@ class _Checker:
                                              f"e.g. count({item.star}), last({item.star}.<attribute>)")
                 elif item.expr is not None:
                     self.expr(item.expr)
-                    for a in _attrs(item.expr, calls=False):
+                    for a in attr_refs(item.expr, calls=False):
                         if a.alias in self.not_aliases:
                             self.negated_in_emit(a.loc, a.alias)
                         elif a.alias in self.kleene and a.name:
@@ -294,15 +294,15 @@ class _Checker:
         if not self.gap_aliases:
             return
         for c in conjuncts(where):
-            gaps = list(dict.fromkeys(a.alias for a in _attrs(c) if a.alias in self.gap_aliases))
+            gaps = list(dict.fromkeys(a.alias for a in attr_refs(c) if a.alias in self.gap_aliases))
             if len(gaps) > 1:
                 self.error(c.loc, f"a condition may mention at most one NOT or repeated alias, this one "
                                   f"mentions {_join_names(gaps)}; split it into conditions joined by AND")
                 continue
             if gaps and gaps[0] in self.kleene:
                 x = gaps[0]
-                bare = [a for a in _attrs(c, calls=False) if a.alias == x]
-                if bare and len(_attrs(c)) > len(_attrs(c, calls=False)):
+                bare = [a for a in attr_refs(c, calls=False) if a.alias == x]
+                if bare and len(attr_refs(c)) > len(attr_refs(c, calls=False)):
                     self.error(bare[0].loc, f"this condition both selects the events of '{x}' ({x}.{bare[0].name}) "
                                             f"and uses an aggregate of it; split it into conditions joined by "
                                             f"AND (one per event, one on the aggregate)")
@@ -322,7 +322,7 @@ def conjuncts(e: ast.Expr | None) -> list[ast.Expr]:
     return out
 
 
-def _attrs(e: ast.Expr, calls: bool = True) -> list[ast.Attr]:
+def attr_refs(e: ast.Expr, calls: bool = True) -> list[ast.Attr]:
     """Attribute references of an expression, in source order (iterative); with
     ``calls`` False, those inside aggregate calls are left out."""
     out: list[ast.Attr] = []

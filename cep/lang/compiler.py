@@ -26,6 +26,7 @@ from typing import Any
 from cep import codegen
 from cep.errors import Diagnostic
 from cep.lang import ast
+from cep.lang.checker import attr_refs, conjuncts
 from cep.lang.expr import compile_condition, compile_expr, linear_form
 from cep.lang.gcq import (
     ID_ATTR,
@@ -47,33 +48,10 @@ def duration_in_time_units(d: ast.Duration, time_unit: str = "s") -> int | float
     return in_time_units(d.value, d.unit, time_unit)
 
 
-def _conjuncts(e: ast.Expr | None) -> list[ast.Expr]:
-    if e is None:
-        return []
-    if isinstance(e, ast.And):
-        return _conjuncts(e.left) + _conjuncts(e.right)
-    return [e]
-
-
-def _attrs(e: ast.Expr) -> list[ast.Attr]:
-    """Attribute references of an expression, in source order."""
-    out: list[ast.Attr] = []
-    stack = [e]
-    while stack:
-        n = stack.pop()
-        if isinstance(n, ast.Attr):
-            out.append(n)
-        elif isinstance(n, (ast.Neg, ast.Not)):
-            stack.append(n.operand)
-        elif isinstance(n, (ast.Arith, ast.Compare, ast.And, ast.Or)):
-            stack.append(n.right)
-            stack.append(n.left)
-        elif isinstance(n, ast.InList):
-            stack.extend(reversed(n.items))
-            stack.append(n.operand)
-        elif isinstance(n, ast.Call):
-            stack.extend(reversed(n.args))
-    return out
+def _is_attr_equality(c: ast.Expr) -> bool:
+    """``a.x = b.y``: a conjunct that becomes a join (one shared variable), not a predicate."""
+    return (isinstance(c, ast.Compare) and c.op == "="
+            and isinstance(c.left, ast.Attr) and isinstance(c.right, ast.Attr))
 
 
 def _text(e: ast.Expr) -> str:
@@ -175,8 +153,8 @@ def compile_pattern(p: ast.Pattern, time_unit: str = "s") -> CompiledPattern:
     gap_conjuncts: dict[str, list[ast.Expr]] = {a: [] for a in gap_aliases}
     positive_conjuncts: list[ast.Expr] = []
     agg_conjuncts: list[ast.Expr] = []
-    for c in _conjuncts(p.where):
-        refs = _attrs(c)
+    for c in conjuncts(p.where):
+        refs = attr_refs(c)
         used = list(dict.fromkeys(r.alias for r in refs))
         gap_used = [a for a in used if a in gap_aliases]
         if gap_used:
@@ -188,13 +166,7 @@ def compile_pattern(p: ast.Pattern, time_unit: str = "s") -> CompiledPattern:
         positive_conjuncts.append(c)
         if len(used) <= 1:
             filters[used[0] if used else aliases[0]].append(c)
-        elif (
-            len(used) == 2
-            and isinstance(c, ast.Compare)
-            and c.op == "="
-            and isinstance(c.left, ast.Attr)
-            and isinstance(c.right, ast.Attr)
-        ):
+        elif len(used) == 2 and _is_attr_equality(c):
             uf.union((c.left.alias, c.left.name), (c.right.alias, c.right.name))
         else:
             cross.append((c, "where"))
@@ -235,7 +207,7 @@ def compile_pattern(p: ast.Pattern, time_unit: str = "s") -> CompiledPattern:
 
     # every reference of a cross predicate is a variable
     for c, _ in cross:
-        for r in _attrs(c):
+        for r in attr_refs(c):
             uf.add((r.alias, r.name))
 
     # -- variables: union-find classes with a reference from at least one alias
@@ -285,7 +257,7 @@ def compile_pattern(p: ast.Pattern, time_unit: str = "s") -> CompiledPattern:
     # -- predicates over variables
     predicates: list[Predicate] = []
     for c, origin in cross:
-        refs = _attrs(c)
+        refs = attr_refs(c)
         pvars = list(dict.fromkeys(var_of[(r.alias, r.name)] for r in refs))
         params = [f"v{j}" for j in range(len(pvars))]
         pos = {v: j for j, v in enumerate(pvars)}
@@ -487,16 +459,10 @@ def _gap_parts(
         key_attrs.append(attr)
         key_sources.append((0, attr))
     for c in conjuncts:
-        used = {r.alias for r in _attrs(c)}
+        used = {r.alias for r in attr_refs(c)}
         if used <= {gap_alias}:
             own.append(c)
-        elif (
-            len(used) == 2
-            and isinstance(c, ast.Compare)
-            and c.op == "="
-            and isinstance(c.left, ast.Attr)
-            and isinstance(c.right, ast.Attr)
-        ):
+        elif len(used) == 2 and _is_attr_equality(c):
             g, other = (c.left, c.right) if c.left.alias == gap_alias else (c.right, c.left)
             key_attrs.append(g.name)
             key_sources.append((alias_pos[other.alias], other.name))
@@ -544,7 +510,7 @@ def _strategy_gaps(p: ast.Pattern, strategy: str, elements: Sequence[ast.Element
             el = elements[i]
             allowed = {e.alias for e in elements[: i + 1]}
             mine = [c for c in conjuncts
-                    if el.alias in {r.alias for r in _attrs(c)} and {r.alias for r in _attrs(c)} <= allowed]
+                    if el.alias in {r.alias for r in attr_refs(c)} and {r.alias for r in attr_refs(c)} <= allowed]
             parts = _gap_parts(el.alias, mine, alias_pos, p.partition_by)
             if "residual_text" in parts:
                 parts["residual_text"] += f" (with {el.alias} := the candidate)"
