@@ -51,7 +51,7 @@ def pattern_signature(cp: CompiledPattern) -> str:
 
 
 def _fingerprint(fields: dict) -> Any:
-    """A hashable form of a record: equal records (spec: every field but op) are equal."""
+    """A hashable form of a record: equal records (docs/language.md section 1: every field but op) are equal."""
     try:
         fp = tuple((k, canon(v)) for k, v in sorted(fields.items()))
         hash(fp)
