@@ -163,7 +163,7 @@ def _edge_of(plan: Plan) -> dict[int, int]:
 
 def _file(cp: CompiledPattern) -> str | None:
     src = cp.source
-    return getattr(src, "file", None) if src is not None else None
+    return src.file if src is not None else None
 
 
 def _atom_label(cp: CompiledPattern, i: int) -> str:
