@@ -16,6 +16,8 @@ from pathlib import Path
 
 from cep.connectors import jars
 
+from cep.exit_codes import EXIT_OK
+
 LOG4J2 = """status = warn
 appender.console.type = Console
 appender.console.name = STDOUT
@@ -189,7 +191,7 @@ def main(argv: list[str] | None = None) -> int:
                 time.sleep(1)
         except KeyboardInterrupt:
             pass
-    return 0
+    return EXIT_OK
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -22,6 +22,8 @@ import zipfile
 from importlib import metadata
 from pathlib import Path
 
+from cep.exit_codes import EXIT_OK, EXIT_OTHER
+
 SKIP_PARTS = {"__pycache__"}
 
 
@@ -119,12 +121,12 @@ def main(argv: list[str] | None = None) -> int:
         deps = pack(args.out, args.wheel)
     except (PackError, OSError) as e:
         print(f"cep pack: error: {e}", file=sys.stderr)
-        return 1
+        return EXIT_OTHER
     name = Path(args.out).name.split(".")[0]
     print(f"{args.out}: cep + {', '.join(deps)} (Python {sys.version_info[0]}.{sys.version_info[1]}, "
           f"{sys.platform})\nuse: spark-submit --archives {args.out}#{name} "
           f"--conf spark.executorEnv.PYTHONPATH={name} ...", file=sys.stderr)
-    return 0
+    return EXIT_OK
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -8,6 +8,7 @@ import orjson
 import pytest
 
 from cep.event import Output
+from cep.io.protocol import Sink
 from cep.io.readers import (
     BadRecord,
     CsvSource,
@@ -222,7 +223,7 @@ def test_keyed_sink_gets_partition_keys(tmp_path, monkeypatch):
 
     import cep.commands.run as runner
 
-    class Keyed:
+    class Keyed(Sink):  # a keyed sink honours the run loop's protocol
         def __init__(self):
             self.got, self.flushes = [], 0
 

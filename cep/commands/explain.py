@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from typing import Any, TextIO
 
 from cep.errors import PatternError
+from cep.exit_codes import EXIT_OK, EXIT_PATTERN
 from cep.lang.gcq import Bound, CompiledPattern
 from cep.plan.classify import QueryClass, classify_plan
 from cep.plan.gaps import aggregate_structure, gap_window_text
@@ -29,7 +30,10 @@ FORMATS = ("text", "json", "dot")
 
 def run_explain(paths: Sequence[str], fmt: str = "text", out: TextIO | None = None, err: TextIO | None = None,
                 generated: bool = False) -> int:
-    """Explain every pattern of the files; exit code 0, or 2 on a pattern error.
+    """Explain every pattern of the files; ``EXIT_OK``, or ``EXIT_PATTERN`` on an error.
+
+    Usage errors and unreadable files also give ``EXIT_PATTERN`` here (2, as tests pin),
+    though ``cep.exit_codes`` reserves 1 for them: kept as is, a behaviour change to decide.
 
     ``generated``: also print the generated functions (text and json formats)."""
     import sys
@@ -38,10 +42,10 @@ def run_explain(paths: Sequence[str], fmt: str = "text", out: TextIO | None = No
     err = err if err is not None else sys.stderr
     if fmt not in FORMATS:
         err.write(f"cep explain: unknown format {fmt!r} (choose from {', '.join(FORMATS)})\n")
-        return 2
+        return EXIT_PATTERN
     if generated and fmt == "dot":
         err.write("cep explain: --generated prints text or json, not dot\n")
-        return 2
+        return EXIT_PATTERN
     from cep import codegen
     from cep.lang.compiler import compile_files
     from cep.plan.planner import plan_pattern
@@ -51,10 +55,10 @@ def run_explain(paths: Sequence[str], fmt: str = "text", out: TextIO | None = No
         patterns = compile_files(list(paths))
     except PatternError as e:
         err.write(str(e) + "\n")
-        return 2
+        return EXIT_PATTERN
     except OSError as e:
         err.write(f"cep explain: {e}\n")
-        return 2
+        return EXIT_PATTERN
     plans = [plan_pattern(cp) for cp in patterns]
     sources: list[tuple[str, str]] = []
     if generated:
@@ -73,7 +77,7 @@ def run_explain(paths: Sequence[str], fmt: str = "text", out: TextIO | None = No
         out.write("\n".join(plan_to_text(p) for p in plans))
         if generated:
             out.write("\n" + generated_to_text(sources))
-    return 0
+    return EXIT_OK
 
 
 def generated_to_text(sources: Sequence[tuple[str, str]]) -> str:
@@ -159,7 +163,7 @@ def _edge_of(plan: Plan) -> dict[int, int]:
 
 def _file(cp: CompiledPattern) -> str | None:
     src = cp.source
-    return getattr(src, "file", None) if src is not None else None
+    return src.file if src is not None else None
 
 
 def _atom_label(cp: CompiledPattern, i: int) -> str:
@@ -288,7 +292,7 @@ def gaps_to_dicts(pp: PhysicalPlan) -> list[dict[str, Any]]:
 
 
 def _repetition(cp: CompiledPattern, pl: Any) -> dict[str, Any]:
-    """A Kleene element (spec 7.3): its count bounds and which structure serves each aggregate."""
+    """A Kleene element (docs/language.md section 7, Repetition): its count bounds and which structure serves each aggregate."""
     g = pl.gap
     return {
         "count": {"min": g.min_count, "max": g.max_count},

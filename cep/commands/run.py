@@ -31,8 +31,10 @@ from cep.errors import LateEventError, PatternError, UnknownRetractionError
 from cep.exit_codes import EXIT_OK, EXIT_OTHER, EXIT_PATTERN, EXIT_RECORD, EXIT_SIMULATED_CRASH
 from cep.io import checkpoint as ckpt
 from cep.io.paths import PathClash, Role, check_checkpoint_path, check_roles
+from cep.io.protocol import Sink, Source
 from cep.io.readers import (
     BadRecord,
+    BadRow,
     BadSeek,
     CsvSource,
     JsonlSource,
@@ -93,7 +95,7 @@ class RunOptions:
     # the final checkpoint or summary, as a crash would (status EXIT_SIMULATED_CRASH)
     test_stop_after: int | None = None
     test_crash_at_stop: bool = False
-    idle_advance: str | None = None  # spec 7.4: a quiet input's watermark follows the wall clock
+    idle_advance: str | None = None  # docs/language.md section 7, Decided matches: a quiet input's watermark follows the wall clock
 
     def result_options(self) -> dict[str, Any]:
         """The options that change results: a checkpoint must be resumed with the same ones."""
@@ -138,8 +140,9 @@ class _Run:
         self.outputs = 0  # outputs this run
         self.prior_outputs = 0
         self.resumed_at: int | None = None
-        self.sinks: dict[str, Any] = {}
-        self.src: Any = None
+        self.elapsed = 0.0  # seconds in the record loop
+        self.sinks: dict[str, Sink] = {}
+        self.src: Source | None = None
         self.engine: Any = None
         self.fp = ""
         self.start_counts: dict[str, dict[str, int]] = {}
@@ -196,7 +199,7 @@ class _Run:
             self.prior_outputs = state.outputs
         else:
             self.engine = Engine(patterns, lateness=lateness, own_watermark=not partitioned)
-        self.start_counts = {k: dict(v) for k, v in getattr(self.engine, "matches_emitted", {}).items()}
+        self.start_counts = {k: dict(v) for k, v in self.engine.matches_emitted.items()}
         self.lateness = lateness
         self.idle = None
         if o.idle_advance:
@@ -254,7 +257,7 @@ class _Run:
             write_out = out.write
         # after each record that completed matches: a file or stdout is flushed; a sink with an
         # acknowledgement round trip (Kafka) says when it waits for one (``record_done``)
-        flush = getattr(out, "record_done", out.flush)
+        flush = out.record_done
         encode = encode_output
 
         def emit(outs: list) -> int:
@@ -296,7 +299,7 @@ class _Run:
         next_tick = min(tick, next_ck) if every else tick
         if o.test_stop_after is not None:
             next_tick = min(next_tick, o.test_stop_after)
-        last_offset = getattr(src, "offset", 0)
+        last_offset = src.offset
         n = 0
         nout = 0
         self.t0 = time.perf_counter()
@@ -383,7 +386,7 @@ class _Run:
         if o.checkpoint:
             self.save_checkpoint()
         if ended:
-            # spec 7.4: at the end of a bounded input the watermark becomes +infinity and decides
+            # docs/language.md section 7, Decided matches: at the end of a bounded input the watermark becomes +infinity and decides
             # every pending match (after the checkpoint: a resumed run, whose sinks are cut back
             # to the checkpoint, decides them again over whatever input follows)
             self._write(self.engine.advance_watermark(math.inf))
@@ -405,7 +408,7 @@ class _Run:
             for x in outs:
                 kf = keys.get(x.pattern)
                 out.write(encode_output(x), kf(x) if kf is not None else None)
-        getattr(out, "record_done", out.flush)()
+        out.record_done()
         self.decided += len(outs)
 
     def _idle_advance(self) -> None:
@@ -434,7 +437,7 @@ class _Run:
             return False
         if type(raw) is bytes:
             text: Any = raw.decode("utf-8", errors="replace").rstrip("\r\n")
-        elif hasattr(raw, "text"):
+        elif isinstance(raw, BadRow):
             text = raw.text.rstrip("\r\n")
         else:
             text = raw
@@ -449,17 +452,14 @@ class _Run:
         return True
 
     def _line_of(self, pos: str) -> int | None:
-        f = getattr(self.src, "line_of", None)
-        if f is None:
-            return None
         try:
-            return f(pos)
+            return self.src.line_of(pos)
         except (ValueError, TypeError):
             return None
 
     def _progress_bar(self):
         o = self.o
-        size = getattr(self.src, "size", None)
+        size = self.src.size
         if o.quiet or not o.progress or not size:
             return None
         isatty = getattr(self.err, "isatty", None)
@@ -468,7 +468,7 @@ class _Run:
         from tqdm import tqdm
 
         bar = tqdm(total=size, unit="B", unit_scale=True, file=self.err, desc="cep", leave=False)
-        bar.update(getattr(self.src, "offset", 0))
+        bar.update(self.src.offset)
         return bar
 
     def _flush_all(self) -> None:
@@ -505,9 +505,7 @@ class _Run:
         except (ckpt.CheckpointError, OSError) as e:
             raise RunError(str(e) if isinstance(e, ckpt.CheckpointError)
                            else f"cannot read input {inp}: {e.strerror or e}") from None
-        commit = getattr(self.src, "commit", None)  # Kafka: the group's offsets follow the checkpoint
-        if commit is not None:
-            commit()
+        self.src.commit()  # Kafka: the group's offsets follow the checkpoint
 
     def finish(self) -> None:
         """Flush and close every sink after a run that ended well: a write error is the run's error."""
@@ -534,19 +532,19 @@ class _Run:
         """End-of-run report on stderr: records, late, bad, matches per pattern, speed, peak state."""
         if self.o.quiet:
             return
-        el = getattr(self, "elapsed", 0.0)
+        el = self.elapsed
         rate = self.records / el if el > 0 else 0.0
         eng = self.engine
         peak = None
         if eng is not None:
-            peak = (getattr(eng, "stats", None) or {}).get("peak_retained", getattr(eng, "retained_events", None))
+            peak = eng.stats["peak_retained"]
         lines = [
             f"cep: {self.records} records ({self.late} late, {self.bad} bad) in {el:.2f} s, "
             f"{rate:,.0f} events/s, peak retained events {peak}"
         ]
         if self.resumed_at is not None:
             lines.append(f"cep: resumed from checkpoint {self.o.checkpoint} after record {self.resumed_at}")
-        counts = getattr(eng, "matches_emitted", None) or {}
+        counts = eng.matches_emitted if eng is not None else {}
         for name, c in counts.items():
             s0 = self.start_counts.get(name, {})
             plus = c.get("+", 0) - s0.get("+", 0)

@@ -34,6 +34,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from urllib.parse import parse_qs, unquote, urlsplit
 
+from cep.io.protocol import Sink, Source
 from cep.io.watermarks import PartitionClock
 
 RETRIES = 3
@@ -162,7 +163,7 @@ def record_position(topic: str, partition: int, offset: int) -> str:
     return f"{topic}/{partition}/{offset}"
 
 
-class KafkaSource:
+class KafkaSource(Source):
     """Every partition of one topic, read in offset order per partition; resumable by per-partition offsets.
 
     ``clock`` holds each partition's event-time progress (the run loop reports record times to it; this source
@@ -313,7 +314,7 @@ class KafkaSource:
             self.consumer.close()
 
 
-class KafkaSink:
+class KafkaSink(Sink):
     """Produces each output line (without its newline) to one topic, keyed as the run loop says."""
 
     def __init__(self, url: str) -> None:
@@ -340,7 +341,6 @@ class KafkaSink:
             request_timeout_ms=REQUEST_TIMEOUT_MS, delivery_timeout_ms=60000,
             bootstrap_timeout_ms=CONNECT_TIMEOUT_MS, retries=5))
         self._pending: list = []
-        self.written = 0
         self._next_ack = time.monotonic() + ACK_INTERVAL_S
 
     def write(self, line: bytes, key: bytes | None) -> None:
@@ -351,7 +351,6 @@ class KafkaSink:
         except Exception as e:  # noqa: BLE001 - e.g. metadata timeout: report which topic and broker
             raise KafkaConnectorError(f"cannot produce to Kafka topic {self.url.topic!r} at {self.url.where}: "
                                       f"{e!r}") from None
-        self.written += 1
         if len(self._pending) >= ACK_EVERY:
             self.flush()
 

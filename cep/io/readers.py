@@ -28,6 +28,7 @@ from typing import IO, Any
 import orjson
 
 from cep.event import Event
+from cep.io.protocol import Source
 from cep.units import TIME_UNITS, check_time_unit
 
 # numbers are ASCII: "٣" (an Arabic-Indic digit) is text, not 3
@@ -212,10 +213,10 @@ def make_decoder(
 
 
 # ---------------------------------------------------------------------------
-# sources (protocol: records(), position(), seek(), close(); see the team brief)
+# sources (what the run loop asks of them: cep.io.protocol.Source)
 
 
-class JsonlSource:
+class JsonlSource(Source):
     """JSON lines from a binary stream; resumable by byte offset when the stream is a file."""
 
     kind = "jsonl"
@@ -271,7 +272,7 @@ class BadSeek(Exception):
     """A checkpoint position this source cannot resume from."""
 
 
-class CsvSource:
+class CsvSource(Source):
     """CSV with a header row; numeric-looking cells become numbers, empty cells null.
 
     Lines are read in binary so the byte offset of the next record is known; a

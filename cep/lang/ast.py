@@ -108,7 +108,7 @@ class Not:
 
 @dataclass(frozen=True)
 class Call:
-    """``name(args)``: an aggregate of a Kleene alias (spec 7.3), e.g. ``count(f)``, ``sum(f.amount)``."""
+    """``name(args)``: an aggregate of a Kleene alias (docs/language.md section 7, Repetition), e.g. ``count(f)``, ``sum(f.amount)``."""
 
     name: str
     args: tuple[Expr, ...]

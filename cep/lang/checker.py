@@ -4,7 +4,7 @@ The parser builds the syntax tree; this module finds what is wrong with it
 that the grammar cannot see: unknown or duplicate aliases, AND with a repeated
 type, duplicate EMIT names or PARTITION BY attributes, a non-positive WITHIN,
 comparisons that can never be true (warnings), the misuses of NOT, Kleene
-plus and its aggregates, USING and nesting (spec 7.1-7.6).  It returns
+plus and its aggregates, USING and nesting (docs/language.md section 7).  It returns
 ``Issue`` values (no file, no source line); the
 parser turns them into ``cep.errors.Diagnostic``.  Walks over expressions are
 iterative, so a long ``a AND b AND ...`` chain cannot exhaust the stack.
@@ -18,14 +18,14 @@ from cep.lang import ast
 from cep.lang.suggest import hint
 
 AGGREGATES = ("count", "sum", "avg", "min", "max", "first", "last")
-"""Kleene-plus aggregate functions (spec 7.3); no other function exists."""
+"""Kleene-plus aggregate functions (docs/language.md section 7, Repetition); no other function exists."""
 
 MAX_ELEMENTS = 32
 """Elements per SEQ/AND: the compiled query has a window predicate per pair of AND elements
 (k(k-1) of them) and planning grows faster still; real patterns have a handful of elements."""
 
 STRATEGIES = ("skip_till_any_match", "skip_till_next_match", "strict_contiguity")
-"""Event-selection strategies of ``USING`` (spec 7.5)."""
+"""Event-selection strategies of ``USING`` (docs/language.md section 7, Strategies)."""
 
 
 @dataclass(frozen=True)
@@ -58,9 +58,9 @@ class _Checker:
         self.allow_phase2 = allow_phase2
         self.issues: list[Issue] = []
         self.aliases: dict[str, ast.Loc] = {}
-        self.gap_aliases: dict[str, ast.Loc] = {}  # NOT and Kleene aliases (spec 7.1 gap elements)
+        self.gap_aliases: dict[str, ast.Loc] = {}  # NOT and Kleene aliases (docs/language.md section 7, NOT elements gap elements)
         self.not_aliases: set[str] = set()  # they bind no event at all
-        self.kleene: dict[str, ast.Element] = {}  # repeated aliases (spec 7.3)
+        self.kleene: dict[str, ast.Element] = {}  # repeated aliases (docs/language.md section 7, Repetition)
         self.nested = False
 
     def error(self, loc: ast.Loc, msg: str) -> None:
@@ -251,7 +251,7 @@ class _Checker:
                                              f"e.g. count({item.star}), last({item.star}.<attribute>)")
                 elif item.expr is not None:
                     self.expr(item.expr)
-                    for a in _attrs(item.expr, calls=False):
+                    for a in attr_refs(item.expr, calls=False):
                         if a.alias in self.not_aliases:
                             self.negated_in_emit(a.loc, a.alias)
                         elif a.alias in self.kleene and a.name:
@@ -294,15 +294,15 @@ class _Checker:
         if not self.gap_aliases:
             return
         for c in conjuncts(where):
-            gaps = list(dict.fromkeys(a.alias for a in _attrs(c) if a.alias in self.gap_aliases))
+            gaps = list(dict.fromkeys(a.alias for a in attr_refs(c) if a.alias in self.gap_aliases))
             if len(gaps) > 1:
                 self.error(c.loc, f"a condition may mention at most one NOT or repeated alias, this one "
                                   f"mentions {_join_names(gaps)}; split it into conditions joined by AND")
                 continue
             if gaps and gaps[0] in self.kleene:
                 x = gaps[0]
-                bare = [a for a in _attrs(c, calls=False) if a.alias == x]
-                if bare and len(_attrs(c)) > len(_attrs(c, calls=False)):
+                bare = [a for a in attr_refs(c, calls=False) if a.alias == x]
+                if bare and len(attr_refs(c)) > len(attr_refs(c, calls=False)):
                     self.error(bare[0].loc, f"this condition both selects the events of '{x}' ({x}.{bare[0].name}) "
                                             f"and uses an aggregate of it; split it into conditions joined by "
                                             f"AND (one per event, one on the aggregate)")
@@ -322,7 +322,7 @@ def conjuncts(e: ast.Expr | None) -> list[ast.Expr]:
     return out
 
 
-def _attrs(e: ast.Expr, calls: bool = True) -> list[ast.Attr]:
+def attr_refs(e: ast.Expr, calls: bool = True) -> list[ast.Attr]:
     """Attribute references of an expression, in source order (iterative); with
     ``calls`` False, those inside aggregate calls are left out."""
     out: list[ast.Attr] = []

@@ -26,6 +26,7 @@ from typing import Any
 from cep import codegen
 from cep.errors import Diagnostic
 from cep.lang import ast
+from cep.lang.checker import attr_refs, conjuncts
 from cep.lang.expr import compile_condition, compile_expr, linear_form
 from cep.lang.gcq import (
     ID_ATTR,
@@ -47,33 +48,10 @@ def duration_in_time_units(d: ast.Duration, time_unit: str = "s") -> int | float
     return in_time_units(d.value, d.unit, time_unit)
 
 
-def _conjuncts(e: ast.Expr | None) -> list[ast.Expr]:
-    if e is None:
-        return []
-    if isinstance(e, ast.And):
-        return _conjuncts(e.left) + _conjuncts(e.right)
-    return [e]
-
-
-def _attrs(e: ast.Expr) -> list[ast.Attr]:
-    """Attribute references of an expression, in source order."""
-    out: list[ast.Attr] = []
-    stack = [e]
-    while stack:
-        n = stack.pop()
-        if isinstance(n, ast.Attr):
-            out.append(n)
-        elif isinstance(n, (ast.Neg, ast.Not)):
-            stack.append(n.operand)
-        elif isinstance(n, (ast.Arith, ast.Compare, ast.And, ast.Or)):
-            stack.append(n.right)
-            stack.append(n.left)
-        elif isinstance(n, ast.InList):
-            stack.extend(reversed(n.items))
-            stack.append(n.operand)
-        elif isinstance(n, ast.Call):
-            stack.extend(reversed(n.args))
-    return out
+def _is_attr_equality(c: ast.Expr) -> bool:
+    """``a.x = b.y``: a conjunct that becomes a join (one shared variable), not a predicate."""
+    return (isinstance(c, ast.Compare) and c.op == "="
+            and isinstance(c.left, ast.Attr) and isinstance(c.right, ast.Attr))
 
 
 def _text(e: ast.Expr) -> str:
@@ -169,32 +147,26 @@ def compile_pattern(p: ast.Pattern, time_unit: str = "s") -> CompiledPattern:
         uf.add((a, TIME_ATTR))
 
     # -- WHERE conjuncts: filters, equalities, cross predicates; a conjunct that
-    # mentions a NOT alias belongs to that gap element (spec 7.1)
+    # mentions a NOT alias belongs to that gap element (docs/language.md section 7, NOT elements)
     filters: dict[str, list[ast.Expr]] = {a: [] for a in aliases}
     cross: list[tuple[ast.Expr, str]] = []
     gap_conjuncts: dict[str, list[ast.Expr]] = {a: [] for a in gap_aliases}
     positive_conjuncts: list[ast.Expr] = []
     agg_conjuncts: list[ast.Expr] = []
-    for c in _conjuncts(p.where):
-        refs = _attrs(c)
+    for c in conjuncts(p.where):
+        refs = attr_refs(c)
         used = list(dict.fromkeys(r.alias for r in refs))
         gap_used = [a for a in used if a in gap_aliases]
         if gap_used:
             if _has_call(c):
-                agg_conjuncts.append(c)  # a condition on the match (spec 7.3)
+                agg_conjuncts.append(c)  # a condition on the match (docs/language.md section 7, Repetition)
             else:
                 gap_conjuncts[gap_used[0]].append(c)  # (the checker allows one per conjunct)
             continue
         positive_conjuncts.append(c)
         if len(used) <= 1:
             filters[used[0] if used else aliases[0]].append(c)
-        elif (
-            len(used) == 2
-            and isinstance(c, ast.Compare)
-            and c.op == "="
-            and isinstance(c.left, ast.Attr)
-            and isinstance(c.right, ast.Attr)
-        ):
+        elif len(used) == 2 and _is_attr_equality(c):
             uf.union((c.left.alias, c.left.name), (c.right.alias, c.right.name))
         else:
             cross.append((c, "where"))
@@ -235,7 +207,7 @@ def compile_pattern(p: ast.Pattern, time_unit: str = "s") -> CompiledPattern:
 
     # every reference of a cross predicate is a variable
     for c, _ in cross:
-        for r in _attrs(c):
+        for r in attr_refs(c):
             uf.add((r.alias, r.name))
 
     # -- variables: union-find classes with a reference from at least one alias
@@ -285,7 +257,7 @@ def compile_pattern(p: ast.Pattern, time_unit: str = "s") -> CompiledPattern:
     # -- predicates over variables
     predicates: list[Predicate] = []
     for c, origin in cross:
-        refs = _attrs(c)
+        refs = attr_refs(c)
         pvars = list(dict.fromkeys(var_of[(r.alias, r.name)] for r in refs))
         params = [f"v{j}" for j in range(len(pvars))]
         pos = {v: j for j, v in enumerate(pvars)}
@@ -446,7 +418,7 @@ def _match_access(alias_pos: dict[str, int]) -> Callable[[ast.Attr], str]:
 
 
 def _nested_order(shape: _Shape, aliases: list[str], w, cross: list[tuple[ast.Expr, str]]) -> None:
-    """The temporal inequalities a nested structure denotes (spec 7.6), and WITHIN:
+    """The temporal inequalities a nested structure denotes (docs/language.md section 7, Nesting), and WITHIN:
     a band on every order edge plus ``e - s <= w`` from each possible earliest event
     ``s`` to each possible latest ``e`` (so ``max ts - min ts <= w``)."""
 
@@ -487,16 +459,10 @@ def _gap_parts(
         key_attrs.append(attr)
         key_sources.append((0, attr))
     for c in conjuncts:
-        used = {r.alias for r in _attrs(c)}
+        used = {r.alias for r in attr_refs(c)}
         if used <= {gap_alias}:
             own.append(c)
-        elif (
-            len(used) == 2
-            and isinstance(c, ast.Compare)
-            and c.op == "="
-            and isinstance(c.left, ast.Attr)
-            and isinstance(c.right, ast.Attr)
-        ):
+        elif len(used) == 2 and _is_attr_equality(c):
             g, other = (c.left, c.right) if c.left.alias == gap_alias else (c.right, c.left)
             key_attrs.append(g.name)
             key_sources.append((alias_pos[other.alias], other.name))
@@ -519,7 +485,7 @@ def _gap_parts(
 
 
 def _not_gap(p: ast.Pattern, el: ast.Element, after, before, conjuncts, alias_pos) -> Gap:
-    """``NOT Type x`` (spec 7.2) or ``Type{n,m} x`` (7.3) between its positive neighbours."""
+    """``NOT Type x`` (docs/language.md section 7, NOT elements) or ``Type{n,m} x`` (Repetition) between its positive neighbours."""
     parts = _gap_parts(el.alias, conjuncts, alias_pos, p.partition_by)
     if el.kind == "kleene":
         from cep.lang.printer import format_quantifier
@@ -532,7 +498,7 @@ def _not_gap(p: ast.Pattern, el: ast.Element, after, before, conjuncts, alias_po
 
 def _strategy_gaps(p: ast.Pattern, strategy: str, elements: Sequence[ast.Element],
                    conjuncts: Sequence[ast.Expr], alias_pos: dict[str, int]) -> list[Gap]:
-    """The implicit NOTs of a strategy (spec 7.5), one per positive element after the first.
+    """The implicit NOTs of a strategy (docs/language.md section 7, Strategies), one per positive element after the first.
 
     skip_till_next_match: no event that could have played x_i (its type, PARTITION BY,
     every conjunct mentioning only x_1..x_i with x_i := e) between x_(i-1) and x_i.
@@ -544,7 +510,7 @@ def _strategy_gaps(p: ast.Pattern, strategy: str, elements: Sequence[ast.Element
             el = elements[i]
             allowed = {e.alias for e in elements[: i + 1]}
             mine = [c for c in conjuncts
-                    if el.alias in {r.alias for r in _attrs(c)} and {r.alias for r in _attrs(c)} <= allowed]
+                    if el.alias in {r.alias for r in attr_refs(c)} and {r.alias for r in attr_refs(c)} <= allowed]
             parts = _gap_parts(el.alias, mine, alias_pos, p.partition_by)
             if "residual_text" in parts:
                 parts["residual_text"] += f" (with {el.alias} := the candidate)"
@@ -594,7 +560,7 @@ def _compile_emit(p: ast.Pattern, aliases: Sequence[str], alias_pos: dict[str, i
 
 
 def match_builder(cp: CompiledPattern) -> Callable[[Sequence[Any]], dict]:
-    """One generated function: the events of a match (atom order) -> its ``match`` object (spec section 5).
+    """One generated function: the events of a match (atom order) -> its ``match`` object (docs/language.md section 5).
 
     Why generated: it runs once per composite event, so the EMIT items become one dict
     display (bare attributes read inline, other items call their compiled expression)

@@ -134,12 +134,12 @@ class EmitSpec:
     star: int | None = None
     text: str = ""
     attr: tuple[int, str] | None = None
-    slot: int | None = None  # a bare aggregate item: the match's aggregate slot (spec 7.3)
+    slot: int | None = None  # a bare aggregate item: the match's aggregate slot (docs/language.md section 7, Repetition)
 
 
 @dataclass(frozen=True)
 class Aggregate:
-    """One aggregate a pattern reads from a repeated alias (spec 7.3), a slot of the match.
+    """One aggregate a pattern reads from a repeated alias (docs/language.md section 7, Repetition), a slot of the match.
 
     ``fn`` is one of count sum avg min max first last, or ``events`` (the list of
     the events' fields: a match without EMIT); ``attr`` None is ``count(x)``.
@@ -154,7 +154,7 @@ class Aggregate:
 
 @dataclass
 class Gap:
-    """A gap element (spec 7.1-7.3, 7.5): an anti-join (NOT) or a range aggregate
+    """A gap element (docs/language.md section 7): an anti-join (NOT) or a range aggregate
     (Kleene plus, origin ``kleene``: the qualifying events are x's list, the match
     needs ``min_count <= count <= max_count``, ``aggregates`` are the slots it fills)
     of the positive GCQ with the events between positive neighbours.
@@ -189,7 +189,7 @@ class Gap:
 
     @property
     def kind(self) -> str:
-        """``middle``, ``leading`` or ``trailing`` (spec 7.1)."""
+        """``middle``, ``leading`` or ``trailing`` (docs/language.md section 7, NOT elements)."""
         if not self.after:
             return "leading"
         if not self.before:
@@ -214,7 +214,7 @@ class CompiledPattern:
     gaps: list[Gap] = field(default_factory=list)  # anti-joins: NOT elements and strategies (7.1-7.5)
     strategy: str = "skip_till_any_match"
     order: tuple[tuple[int, int], ...] = ()  # (i, j): atom i's ts < atom j's ts (SEQ order and nesting)
-    aggregates: list[Aggregate] = field(default_factory=list)  # slots g0, g1, ... (spec 7.3)
+    aggregates: list[Aggregate] = field(default_factory=list)  # slots g0, g1, ... (docs/language.md section 7, Repetition)
     # WHERE conjuncts with an aggregate: a condition on the match, f(e0.., g0..) -> True iff true
     agg_condition: Callable[..., bool] | None = None
     agg_condition_text: str = ""
@@ -222,7 +222,7 @@ class CompiledPattern:
 
     @property
     def decided(self) -> bool:
-        """Whether matches wait until they are decided (spec 7.4): a pattern with gaps."""
+        """Whether matches wait until they are decided (docs/language.md section 7, Decided matches): a pattern with gaps."""
         return bool(self.gaps)
 
     def key_attrs(self, atom: Atom) -> tuple[str, ...]:

@@ -1,4 +1,4 @@
-"""How each gap element of a pattern is checked (spec 7.1-7.5): the anti-join plan.
+"""How each gap element of a pattern is checked (docs/language.md section 7): the anti-join plan.
 
 Why a plan: the runtime must not decide per event how to answer "is there a
 qualifying event in this gap?"; the answer depends only on the pattern, so it is
@@ -16,7 +16,7 @@ pass the gap element's own filter, sorted by time.  Then
 Gap elements with the same types, filter and key (the gaps of strict_contiguity)
 share one index.
 
-A Kleene element (spec 7.3) keeps its index as a range-aggregate structure
+A Kleene element (docs/language.md section 7, Repetition) keeps its index as a range-aggregate structure
 (``cep.runtime.aggtree``: blocks of the key's sorted events, each block's
 count, exact sums, min and max, a segment tree over the blocks), with one value
 column per aggregated attribute.  Its check is

@@ -284,14 +284,3 @@ def reduce_gcq(
     tree.connex = connex
     return Reduction(True, stage1_vars == out_set, stage1_vars, tree)
 
-
-def is_acyclic(atoms: Sequence[Iterable[str]], preds: Mapping[int, Iterable[str]]) -> bool:
-    """Thesis Theorem 6(1): whether the GCQ has a generalized join tree."""
-    return reduce_gcq(atoms, preds).acyclic
-
-
-def is_free_connex(
-    atoms: Sequence[Iterable[str]], preds: Mapping[int, Iterable[str]], out: Iterable[str]
-) -> bool:
-    """Thesis Theorem 6(2): whether some GJT pair is compatible with the GCQ."""
-    return reduce_gcq(atoms, preds, out).free_connex

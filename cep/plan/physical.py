@@ -70,7 +70,7 @@ class PhysicalPlan:
     nodes: tuple[PhysicalNode, ...]
     merged: tuple[tuple[str, ...], ...]  # the variables of every merged pass-through node
     residual: tuple[int, ...]
-    # the anti-joins of the gap elements (spec 7.1-7.5): sorted indexes of the gap types'
+    # the anti-joins of the gap elements (docs/language.md section 7): sorted indexes of the gap types'
     # events and each gap's check (range count or range scan), from ``cep.plan.gaps``
     gap_indexes: tuple[GapIndexSpec, ...] = ()
     gaps: tuple[GapPlan, ...] = ()

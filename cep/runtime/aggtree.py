@@ -1,4 +1,4 @@
-"""Range aggregates over a sorted list: the repeated events of a Kleene gap (spec 7.3).
+"""Range aggregates over a sorted list: the repeated events of a Kleene gap (docs/language.md section 7, Repetition).
 
 Why: a match of ``SEQ(Login{3,} f, Login ok)`` binds *all* qualifying events
 between its positive neighbours, and ``count(f)``, ``sum(f.amount)``,
@@ -20,7 +20,7 @@ fills up starts a new one at the end (the tree has room to grow by doubling);
 an insert in the middle that overfills a block, or a block emptied in the
 middle, rebuilds the tree (O(n / LOAD), only on disorder or retraction).
 
-Exact sums: spec 7.3 sums and averages "the numbers"; to give the same answer
+Exact sums: docs/language.md section 7, Repetition sums and averages "the numbers"; to give the same answer
 whatever the order of inserts and removals, floats are summed exactly as
 integers scaled by 2**1074 (every finite float is an integer multiple of
 2**-1074), and the result is rounded once (Python's int / int is correctly

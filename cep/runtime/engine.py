@@ -1,4 +1,4 @@
-"""The engine: several patterns over one stream, with event time (spec section 4).
+"""The engine: several patterns over one stream, with event time (docs/language.md section 4).
 
 ``Engine.push(event)`` is the whole contract of the core: it raises
 ``LateEventError`` for an event below the watermark, advances the watermark
@@ -51,7 +51,7 @@ def pattern_signature(cp: CompiledPattern) -> str:
 
 
 def _fingerprint(fields: dict) -> Any:
-    """A hashable form of a record: equal records (spec: every field but op) are equal."""
+    """A hashable form of a record: equal records (docs/language.md section 1: every field but op) are equal."""
     try:
         fp = tuple((k, canon(v)) for k, v in sorted(fields.items()))
         hash(fp)
@@ -103,7 +103,7 @@ class Engine:
                 self._pattern_mask[ri] |= bit
                 self.route.setdefault(atom.type, []).append((ri, ai, atom.filter, bit, self.runtimes[ri].inserter[ai]))
         self._atom_bits = (1 << len(self._slots)) - 1
-        # gap elements (spec 7.1-7.5): per pattern, sorted indexes of the gap types' events
+        # gap elements (docs/language.md section 7): per pattern, sorted indexes of the gap types' events
         # (each index one more bit of an event's holders), the checks, and the undecided matches
         self.gap_route: dict[str, list[tuple[GapIndex, Any, int]]] = {}
         self._gap_of_bit: dict[int, GapIndex] = {}
@@ -142,7 +142,7 @@ class Engine:
         # expiry queues: (queue, pattern, the pattern's holder bits it expires), each with its
         # horizon.  An event is kept while ts >= watermark - w; the gap indexes of a pattern with
         # a leading gap keep theirs for 2w, since a retained match's leading gap reaches back to
-        # its last event's time - w (spec 7.1), so its emitted matches can still be re-checked
+        # its last event's time - w (docs/language.md section 7, NOT elements), so its emitted matches can still be re-checked
         self._windowed: list[tuple[int, int, int]] = []
         self._windows: list[Any] = []
         for ri, cp in enumerate(self.patterns):
@@ -202,7 +202,7 @@ class Engine:
 
     def advance_watermark(self, watermark: int | float) -> list[Output]:
         """Move the watermark forward (a source-owned watermark, an idle source, the end of a
-        bounded input with ``math.inf``); returns the composite events this decides (spec 7.4:
+        bounded input with ``math.inf``); returns the composite events this decides (docs/language.md section 7, Decided matches:
         matches of patterns with gap elements whose gaps the watermark has now passed)."""
         outs: list[Output] = []
         if self.watermark is None or watermark > self.watermark:
@@ -445,7 +445,7 @@ class Engine:
         return self._output_events(ri, self.runtimes[ri].events_of(slots, self.events), op)
 
     def _output_events(self, ri: int, events: list[Event], op: str, aggs: list | tuple = ()) -> Output:
-        """A composite event; ``aggs`` are its aggregate slots (spec 7.3). Its id is derived
+        """A composite event; ``aggs`` are its aggregate slots (docs/language.md section 7, Repetition). Its id is derived
         from its positive events only."""
         name = self.patterns[ri].name
         self.matches_emitted[name][op] += 1
@@ -490,7 +490,7 @@ class Engine:
         return min(times) if times else None
 
     def pending_count(self) -> int:
-        """Matches waiting for the watermark to decide them (spec 7.4)."""
+        """Matches waiting for the watermark to decide them (docs/language.md section 7, Decided matches)."""
         return sum(len(p) for p in self.pending if p is not None)
 
     def state_size(self) -> int:

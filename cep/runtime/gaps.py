@@ -1,4 +1,4 @@
-"""Anti-joins over sorted indexes: the gap elements of a pattern (spec 7.1-7.5).
+"""Anti-joins over sorted indexes: the gap elements of a pattern (docs/language.md section 7).
 
 Why: a NOT (and the implicit NOTs of skip_till_next_match and strict_contiguity)
 asks, for a match of the positive elements, "is there a qualifying event between
@@ -9,7 +9,7 @@ its events sorted by time, so the question is two binary searches (plan check
 condition relates them to the match (plan check ``scan``).  Which one a gap gets
 is decided by the plan layer (``cep.plan.gaps``); this module executes it.
 
-A Kleene element (spec 7.3) asks instead "what are the qualifying events, and
+A Kleene element (docs/language.md section 7, Repetition) asks instead "what are the qualifying events, and
 their aggregates?": its index keeps each key's events in a range-aggregate
 structure (``cep.runtime.aggtree``), so a match's count, sum, avg, min, max,
 first and last are range queries, not a pass over the repeated events.
@@ -166,7 +166,7 @@ class GapChecks:
                 ends.append(f"({earliest(g.before)}, False)")
             else:
                 ends.append(f"({earliest(every)} + W, True)")
-            if g.origin == "kleene":  # a range aggregate, not an anti-join (spec 7.3)
+            if g.origin == "kleene":  # a range aggregate, not an anti-join (docs/language.md section 7, Repetition)
                 reads = [_read_src(f"m[{i}]", a) for i, a in g.key_sources]
                 src = ["def key_of(m):", *(_key_source(reads) if reads else ["    k = ()"]), "    return k"]
                 self.repetitions.append((plan, _compile(f"{cp.name}: key of {g.text}", "\n".join(src) + "\n",
@@ -197,7 +197,7 @@ class GapChecks:
         self._exists = _compile(f"{cp.name}: gap check", "\n".join(lines) + "\n", env, "exists_in_gaps")
         dt = ends[0] if len(ends) == 1 else f"max({', '.join(ends)})"
         # (t, strict): decided once watermark >= t (> t if strict); middle and leading gaps end at
-        # their right neighbour's earliest time, a trailing gap at min positive ts + within (spec 7.4)
+        # their right neighbour's earliest time, a trailing gap at min positive ts + within (docs/language.md section 7, Decided matches)
         self.decision_time = _compile(f"{cp.name}: decision time", f"def decision_time(m):\n    return {dt}\n",
                                       env, "decision_time")
 
@@ -205,7 +205,7 @@ class GapChecks:
         return self.evaluate(match) is not None
 
     def evaluate(self, match: Sequence[Any]) -> list | None:
-        """The match's aggregate slots (spec 7.3) if it holds: no event qualifies for a NOT
+        """The match's aggregate slots (docs/language.md section 7, Repetition) if it holds: no event qualifies for a NOT
         element, each Kleene element has an allowed number of events, and the conditions on
         aggregates are true; None if it does not hold."""
         if self._exists(match):

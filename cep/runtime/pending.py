@@ -1,4 +1,4 @@
-"""Matches waiting to be decided (spec 7.4), ordered by the time that decides them.
+"""Matches waiting to be decided (docs/language.md section 7, Decided matches), ordered by the time that decides them.
 
 Why its own store: a match of a pattern with gap elements is emitted only once
 the watermark has passed the end of its gaps, so an insert can never falsify an

@@ -18,7 +18,7 @@ Document (format 2)::
      "serial": int,                          # the next event serial
      "events": [[serial, type, ts, {field: scalar}, pos, op], ...],
      "stats": {name: int}, "matches_emitted": {pattern: {"+": int, "-": int}},
-     "pending": [null | [[[serial, ...], decision time, strict], ...], ...]}  # per pattern (spec 7.4)
+     "pending": [null | [[[serial, ...], decision time, strict], ...], ...]}  # per pattern (docs/language.md section 7, Decided matches)
 
 Format 1 was a pickle and is refused (it cannot be read safely).
 """
