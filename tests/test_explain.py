@@ -99,7 +99,7 @@ def test_dot_is_a_digraph_with_every_node_and_edge():
 
 def test_unknown_format_is_an_error():
     out, err = io.StringIO(), io.StringIO()
-    assert run_explain([], "yaml", out, err) == 2
+    assert run_explain([], "yaml", out, err) == 1
     assert "unknown format" in err.getvalue()
 
 

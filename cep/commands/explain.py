@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from typing import Any, TextIO
 
 from cep.errors import PatternError
-from cep.exit_codes import EXIT_OK, EXIT_PATTERN
+from cep.exit_codes import EXIT_OK, EXIT_OTHER, EXIT_PATTERN
 from cep.lang.gcq import Bound, CompiledPattern
 from cep.plan.classify import QueryClass, classify_plan
 from cep.plan.gaps import aggregate_structure, gap_window_text
@@ -30,10 +30,8 @@ FORMATS = ("text", "json", "dot")
 
 def run_explain(paths: Sequence[str], fmt: str = "text", out: TextIO | None = None, err: TextIO | None = None,
                 generated: bool = False) -> int:
-    """Explain every pattern of the files; ``EXIT_OK``, or ``EXIT_PATTERN`` on an error.
-
-    Usage errors and unreadable files also give ``EXIT_PATTERN`` here (2, as tests pin),
-    though ``cep.exit_codes`` reserves 1 for them: kept as is, a behaviour change to decide.
+    """Explain every pattern of the files; ``EXIT_OK``, ``EXIT_PATTERN`` on a pattern error, and
+    ``EXIT_OTHER`` on a usage error or an unreadable file (as every command: 2 means "fix the pattern").
 
     ``generated``: also print the generated functions (text and json formats)."""
     import sys
@@ -42,10 +40,10 @@ def run_explain(paths: Sequence[str], fmt: str = "text", out: TextIO | None = No
     err = err if err is not None else sys.stderr
     if fmt not in FORMATS:
         err.write(f"cep explain: unknown format {fmt!r} (choose from {', '.join(FORMATS)})\n")
-        return EXIT_PATTERN
+        return EXIT_OTHER
     if generated and fmt == "dot":
         err.write("cep explain: --generated prints text or json, not dot\n")
-        return EXIT_PATTERN
+        return EXIT_OTHER
     from cep import codegen
     from cep.lang.compiler import compile_files
     from cep.plan.planner import plan_pattern
@@ -58,7 +56,7 @@ def run_explain(paths: Sequence[str], fmt: str = "text", out: TextIO | None = No
         return EXIT_PATTERN
     except OSError as e:
         err.write(f"cep explain: {e}\n")
-        return EXIT_PATTERN
+        return EXIT_OTHER
     plans = [plan_pattern(cp) for cp in patterns]
     sources: list[tuple[str, str]] = []
     if generated:
