@@ -491,15 +491,7 @@ def _repetitions(p, events, env, ts_of, w, conjuncts, aliases) -> dict[str, list
         if el.kind != "kleene":
             continue
         mine = [c for c in conjuncts if el.alias in _mentions(c) and not _calls(c)]
-        chosen = []
-        for e in events:
-            if e.type != el.type or not _inside(e.ts, lo, lo_incl, hi, hi_incl):
-                continue
-            genv = _bind(env, el.alias, e)
-            if not all(_same_partition(p, genv, el.alias, a) for a in aliases):
-                continue
-            if all(truth(evaluate_expr(c, genv)) is True for c in mine):
-                chosen.append(e)
+        chosen = list(_qualifying(p, events, env, el, (lo, lo_incl, hi, hi_incl), mine, aliases))
         chosen.sort(key=lambda e: Fraction(e.ts))  # stable: ties keep input order
         n = len(chosen)
         if n < el.min_count or (el.max_count is not None and n > el.max_count):
@@ -514,15 +506,23 @@ def _gaps_hold(p, events, env, ts_of, w, conjuncts, aliases) -> bool:
         if el.kind != "not":
             continue
         mine = [c for c in conjuncts if el.alias in _mentions(c)]
-        for e in events:
-            if e.type != el.type or not _inside(e.ts, lo, lo_incl, hi, hi_incl):
-                continue
-            genv = _bind(env, el.alias, e)
-            if not all(_same_partition(p, genv, el.alias, a) for a in aliases):
-                continue
-            if all(truth(evaluate_expr(c, genv)) is True for c in mine):
-                return False
+        if next(_qualifying(p, events, env, el, (lo, lo_incl, hi, hi_incl), mine, aliases), None) is not None:
+            return False
     return True
+
+
+def _qualifying(p, events, env, el, gap, mine, aliases):
+    """Spec 7.1: the events that qualify for gap element ``el`` (its type, inside its gap, the positive
+    events' partition values, every conjunct in ``mine`` true with the positive events bound), in input order."""
+    lo, lo_incl, hi, hi_incl = gap
+    for e in events:
+        if e.type != el.type or not _inside(e.ts, lo, lo_incl, hi, hi_incl):
+            continue
+        genv = _bind(env, el.alias, e)
+        if not all(_same_partition(p, genv, el.alias, a) for a in aliases):
+            continue
+        if all(truth(evaluate_expr(c, genv)) is True for c in mine):
+            yield e
 
 
 def _strategy_holds(p, events, env, combo, conjuncts, aliases) -> bool:
