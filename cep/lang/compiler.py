@@ -19,7 +19,9 @@ Expressions are compiled to Python functions once, here (``cep.lang.expr``).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import replace
 from typing import Any
 
@@ -135,8 +137,53 @@ class _Shape:
         return [i for st in steps for i in st[0]], [i for st in steps for i in st[1]]
 
 
+def _not_generated(*_args: Any, **_kwargs: Any) -> Any:
+    raise RuntimeError("this pattern was compiled for checking only (no code was generated): "
+                       "compile it outside without_code() to run it")
+
+
+class _Code:
+    """Where a compiled pattern's functions come from (``cep.lang.expr``).
+
+    Why: generating and compiling Python source is most of the cost of compiling
+    a pattern, and ``cep check`` only validates (issue 12).  With ``generate``
+    False every function slot holds ``_not_generated``, which refuses to run;
+    everything else in the ``CompiledPattern`` (atoms, variables, predicates with
+    their text and linear form, gaps, emit items) is the same.
+    """
+
+    def __init__(self, generate: bool) -> None:
+        self.generate = generate
+
+    def condition(self, expr: ast.Expr, access: Callable[[ast.Attr], str], params: Sequence[str],
+                  label: str = "condition") -> Callable[..., bool]:
+        return compile_condition(expr, access, params, label) if self.generate else _not_generated
+
+    def value(self, expr: ast.Expr, access: Callable[[ast.Attr], str], params: Sequence[str],
+              label: str = "expression") -> Callable[..., Any]:
+        return compile_expr(expr, access, params, label) if self.generate else _not_generated
+
+
+_GENERATE: ContextVar[bool] = ContextVar("cep_generate_code", default=True)
+
+
+@contextmanager
+def without_code() -> Iterator[None]:
+    """Patterns compiled in this block get no generated code (``cep check``: see ``_Code``)."""
+    token = _GENERATE.set(False)
+    try:
+        yield
+    finally:
+        _GENERATE.reset(token)
+
+
 def compile_pattern(p: ast.Pattern, time_unit: str = "s") -> CompiledPattern:
-    """Compile one checked pattern to its GCQ (positive atoms) and its gaps (anti-joins)."""
+    """Compile one checked pattern to its GCQ (positive atoms) and its gaps (anti-joins).
+
+    Inside ``without_code()`` the query is the same but its functions are not
+    generated (they refuse to run).
+    """
+    code = _Code(_GENERATE.get())
     shape = _Shape(p.structure)
     elements = shape.elements
     aliases = [el.alias for el in elements]
@@ -250,7 +297,7 @@ def compile_pattern(p: ast.Pattern, time_unit: str = "s") -> CompiledPattern:
             cond = fexprs[0]
             for e in fexprs[1:]:
                 cond = ast.And(cond, e)
-            fn = compile_condition(cond, _event_access, ["e"], f"{p.name}: filter of {a}")
+            fn = code.condition(cond, _event_access, ["e"], f"{p.name}: filter of {a}")
             ftext = " AND ".join(_text(e) for e in fexprs)
         atoms.append(Atom(a, el.type, i, tuple(vars_), tuple(attrs), fn, filter_text=ftext))
 
@@ -265,7 +312,7 @@ def compile_pattern(p: ast.Pattern, time_unit: str = "s") -> CompiledPattern:
         def access(attr: ast.Attr, pos=pos) -> str:
             return f"v{pos[var_of[(attr.alias, attr.name)]]}"
 
-        fn = compile_condition(c, access, params, f"{p.name}: predicate #{len(predicates)}")
+        fn = code.condition(c, access, params, f"{p.name}: predicate #{len(predicates)}")
         lin = None
         if isinstance(c, ast.Compare) and len(pvars) == 2:
             lf = linear_form(c)
@@ -293,8 +340,9 @@ def compile_pattern(p: ast.Pattern, time_unit: str = "s") -> CompiledPattern:
     strategy = p.using or "skip_till_any_match"
     order = tuple(shape.edges) if shape.nested else (
         tuple((i, i + 1) for i in range(k - 1)) if p.structure.op == "SEQ" else ())
-    gaps = [_not_gap(p, g, after, before, gap_conjuncts[g.alias], alias_pos) for g, after, before in shape.gaps]
-    gaps += _strategy_gaps(p, strategy, elements, positive_conjuncts, alias_pos)
+    gaps = [_not_gap(p, g, after, before, gap_conjuncts[g.alias], alias_pos, code)
+            for g, after, before in shape.gaps]
+    gaps += _strategy_gaps(p, strategy, elements, positive_conjuncts, alias_pos, code)
     # aggregate slots first (every expression rewritten), then the functions of (events, slots)
     slots = _AggregateSlots(gaps)
     if p.emit is None:
@@ -302,10 +350,10 @@ def compile_pattern(p: ast.Pattern, time_unit: str = "s") -> CompiledPattern:
             if g.origin == "kleene":
                 slots.slot(g.alias, "events", None, g.alias)
     cond = _and_all([slots.rewrite(c) for c in agg_conjuncts]) if agg_conjuncts else None
-    emit = _compile_emit(p, aliases, alias_pos, slots)
+    emit = _compile_emit(p, aliases, alias_pos, slots, code)
     agg_condition, agg_text = None, ""
     if cond is not None:
-        agg_condition = compile_condition(cond, _match_access(alias_pos), _match_params(k, slots),
+        agg_condition = code.condition(cond, _match_access(alias_pos), _match_params(k, slots),
                                           f"{p.name}: condition on aggregates")
         agg_text = " AND ".join(_text(c) for c in agg_conjuncts)
     for gi, g in enumerate(gaps):
@@ -447,7 +495,8 @@ def _and_all(exprs: Sequence[ast.Expr]) -> ast.Expr:
 
 
 def _gap_parts(
-    gap_alias: str, conjuncts: Sequence[ast.Expr], alias_pos: dict[str, int], partition_by: Sequence[str]
+    gap_alias: str, conjuncts: Sequence[ast.Expr], alias_pos: dict[str, int], partition_by: Sequence[str],
+    code: _Code,
 ) -> dict[str, Any]:
     """Split a gap element's conjuncts: over the gap alias only (its filter), plain
     equalities with a positive alias (the index key, with PARTITION BY), the rest (residual)."""
@@ -470,7 +519,7 @@ def _gap_parts(
             residual.append(c)
     out: dict[str, Any] = {"key_attrs": tuple(key_attrs), "key_sources": tuple(key_sources)}
     if own:
-        out["filter"] = compile_condition(_and_all(own), _event_access, ["e"])
+        out["filter"] = code.condition(_and_all(own), _event_access, ["e"])
         out["filter_text"] = " AND ".join(_text(e) for e in own)
     if residual:
         params = ["g"] + [f"e{i}" for i in range(len(alias_pos))]
@@ -479,14 +528,14 @@ def _gap_parts(
             v = "g" if attr.alias == gap_alias else f"e{alias_pos[attr.alias]}"
             return f"{v}.ts" if attr.name == TIME_ATTR else f"{v}.fields.get({attr.name!r})"
 
-        out["residual"] = compile_condition(_and_all(residual), access, params)
+        out["residual"] = code.condition(_and_all(residual), access, params)
         out["residual_text"] = " AND ".join(_text(e) for e in residual)
     return out
 
 
-def _not_gap(p: ast.Pattern, el: ast.Element, after, before, conjuncts, alias_pos) -> Gap:
+def _not_gap(p: ast.Pattern, el: ast.Element, after, before, conjuncts, alias_pos, code: _Code) -> Gap:
     """``NOT Type x`` (docs/language.md section 7, NOT elements) or ``Type{n,m} x`` (Repetition) between its positive neighbours."""
-    parts = _gap_parts(el.alias, conjuncts, alias_pos, p.partition_by)
+    parts = _gap_parts(el.alias, conjuncts, alias_pos, p.partition_by, code)
     if el.kind == "kleene":
         from cep.lang.printer import format_quantifier
 
@@ -497,7 +546,7 @@ def _not_gap(p: ast.Pattern, el: ast.Element, after, before, conjuncts, alias_po
 
 
 def _strategy_gaps(p: ast.Pattern, strategy: str, elements: Sequence[ast.Element],
-                   conjuncts: Sequence[ast.Expr], alias_pos: dict[str, int]) -> list[Gap]:
+                   conjuncts: Sequence[ast.Expr], alias_pos: dict[str, int], code: _Code) -> list[Gap]:
     """The implicit NOTs of a strategy (docs/language.md section 7, Strategies), one per positive element after the first.
 
     skip_till_next_match: no event that could have played x_i (its type, PARTITION BY,
@@ -511,7 +560,7 @@ def _strategy_gaps(p: ast.Pattern, strategy: str, elements: Sequence[ast.Element
             allowed = {e.alias for e in elements[: i + 1]}
             mine = [c for c in conjuncts
                     if el.alias in {r.alias for r in attr_refs(c)} and {r.alias for r in attr_refs(c)} <= allowed]
-            parts = _gap_parts(el.alias, mine, alias_pos, p.partition_by)
+            parts = _gap_parts(el.alias, mine, alias_pos, p.partition_by, code)
             if "residual_text" in parts:
                 parts["residual_text"] += f" (with {el.alias} := the candidate)"
             gaps.append(Gap(el.alias, (el.type,), "next_match", (i - 1,), (i,),
@@ -533,7 +582,7 @@ def _event_access(attr: ast.Attr) -> str:
 
 
 def _compile_emit(p: ast.Pattern, aliases: Sequence[str], alias_pos: dict[str, int],
-                  slots: _AggregateSlots) -> list[EmitSpec] | None:
+                  slots: _AggregateSlots, code: _Code) -> list[EmitSpec] | None:
     """EMIT items as functions of the match's positive events and aggregate slots; a bare
     aggregate item (``count(f)``, ``first(f.ts)``) is its slot, output as computed."""
     if p.emit is None:
@@ -551,7 +600,7 @@ def _compile_emit(p: ast.Pattern, aliases: Sequence[str], alias_pos: dict[str, i
         if isinstance(item.expr, ast.Call):
             specs.append(EmitSpec(item.name or item.text, None, None, item.text, slot=int(e.name)))  # type: ignore[union-attr]
             continue
-        fn = compile_expr(e, access, params, f"{p.name}: emit {item.name or item.text}")
+        fn = code.value(e, access, params, f"{p.name}: emit {item.name or item.text}")
         bare = None
         if isinstance(item.expr, ast.Attr) and item.expr.name != TIME_ATTR:
             bare = (alias_pos[item.expr.alias], item.expr.name)

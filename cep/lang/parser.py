@@ -33,14 +33,16 @@ import os
 import re
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
-from lark import Lark, Token, Tree
+from lark import Lark
 from lark.exceptions import UnexpectedCharacters, UnexpectedInput, UnexpectedToken
 
 from cep.errors import Diagnostic, NotSupportedYet, PatternError
 from cep.lang import ast
 from cep.lang.checker import STRATEGIES, Issue, check_pattern
 from cep.lang.grammar_cache import lark_cache
+from cep.lang.lalr import Rejected, TableParser, walk_tree
 from cep.lang.suggest import hint
 from cep.units import DURATION_UNITS, UNIT_HELP, canonical_unit
 
@@ -143,16 +145,14 @@ def _unescape(token: str) -> str:
     )
 
 
-def _tok_loc(t: Token) -> ast.Loc:
-    return ast.Loc(t.line or 1, t.column or 1, t.end_line or 0, t.end_column or 0)
+def _tok_loc(t: tuple) -> ast.Loc:
+    """A token entry's location (``cep.lang.lalr``)."""
+    return ast.Loc(t[2], t[3], t[4], t[5])
 
 
-def _node_loc(t: Tree) -> ast.Loc:
-    m = t.meta
-    try:
-        return ast.Loc(m.line, m.column, m.end_line, m.end_column)
-    except AttributeError:  # a rule without tokens (none in this grammar)
-        return ast.NOLOC
+def _loc(sp: tuple) -> ast.Loc:
+    """A node's location from its span ``(line, col, end_line, end_col, ...)``."""
+    return ast.Loc(sp[0], sp[1], sp[2], sp[3])
 
 
 # --------------------------------------------------------------- syntax errors
@@ -230,7 +230,7 @@ def _syntax_issue(e: UnexpectedInput, text: str) -> Issue:
             msg += hint(str(tok), keywords, cutoff=0.7)
         elif tok.type in _NAME_LIKE_KEYWORDS and "NAME" in expected and "NUMBER" not in expected:
             msg += " (a keyword cannot be used as a name)"
-        return Issue(_tok_loc(tok), msg)
+        return Issue(ast.Loc(tok.line or 1, tok.column or 1, tok.end_line or 0, tok.end_column or 0), msg)
     if isinstance(e, UnexpectedCharacters):
         ch = text[e.pos_in_stream] if 0 <= e.pos_in_stream < len(text) else ""
         loc = ast.Loc(e.line or 1, e.column or 1)
@@ -251,60 +251,41 @@ _COMPOPS = {"==": "=", "<>": "!=", "=": "=", "!=": "!=", "<": "<", "<=": "<=", "
 
 
 class _Builder:
-    """Lark tree -> AST, bottom-up with an explicit stack (no recursion)."""
+    """The actions that turn each rule's children into AST values (``cep.lang.lalr`` calls them).
+
+    ``kids`` are the rule's children as Lark's tree would hold them, each an
+    entry ``(kind, value, line, col, end_line, end_col, start_pos, end_pos,
+    depth)`` (a token's value is its text); ``sp`` is the node's own span
+    ``(line, col, end_line, end_col, start_pos, end_pos)``.
+    """
+
+    max_depth = MAX_DEPTH
 
     def __init__(self, text: str, filename: str) -> None:
         self.text = text
         self.file = filename
         self.issues: list[Issue] = []
         self.name_locs: dict[int, ast.Loc] = {}
-        self.too_deep = False
 
     def error(self, loc: ast.Loc, msg: str) -> None:
         self.issues.append(Issue(loc, msg))
 
-    def build(self, root: Tree):
-        done: dict[int, tuple[object, int]] = {}  # id(tree) -> (value, depth)
-        methods: dict[str, object] = {}
-        stack: list[Tree] = [root]
-        while stack:
-            node = stack[-1]
-            subtrees = [c for c in node.children if type(c) is Tree and id(c) not in done]
-            if subtrees:
-                stack.extend(subtrees)
-                continue
-            stack.pop()
-            kids = []
-            d = 0
-            for c in node.children:
-                if type(c) is Tree:
-                    value, cd = done.pop(id(c))
-                    kids.append(value)
-                    if cd > d:
-                        d = cd
-                else:
-                    kids.append(c)
-            if d >= MAX_DEPTH and not self.too_deep:
-                self.too_deep = True
-                self.error(_node_loc(node), f"nested too deeply (more than {MAX_DEPTH} levels)")
-            fn = methods.get(node.data)
-            if fn is None:
-                fn = methods[node.data] = getattr(self, "b_" + node.data)
-            done[id(node)] = (fn(node, kids), d + 1)  # type: ignore[operator]
-        return done[id(root)][0]
+    def too_deep(self, sp: tuple) -> None:
+        self.error(_loc(sp), f"nested too deeply (more than {MAX_DEPTH} levels)")
 
     # --------------------------------------------------------------- patterns
-    def b_start(self, node: Tree, kids: list) -> list[ast.Pattern]:
-        return kids
+    def b_start(self, kids: list, sp: tuple) -> list[ast.Pattern]:
+        return [k[1] for k in kids]
 
-    def b_expr_only(self, node: Tree, kids: list) -> ast.Expr:
-        return kids[0]
+    def b_expr_only(self, kids: list, sp: tuple) -> ast.Expr:
+        return kids[0][1]
 
-    def b_pattern(self, node: Tree, kids: list) -> ast.Pattern:
+    def b_pattern(self, kids: list, sp: tuple) -> ast.Pattern:
         _kw, name, structure, *clauses = kids
         got: dict[str, object] = {}
         first: dict[str, ast.Loc] = {}
-        for kind, kw, value in clauses:
+        for clause in clauses:
+            kind, kw, value = clause[1]
             loc = _tok_loc(kw)
             if kind in first:
                 f = first[kind]
@@ -317,14 +298,14 @@ class _Builder:
             got[kind] = value
         partition = got.get("partition", ((), ()))
         p = ast.Pattern(
-            name=str(name),
-            structure=structure,
+            name=name[1],
+            structure=structure[1],
             where=got.get("where"),  # type: ignore[arg-type]
             partition_by=partition[0],  # type: ignore[index]
             within=got.get("within"),  # type: ignore[arg-type]
             emit=got.get("emit"),  # type: ignore[arg-type]
             using=got.get("using"),  # type: ignore[arg-type]
-            loc=_node_loc(node),
+            loc=_loc(sp),
             file=self.file,
             partition_locs=partition[1],  # type: ignore[index]
             using_loc=first.get("using", ast.NOLOC),
@@ -332,57 +313,57 @@ class _Builder:
         self.name_locs[id(p)] = _tok_loc(name)
         return p
 
-    def b_structure(self, node: Tree, kids: list) -> ast.Structure:
+    def b_structure(self, kids: list, sp: tuple) -> ast.Structure:
         op, *elements = kids
-        return ast.Structure(str(op).upper(), tuple(elements), _node_loc(node))
+        return ast.Structure(op[1].upper(), tuple(e[1] for e in elements), _loc(sp))
 
-    def _element(self, node: Tree, type_: Token, alias: Token, kind: str) -> ast.Element:
-        return ast.Element(str(type_), str(alias), kind, None, _node_loc(node), _tok_loc(alias))
+    def _element(self, sp: tuple, type_: tuple, alias: tuple, kind: str) -> ast.Element:
+        return ast.Element(type_[1], alias[1], kind, None, _loc(sp), _tok_loc(alias))
 
-    def b_el_event(self, node: Tree, kids: list) -> ast.Element:
-        return self._element(node, kids[0], kids[1], "event")
+    def b_el_event(self, kids: list, sp: tuple) -> ast.Element:
+        return self._element(sp, kids[0], kids[1], "event")
 
-    def b_el_not(self, node: Tree, kids: list) -> ast.Element:
-        return self._element(node, kids[1], kids[2], "not")
+    def b_el_not(self, kids: list, sp: tuple) -> ast.Element:
+        return self._element(sp, kids[1], kids[2], "not")
 
-    def b_el_kleene(self, node: Tree, kids: list) -> ast.Element:
-        return self._element(node, kids[0], kids[2], "kleene")
+    def b_el_kleene(self, kids: list, sp: tuple) -> ast.Element:
+        return self._element(sp, kids[0], kids[2], "kleene")
 
-    def _quantified(self, node: Tree, kids: list, lo: Token, hi: Token | None, bounded: bool) -> ast.Element:
-        el = self._element(node, kids[0], kids[-1], "kleene")
+    def _quantified(self, kids: list, sp: tuple, lo: tuple, hi: tuple | None, bounded: bool) -> ast.Element:
+        alias = kids[-1]
         low = self.number(lo)
         high = (self.number(hi) if hi is not None else low) if bounded else None
-        return ast.Element(el.type, el.alias, "kleene", None, el.loc, el.alias_loc, low, high)
+        return ast.Element(kids[0][1], alias[1], "kleene", None, _loc(sp), _tok_loc(alias), low, high)
 
-    def b_el_exactly(self, node: Tree, kids: list) -> ast.Element:
-        return self._quantified(node, kids, kids[1], None, True)
+    def b_el_exactly(self, kids: list, sp: tuple) -> ast.Element:
+        return self._quantified(kids, sp, kids[1], None, True)
 
-    def b_el_at_least(self, node: Tree, kids: list) -> ast.Element:
-        return self._quantified(node, kids, kids[1], None, False)
+    def b_el_at_least(self, kids: list, sp: tuple) -> ast.Element:
+        return self._quantified(kids, sp, kids[1], None, False)
 
-    def b_el_between(self, node: Tree, kids: list) -> ast.Element:
-        return self._quantified(node, kids, kids[1], kids[2], True)
+    def b_el_between(self, kids: list, sp: tuple) -> ast.Element:
+        return self._quantified(kids, sp, kids[1], kids[2], True)
 
-    def b_el_nested(self, node: Tree, kids: list) -> ast.Element:
-        s = kids[0]
+    def b_el_nested(self, kids: list, sp: tuple) -> ast.Element:
+        s = kids[0][1]
         return ast.Element("", "", "nested", s, s.loc, ast.NOLOC)
 
     # ---------------------------------------------------------------- clauses
-    def b_where_clause(self, node: Tree, kids: list):
-        return ("where", kids[0], kids[1])
+    def b_where_clause(self, kids: list, sp: tuple):
+        return ("where", kids[0], kids[1][1])
 
-    def b_partition_clause(self, node: Tree, kids: list):
+    def b_partition_clause(self, kids: list, sp: tuple):
         names = kids[2:]
-        return ("partition", kids[0], (tuple(str(n) for n in names), tuple(_tok_loc(n) for n in names)))
+        return ("partition", kids[0], (tuple(n[1] for n in names), tuple(_tok_loc(n) for n in names)))
 
-    def b_within_clause(self, node: Tree, kids: list):
-        return ("within", kids[0], kids[1])
+    def b_within_clause(self, kids: list, sp: tuple):
+        return ("within", kids[0], kids[1][1])
 
-    def b_emit_clause(self, node: Tree, kids: list):
-        return ("emit", kids[0], tuple(kids[1:]))
+    def b_emit_clause(self, kids: list, sp: tuple):
+        return ("emit", kids[0], tuple(k[1] for k in kids[1:]))
 
-    def b_using_clause(self, node: Tree, kids: list):
-        name = str(kids[1])
+    def b_using_clause(self, kids: list, sp: tuple):
+        name = kids[1][1]
         if name.lower() not in STRATEGIES:
             self.error(
                 _tok_loc(kids[1]),
@@ -390,39 +371,36 @@ class _Builder:
             )
         return ("using", kids[0], name.lower())
 
-    def b_duration(self, node: Tree, kids: list) -> ast.Duration:
-        negative = kids[0].type == "MINUS"
+    def b_duration(self, kids: list, sp: tuple) -> ast.Duration:
+        negative = kids[0][0] == "MINUS"
         toks = kids[1:] if negative else kids
         value = self.number(toks[0])
         if negative:
             value = -value
         unit = None
         if len(toks) > 1:
-            u = str(toks[1])
+            u = toks[1][1]
             unit = canonical_unit(u)
             if unit is None:
                 self.error(
                     _tok_loc(toks[1]),
                     f"unknown duration unit '{u}'{hint(u, DURATION_UNITS)}; use {UNIT_HELP}",
                 )
-        return ast.Duration(value, unit, _node_loc(node))
+        return ast.Duration(value, unit, _loc(sp))
 
-    def b_item_expr(self, node: Tree, kids: list) -> ast.EmitItem:
-        src = node.children[0]
-        m = src.meta if isinstance(src, Tree) else None
-        text = item_text(self.text[m.start_pos : m.end_pos]) if m is not None else str(src)
-        name = None
-        if len(kids) == 3:
-            name = str(kids[2])
-        return ast.EmitItem(kids[0], name, text, None, _node_loc(node))
+    def b_item_expr(self, kids: list, sp: tuple) -> ast.EmitItem:
+        src = kids[0]
+        text = item_text(self.text[src[6] : src[7]])
+        name = kids[2][1] if len(kids) == 3 else None
+        return ast.EmitItem(src[1], name, text, None, _loc(sp))
 
-    def b_item_star(self, node: Tree, kids: list) -> ast.EmitItem:
-        alias = str(kids[0])
-        return ast.EmitItem(None, None, f"{alias}.*", alias, _node_loc(node))
+    def b_item_star(self, kids: list, sp: tuple) -> ast.EmitItem:
+        alias = kids[0][1]
+        return ast.EmitItem(None, None, f"{alias}.*", alias, _loc(sp))
 
     # ------------------------------------------------------------ expressions
-    def number(self, tok: Token) -> int | float:
-        s = str(tok)
+    def number(self, tok: tuple) -> int | float:
+        s = tok[1]
         try:
             v: int | float = int(s) if s.isdigit() else float(s)
         except ValueError:
@@ -432,63 +410,62 @@ class _Builder:
             return 0
         return v
 
-    def b_number(self, node: Tree, kids: list) -> ast.Literal:
-        return ast.Literal(self.number(kids[0]), _node_loc(node))
+    def b_number(self, kids: list, sp: tuple) -> ast.Literal:
+        return ast.Literal(self.number(kids[0]), _loc(sp))
 
-    def b_string(self, node: Tree, kids: list) -> ast.Literal:
-        return ast.Literal(_unescape(str(kids[0])), _node_loc(node))
+    def b_string(self, kids: list, sp: tuple) -> ast.Literal:
+        return ast.Literal(_unescape(kids[0][1]), _loc(sp))
 
-    def b_true(self, node: Tree, kids: list) -> ast.Literal:
-        return ast.Literal(True, _node_loc(node))
+    def b_true(self, kids: list, sp: tuple) -> ast.Literal:
+        return ast.Literal(True, _loc(sp))
 
-    def b_false(self, node: Tree, kids: list) -> ast.Literal:
-        return ast.Literal(False, _node_loc(node))
+    def b_false(self, kids: list, sp: tuple) -> ast.Literal:
+        return ast.Literal(False, _loc(sp))
 
-    def b_null(self, node: Tree, kids: list) -> ast.Literal:
-        return ast.Literal(None, _node_loc(node))
+    def b_null(self, kids: list, sp: tuple) -> ast.Literal:
+        return ast.Literal(None, _loc(sp))
 
-    def b_attr(self, node: Tree, kids: list) -> ast.Attr:
-        return ast.Attr(str(kids[0]), str(kids[1]), _node_loc(node))
+    def b_attr(self, kids: list, sp: tuple) -> ast.Attr:
+        return ast.Attr(kids[0][1], kids[1][1], _loc(sp))
 
-    def b_attr_name(self, node: Tree, kids: list) -> Token:
-        return kids[0]
+    def b_attr_name(self, kids: list, sp: tuple) -> str:
+        return kids[0][1]
 
-    def b_bare(self, node: Tree, kids: list) -> ast.Attr:
-        return ast.Attr(str(kids[0]), "", _node_loc(node))
+    def b_bare(self, kids: list, sp: tuple) -> ast.Attr:
+        return ast.Attr(kids[0][1], "", _loc(sp))
 
-    def b_call(self, node: Tree, kids: list) -> ast.Call:
-        return ast.Call(str(kids[0]).lower(), tuple(kids[1:]), _node_loc(node))
+    def b_call(self, kids: list, sp: tuple) -> ast.Call:
+        return ast.Call(kids[0][1].lower(), tuple(k[1] for k in kids[1:]), _loc(sp))
 
-    def b_paren(self, node: Tree, kids: list) -> ast.Expr:
-        return kids[0]
+    def b_paren(self, kids: list, sp: tuple) -> ast.Expr:
+        return kids[0][1]
 
-    def b_neg(self, node: Tree, kids: list) -> ast.Expr:
-        operand = kids[1]
-        child = node.children[1]
-        if isinstance(child, Tree) and child.data == "number" and isinstance(operand, ast.Literal):
-            return ast.Literal(-operand.value, _node_loc(node))  # type: ignore[operator]
-        return ast.Neg(operand, _node_loc(node))
+    def b_neg(self, kids: list, sp: tuple) -> ast.Expr:
+        kind, operand = kids[1][0], kids[1][1]
+        if kind == "number" and isinstance(operand, ast.Literal):
+            return ast.Literal(-operand.value, _loc(sp))  # type: ignore[operator]
+        return ast.Neg(operand, _loc(sp))
 
-    def b_arith(self, node: Tree, kids: list) -> ast.Arith:
-        return ast.Arith(str(kids[1]), kids[0], kids[2], _node_loc(node))
+    def b_arith(self, kids: list, sp: tuple) -> ast.Arith:
+        return ast.Arith(kids[1][1], kids[0][1], kids[2][1], _loc(sp))
 
-    def b_compare(self, node: Tree, kids: list) -> ast.Compare:
-        return ast.Compare(_COMPOPS[str(kids[1])], kids[0], kids[2], _node_loc(node))
+    def b_compare(self, kids: list, sp: tuple) -> ast.Compare:
+        return ast.Compare(_COMPOPS[kids[1][1]], kids[0][1], kids[2][1], _loc(sp))
 
-    def b_in_list(self, node: Tree, kids: list) -> ast.InList:
-        return ast.InList(kids[0], tuple(kids[2:]), False, _node_loc(node))
+    def b_in_list(self, kids: list, sp: tuple) -> ast.InList:
+        return ast.InList(kids[0][1], tuple(k[1] for k in kids[2:]), False, _loc(sp))
 
-    def b_not_in_list(self, node: Tree, kids: list) -> ast.InList:
-        return ast.InList(kids[0], tuple(kids[3:]), True, _node_loc(node))
+    def b_not_in_list(self, kids: list, sp: tuple) -> ast.InList:
+        return ast.InList(kids[0][1], tuple(k[1] for k in kids[3:]), True, _loc(sp))
 
-    def b_not_(self, node: Tree, kids: list) -> ast.Not:
-        return ast.Not(kids[1], _node_loc(node))
+    def b_not_(self, kids: list, sp: tuple) -> ast.Not:
+        return ast.Not(kids[1][1], _loc(sp))
 
-    def b_and_(self, node: Tree, kids: list) -> ast.And:
-        return ast.And(kids[0], kids[2], _node_loc(node))
+    def b_and_(self, kids: list, sp: tuple) -> ast.And:
+        return ast.And(kids[0][1], kids[2][1], _loc(sp))
 
-    def b_or_(self, node: Tree, kids: list) -> ast.Or:
-        return ast.Or(kids[0], kids[2], _node_loc(node))
+    def b_or_(self, kids: list, sp: tuple) -> ast.Or:
+        return ast.Or(kids[0][1], kids[2][1], _loc(sp))
 
 
 # ------------------------------------------------------------------ the driver
@@ -500,14 +477,39 @@ def _padded(text: str, start: int) -> str:
     return "\n" * text.count("\n", 0, start) + " " * (start - line0) + text[start:]
 
 
-def _parse_patterns(text: str, filename: str) -> tuple[list[ast.Pattern], list[Issue], dict[int, ast.Loc]]:
-    parser = _lark()
+_TABLES: TableParser | None = None
+
+
+def _tables() -> TableParser:
+    global _TABLES
+    if _TABLES is None:
+        _TABLES = TableParser(_lark())
+    return _TABLES
+
+
+def _parse(text: str, start: str, filename: str) -> tuple[Any, _Builder]:
+    """``(value, builder)`` of ``text`` from rule ``start``; raises Lark's ``UnexpectedInput``.
+
+    The table loop (``cep.lang.lalr``) parses; a text it rejects is parsed by
+    Lark itself, which raises the located error (or, should the two ever
+    disagree, builds the tree the same actions then walk).
+    """
+    b = _Builder(text, filename)
     try:
-        tree = parser.parse(text, start="start")
+        return _tables().parse(text, start, b), b
+    except Rejected:
+        pass
+    tree = _lark().parse(text, start=start)
+    b = _Builder(text, filename)
+    return walk_tree(tree, b), b
+
+
+def _parse_patterns(text: str, filename: str) -> tuple[list[ast.Pattern], list[Issue], dict[int, ast.Loc]]:
+    try:
+        patterns, b = _parse(text, "start", filename)
     except UnexpectedInput as first_error:
         return _recover(text, filename, first_error)
-    b = _Builder(text, filename)
-    return b.build(tree), b.issues, b.name_locs
+    return patterns, b.issues, b.name_locs
 
 
 MAX_SYNTAX_ERRORS_PER_PATTERN = 5
@@ -561,12 +563,12 @@ def _recover(text: str, filename: str, first_error: UnexpectedInput):
     name_locs: dict[int, ast.Loc] = {}
     syntax_errors = 0
     for s, e in pieces:
-        tree = None
+        b = None
         piece = _padded(text[:e], s)
         follow_on = -1  # a clause keyword that stood where an error was: maybe no clause at all
         for _attempt in range(MAX_SYNTAX_ERRORS_PER_PATTERN):
             try:
-                tree = _lark().parse(piece, start="start")
+                found, b = _parse(piece, "start", filename)
                 break
             except UnexpectedInput as err:
                 clause = _failing_clause(piece, err)
@@ -577,10 +579,9 @@ def _recover(text: str, filename: str, first_error: UnexpectedInput):
                     break
                 start, end, follow_on = clause
                 piece = _blank(piece, start, end)
-        if tree is None:
+        if b is None:
             continue
-        b = _Builder(piece, filename)
-        patterns.extend(b.build(tree))
+        patterns.extend(found)
         issues.extend(b.issues)
         name_locs.update(b.name_locs)
     if syntax_errors == 0:  # splitting hid the error: report the whole-text one
@@ -668,12 +669,10 @@ def parse_file(path: str | os.PathLike, *, allow_phase2: bool = False) -> list[a
 def parse_expr(text: str) -> ast.Expr:
     """Parse one expression (no semantic checks); syntax errors are a ``PatternError``."""
     try:
-        tree = _lark().parse(text, start="expr_only")
-    except UnexpectedInput as e:
-        i = _syntax_issue(e, text)
+        e, b = _parse(text, "expr_only", "<expr>")
+    except UnexpectedInput as err:
+        i = _syntax_issue(err, text)
         raise PatternError([Diagnostic("<expr>", i.loc, i.message)]) from None
-    b = _Builder(text, "<expr>")
-    e = b.build(tree)
     if b.issues:
         raise PatternError([Diagnostic("<expr>", i.loc, i.message) for i in b.issues])
     return e
