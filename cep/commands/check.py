@@ -83,9 +83,9 @@ def _with_source_line(d: Diagnostic, text: str) -> Diagnostic:
 def _collector_paused() -> Iterator[None]:
     """Pause the cyclic garbage collector while ``cep check`` parses (the command owns its process).
 
-    Parsing a large file keeps a large Lark tree alive, and each full
-    collection walks it: without the pause ``cep check`` on 1,000 patterns
-    took 1.38x as long (``python -m bench.check_gc_pause``,
+    Checking a large file keeps every pattern's syntax tree and query alive,
+    and each full collection walks them: without the pause ``cep check`` on
+    1,000 patterns took 1.38x as long (``python -m bench.check_gc_pause``,
     bench/results/gc_pause.md).  The parser itself leaves the collector
     alone: it also runs inside Spark workers and other programs.
     """

@@ -6,10 +6,12 @@ either a list of checked ``ast.Pattern`` or a ``PatternError`` carrying every
 problem of the file as located ``Diagnostic`` values, never a Lark exception
 or a traceback.
 
-Pipeline: Lark LALR (grammar in ``grammar/pattern.lark``, basic lexer so a
-keyword is always a keyword, positions propagated) -> an iterative tree-to-AST builder (normalizes ``==``
-to ``=``, ``<>`` to ``!=``, keyword case, duration units, folds ``-NUMBER``
-into a negative literal) -> ``cep.lang.checker`` semantic checks.
+Pipeline: Lark's LALR tables for ``grammar/pattern.lark`` (basic lexer, so a
+keyword is always a keyword), run by ``cep.lang.lalr`` with the AST actions
+of ``_Builder`` applied at each reduction (no parse tree: normalizes ``==`` to
+``=``, ``<>`` to ``!=``, keyword case, duration units, folds ``-NUMBER`` into a
+negative literal) -> ``cep.lang.checker`` semantic checks.  A text the table
+loop rejects is parsed by Lark itself, whose exception locates the syntax error.
 
 Error recovery: when the whole text does not parse, it is split before every
 ``PATTERN`` keyword (outside strings and comments) and each piece is parsed on
