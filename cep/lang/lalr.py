@@ -212,12 +212,15 @@ class TableParser:
                     kids = []
                     for j, spliced in rule.include:
                         if spliced:
-                            kids += raw[j][1]
+                            if kids:
+                                kids += raw[j][1]
+                            else:  # (a left-recursive list grows in place: linear, not quadratic)
+                                kids = raw[j][1]
                         else:
                             kids.append(raw[j])
                 first, last = raw[0], raw[-1]
                 depth = 0
-                for k in kids:
+                for k in raw:  # (a spliced list carries the depth of its items)
                     if k[8] > depth:
                         depth = k[8]
                 if rule.splice:
