@@ -10,6 +10,7 @@ least one; ``sl`` -> ``s1``), or difflib finds it similar (``cnt`` ->
 from __future__ import annotations
 
 import difflib
+import functools
 from collections.abc import Iterable
 
 
@@ -30,11 +31,17 @@ def edit_distance(a: str, b: str) -> int:
 
 def nearest(word: str, candidates: Iterable[str], cutoff: float = 0.6) -> str | None:
     """The candidate closest to ``word`` (case-insensitive), or None if none is close."""
+    return _nearest(word, tuple(dict.fromkeys(candidates)), cutoff)
+
+
+@functools.lru_cache(maxsize=1024)
+def _nearest(word: str, candidates: tuple[str, ...], cutoff: float) -> str | None:
+    # (cached: a hostile file repeats one misspelling 50,000 times, issue 12)
     low = word.lower()
     limit = 0 if len(low) < 2 else max(1, len(low) // 3)
     best: tuple[int, float, int] | None = None
     best_c: str | None = None
-    for order, c in enumerate(dict.fromkeys(candidates)):
+    for order, c in enumerate(candidates):
         cl = c.lower()
         if c == word:
             continue
