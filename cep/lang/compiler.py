@@ -14,7 +14,9 @@ What goes where (thesis section 4.1, issue 2):
   (SEQ), or ``|x.ts - y.ts| <= w`` for every pair (AND);
 * EMIT items compiled once to functions of the match's events.
 
-Expressions are compiled to Python functions once, here (``cep.lang.expr``).
+Expressions are compiled to Python functions once, here (``cep.lang.expr``),
+except inside ``without_code()`` (``cep check``), where the same query is built
+without them.
 """
 
 from __future__ import annotations
