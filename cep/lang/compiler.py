@@ -11,7 +11,9 @@ What goes where (thesis section 4.1, issue 2):
   conjuncts over three or more aliases are predicates the planner keeps residual;
 * SEQ order: ``x.ts < y.ts`` for consecutive elements; WITHIN ``w``: the band
   ``y.ts - x.ts <= w`` on consecutive elements plus the span ``last - first <= w``
-  (SEQ), or ``|x.ts - y.ts| <= w`` for every pair (AND);
+  (SEQ), or ``|x.ts - y.ts| <= w`` on consecutive elements plus one span predicate
+  ``max - min of (all times) <= w`` (AND of three or more; the pairwise bands it
+  stands for would be k(k-1) predicates);
 * EMIT items compiled once to functions of the match's events.
 
 Expressions are compiled to Python functions once, here (``cep.lang.expr``),
@@ -25,6 +27,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import replace
+from itertools import pairwise
 from typing import Any
 
 from cep import codegen
@@ -232,8 +235,9 @@ def compile_pattern(p: ast.Pattern, time_unit: str = "s") -> CompiledPattern:
         return ast.Attr(a, TIME_ATTR)
 
     k = len(aliases)
+    spans: list[tuple[list[int], list[int]]] = []  # WITHIN as one span predicate: (ends, starts)
     if shape.nested:
-        _nested_order(shape, aliases, w, cross)
+        spans = _nested_order(shape, aliases, w, cross)
     elif p.structure.op == "SEQ":
         for i in range(k - 1):
             cross.append((ast.Compare("<", ts(aliases[i]), ts(aliases[i + 1])), "seq"))
@@ -246,13 +250,12 @@ def compile_pattern(p: ast.Pattern, time_unit: str = "s") -> CompiledPattern:
                 diff = ast.Arith("-", ts(aliases[-1]), ts(aliases[0]))
                 cross.append((ast.Compare("<=", diff, wl), "span"))
     elif w is not None:
-        wl = ast.Literal(w)
-        for i in range(k):
-            for j in range(i + 1, k):
-                origin = "within" if j == i + 1 else "span"
-                for x, y in ((i, j), (j, i)):
-                    diff = ast.Arith("-", ts(aliases[x]), ts(aliases[y]))
-                    cross.append((ast.Compare("<=", diff, wl), origin))
+        # |x.ts - y.ts| <= w for every pair is max(ts) - min(ts) <= w: the bands between
+        # consecutive elements (implied by the span, indexable: the planner keeps them in the
+        # tree) plus one span predicate over all elements, not k(k-1) pairwise bands
+        _consecutive_bands(range(k), aliases, w, cross)
+        if k >= 3:
+            spans.append((list(range(k)), list(range(k))))
 
     # every reference of a cross predicate is a variable
     for c, _ in cross:
@@ -327,6 +330,14 @@ def compile_pattern(p: ast.Pattern, time_unit: str = "s") -> CompiledPattern:
                 if len(merged) == 2 and all(x != 0 for x in merged.values()):
                     lin = Linear(tuple(merged.items()), const, op)
         predicates.append(Predicate(len(predicates), tuple(pvars), _text(c), origin, fn, c, lin))
+    for ends, starts in spans:
+        predicates.append(_span_predicate(
+            len(predicates),
+            [var_of[(aliases[i], TIME_ATTR)] for i in ends],
+            [var_of[(aliases[i], TIME_ATTR)] for i in starts],
+            w,
+            p.name,
+        ))
 
     # -- partition analysis: variables every atom shares
     if atoms:
@@ -467,10 +478,16 @@ def _match_access(alias_pos: dict[str, int]) -> Callable[[ast.Attr], str]:
     return access
 
 
-def _nested_order(shape: _Shape, aliases: list[str], w, cross: list[tuple[ast.Expr, str]]) -> None:
+def _nested_order(shape: _Shape, aliases: list[str], w, cross: list[tuple[ast.Expr, str]]) -> list[tuple[list[int], list[int]]]:
     """The temporal inequalities a nested structure denotes (docs/language.md section 7, Nesting), and WITHIN:
     a band on every order edge plus ``e - s <= w`` from each possible earliest event
-    ``s`` to each possible latest ``e`` (so ``max ts - min ts <= w``)."""
+    ``s`` to each possible latest ``e`` (so ``max ts - min ts <= w``).
+
+    Returns the spans to compile as one predicate each, ``(ends, starts)``: when more than one
+    ``e - s`` pair is needed, they are the single predicate ``max(ends) - min(starts) <= w``
+    (pairwise they would be quadratic in the number of elements), and consecutive elements not
+    joined by an order edge get their (implied) band, so the planner still has a band to index
+    for every element."""
 
     def ts(i: int) -> ast.Attr:
         return ast.Attr(aliases[i], TIME_ATTR)
@@ -478,15 +495,63 @@ def _nested_order(shape: _Shape, aliases: list[str], w, cross: list[tuple[ast.Ex
     for i, j in shape.edges:
         cross.append((ast.Compare("<", ts(i), ts(j)), "seq"))
     if w is None:
-        return
+        return []
     wl = ast.Literal(w)
     edges = set(shape.edges)
     for i, j in shape.edges:
         cross.append((ast.Compare("<=", ast.Arith("-", ts(j), ts(i)), wl), "within"))
-    for s_ in shape.starts:
-        for e in shape.ends:
-            if s_ != e and (s_, e) not in edges:
-                cross.append((ast.Compare("<=", ast.Arith("-", ts(e), ts(s_)), wl), "span"))
+    pairs = [(s_, e) for s_ in shape.starts for e in shape.ends if s_ != e and (s_, e) not in edges]
+    if len(pairs) <= 1:
+        for s_, e in pairs:
+            cross.append((ast.Compare("<=", ast.Arith("-", ts(e), ts(s_)), wl), "span"))
+        return []
+    joined = edges | {(j, i) for i, j in edges}
+    for i in range(len(aliases) - 1):
+        if (i, i + 1) not in joined:
+            _consecutive_bands((i, i + 1), aliases, w, cross)
+    return [(list(shape.ends), list(shape.starts))]
+
+
+def _consecutive_bands(positions: Iterable[int], aliases: list[str], w, cross: list[tuple[ast.Expr, str]]) -> None:
+    """``|x.ts - y.ts| <= w`` (two linear predicates) for each pair of consecutive ``positions``."""
+    pos = list(positions)
+    wl = ast.Literal(w)
+    for i, j in pairwise(pos):
+        for x, y in ((i, j), (j, i)):
+            diff = ast.Arith("-", ast.Attr(aliases[x], TIME_ATTR), ast.Attr(aliases[y], TIME_ATTR))
+            cross.append((ast.Compare("<=", diff, wl), "within"))
+
+
+def _span_predicate(pid: int, ends: Sequence[str], starts: Sequence[str], w, pattern: str) -> Predicate:
+    """``max(ends) - min(starts) <= w`` over time variables, as one k-ary predicate.
+
+    Why one predicate: WITHIN over an AND of k elements is ``|x.ts - y.ts| <= w`` for every
+    pair, and k(k-1) binary predicates made planning (a greedy search for the largest acyclic
+    subset) slow and the residual check k(k-1) calls per match.  The value is the one the
+    pairwise predicates give: false when a time is not a number (or NaN), or when the
+    difference overflows, like each binary comparison (``cep.lang.expr``)."""
+    vars_ = tuple(dict.fromkeys([*starts, *ends]))
+    param = {v: f"v{i}" for i, v in enumerate(vars_)}
+    params = ", ".join(param.values())
+    hi = ", ".join(param[v] for v in ends)
+    lo = ", ".join(param[v] for v in starts)
+    src = (
+        f"def span({params}):\n"
+        f"    for v in ({params},):\n"
+        "        if (type(v) is not int and type(v) is not float) or v != v:\n"
+        "            return False\n"
+        "    try:\n"
+        f"        return max({hi}) - min({lo}) <= {w!r}\n"
+        "    except OverflowError:\n"
+        "        return False\n"
+    )
+    fn = codegen.define(f"{pattern}: predicate #{pid}", src, "span")
+    wt = _text(ast.Literal(w))
+    if list(ends) == list(starts):
+        text = f"max - min of ({', '.join(ends)}) <= {wt}"
+    else:
+        text = f"max({', '.join(ends)}) - min({', '.join(starts)}) <= {wt}"
+    return Predicate(pid, vars_, text, "span", fn)
 
 
 def _and_all(exprs: Sequence[ast.Expr]) -> ast.Expr:
