@@ -388,14 +388,14 @@ def _steps(lateness: int, types: list[str] = STREAM_TYPES) -> st.SearchStrategy:
 
 @st.composite
 def streams(draw, lateness: int, time_field: str = "ts", max_len: int = 28,
-            types: list[str] = STREAM_TYPES) -> list[dict]:
+            types: list[str] = STREAM_TYPES, min_len: int = 0) -> list[dict]:
     """Records in arrival order: inserts (some equal), retractions, disorder within the lateness.
 
     A list of random steps is interpreted against the stream so far (so hypothesis
     shrinks the list, not a chain of dependent draws).
     """
     step = _steps(lateness, types)
-    n = draw(st.sampled_from([0, 2, 5] + list(range(max_len // 2, max_len + 1))))
+    n = draw(st.sampled_from([n for n in [0, 2, 5] + list(range(max_len // 2, max_len + 1)) if n >= min_len]))
     steps = draw(st.lists(step, min_size=n, max_size=n))
     records: list[dict] = []
     present: list[dict] = []  # on-time inserted, not yet retracted (record without op)
@@ -500,4 +500,50 @@ def gap_cases(draw, max_len: int = 24) -> Case:
     text = draw(gap_patterns(name="g0"))
     if draw(st.integers(0, 3)) == 0:
         text += draw(st.sampled_from([draw(gap_patterns(name="g1")), draw(patterns(name="p1"))]))
+    return Case(text, records, lateness, "ts", time_unit)
+
+
+AND_TYPES = ["A", "B", "C", "D", "E", "F", "G", "H"]
+
+
+@st.composite
+def and_within_patterns(draw, name: str = "w") -> str:
+    """An AND of 2-8 elements with WITHIN (compiled to bands between neighbours plus one span
+    predicate ``max - min <= w``), sometimes with two neighbours nested in a SEQ or AND, a WHERE
+    conjunct, PARTITION BY and EMIT."""
+    k = draw(st.integers(2, 8))
+    types = draw(st.permutations(AND_TYPES))[:k]
+    aliases = [f"e{i}" for i in range(k)]
+    parts = [f"{t} {a}" for t, a in zip(types, aliases, strict=True)]
+    if k >= 3 and draw(st.integers(0, 2)) == 0:
+        i = draw(st.integers(0, k - 2))
+        parts[i:i + 2] = [f"{draw(st.sampled_from(['SEQ', 'AND']))}({parts[i]}, {parts[i + 1]})"]
+    lines = [f"PATTERN {name}", f"  AND({', '.join(parts)})"]
+    # windows from "equal times only" to "the whole stream", so that large ANDs match too
+    clauses = ["  WITHIN " + draw(st.sampled_from(["20", "1 min", "8", "12 s", "5", "3", "1", "3 ms", "0.004 s"]))]
+    if draw(st.integers(0, 3)) == 0:
+        clauses.append("  WHERE " + _condition(draw, aliases))
+    if draw(st.booleans()):
+        clauses.append("  PARTITION BY " + draw(st.sampled_from(["s", "x"])))
+    emit = _emit_clause(draw, aliases)
+    if emit:
+        clauses.append(emit)
+    return "\n".join(lines + list(draw(st.permutations(clauses)))) + "\n"
+
+
+@st.composite
+def and_within_cases(draw) -> Case:
+    """AND+WITHIN patterns over streams of their own types (and one other): disorder within the
+    lateness, duplicates, retractions; about three events per type, so the reference's
+    brute force over every tuple stays small for eight elements."""
+    lateness = draw(st.sampled_from([0, 0, 1, 2, 4]))
+    time_unit = draw(st.sampled_from(["s", "s", "s", "ms"]))
+    text = draw(and_within_patterns(name="w0"))
+    used = [t for t in AND_TYPES if f"{t} e" in text]
+    n = 6 + 3 * len(used)
+    records = draw(streams(lateness, "ts", n, used + ["D" if "D " not in text else "Z"], min_len=n * 2 // 3))
+    # time moves slower (a monotone map keeps the order, equal records stay equal), so
+    # that all the types often fall in one window
+    squeeze = draw(st.sampled_from([4, 2, 1]))
+    records = [{**r, "ts": r["ts"] // squeeze} for r in records]
     return Case(text, records, lateness, "ts", time_unit)

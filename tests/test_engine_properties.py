@@ -28,7 +28,7 @@ import test_reference_selfcheck
 from cephelp import PATTERNS
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from strategies import Case, cases, dense_kleene_cases, gap_cases, kleene_cases
+from strategies import Case, and_within_cases, cases, dense_kleene_cases, gap_cases, kleene_cases
 
 from cep.errors import LateEventError  # noqa: E402
 from cep.event import Event, match_id  # noqa: E402
@@ -184,6 +184,19 @@ def test_long_runs_and_every_aggregate_agree_with_reference(case: Case) -> None:
 @settings(settings.get_profile(PROFILE), max_examples=max(20, settings.get_profile(PROFILE).max_examples // 3))
 @given(kleene_cases(), st.integers(1, 26))
 def test_kleene_matches_survive_dumps_loads(case: Case, restore_at: int) -> None:
+    check_case(case, restore_at)
+
+
+@settings(settings.get_profile(PROFILE))
+@given(and_within_cases())
+def test_and_within_agrees_with_reference(case: Case) -> None:
+    """WITHIN over an AND of up to eight elements: one span predicate, checked at enumeration."""
+    check_case(case)
+
+
+@settings(settings.get_profile(PROFILE), max_examples=max(20, settings.get_profile(PROFILE).max_examples // 4))
+@given(and_within_cases(), st.integers(1, 30))
+def test_and_within_survives_dumps_loads(case: Case, restore_at: int) -> None:
     check_case(case, restore_at)
 
 
