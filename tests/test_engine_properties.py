@@ -275,6 +275,26 @@ def test_a_long_seq_uses_the_recursive_enumeration_and_agrees() -> None:
     check_case(case)
 
 
+def test_and_within_over_32_types_plans_and_agrees() -> None:
+    # the largest AND the language allows: planned from neighbour bands plus one span predicate
+    k = 32
+    elements = ", ".join(f"T{i} x{i}" for i in range(k))
+    text = f"PATTERN wide\n  AND({elements})\n  PARTITION BY g\n  WITHIN 10\n"
+    records = [{"type": f"T{i}", "ts": (i * 7) % 11, "g": 1} for i in range(k)]  # times 0..10: a match
+    records += [
+        {"type": "T3", "ts": 11, "g": 1},  # 11 - 0 > 10: no second match
+        {"type": "T7", "ts": 5, "g": 1},  # a second match
+        {"type": "T9", "ts": 2, "g": 2},  # another group
+        {"type": "T7", "ts": 5, "g": 1, "op": "-"},  # retracts the second match
+        {"type": "T0", "ts": 10, "g": 1},  # a match with the others (T11 and T22 are at 0), not with T3 at 11
+    ]
+    case = Case(text, records, lateness=20)
+    eng = Engine(compile_text(text), lateness=20)
+    outs = [o for i, r in enumerate(records, 1) for o in eng.push(to_event(r, i, "ts"))]
+    assert [o.op for o in outs] == ["+", "+", "-", "+"]
+    check_case(case)
+
+
 def test_loads_drops_events_that_left_one_patterns_window() -> None:
     # found by the long profile: an event kept for an unwindowed pattern but expired from a
     # windowed one must not come back into the windowed one when the state is reloaded

@@ -339,3 +339,50 @@ def test_cyclic_plans_run_correctly_on_the_engine():
             for cp in cps
         }
         assert got == expected
+
+
+def _and_within(k: int, nested: str = "") -> str:
+    elements = [f"T{i} x{i}" for i in range(k)]
+    if nested:
+        elements[:2] = [f"{nested}({elements[0]}, {elements[1]})"]
+    return f"PATTERN wide\n  AND({', '.join(elements)})\n  PARTITION BY g\n  WITHIN 10\n"
+
+
+@pytest.mark.parametrize("k", [3, 5, 32])
+def test_and_within_is_neighbour_bands_in_the_tree_and_one_span_residual(k):
+    (cp,) = _compile(_and_within(k))
+    bands = [p for p in cp.predicates if p.origin == "within"]
+    spans = [p for p in cp.predicates if p.origin == "span"]
+    assert len(bands) == 2 * (k - 1) and len(cp.predicates) == 2 * (k - 1) + 1  # not k(k-1)
+    (span,) = spans
+    assert set(span.vars) == {f"x{i}.ts" for i in range(k)}
+    assert span.text.startswith("max - min of (x0.ts, x1.ts")
+    plan = plan_pattern(cp)
+    assert validate_plan(plan) == []
+    assert list(plan.residual) == [span.id]
+    on_edges = {pid for n in plan.nodes for pid in n.preds}
+    assert on_edges == {p.id for p in bands}
+    for n in plan.nodes:
+        if n.preds:
+            assert enumeration_index(plan, n.id).kind == "band"
+
+
+def test_and_within_span_value_is_the_pairwise_bands():
+    # max - min <= w is |x - y| <= w for every pair, with the binary comparisons' unknowns
+    (cp,) = _compile(_and_within(3))
+    span = next(p for p in cp.predicates if p.origin == "span")
+    assert span.fn(0, 10, 5) and span.fn(10, 0, 10) and span.fn(1.5, 1.5, 11.5)
+    assert not span.fn(0, 5, 10.5) and not span.fn(11, 0, 5)
+    assert not span.fn(0, float("nan"), 5) and not span.fn(0, "5", 5) and not span.fn(0, True, 5)
+    assert not span.fn(10**400, 0.5, 10**400)  # an overflowing difference is not within
+
+
+def test_nested_and_within_is_one_span_from_starts_to_ends():
+    (cp,) = _compile(_and_within(4, nested="SEQ"))
+    (span,) = [p for p in cp.predicates if p.origin == "span"]
+    assert span.text == "max(x1.ts, x2.ts, x3.ts) - min(x0.ts, x2.ts, x3.ts) <= 10"
+    # every element keeps a band to a neighbour (the order edge, or an implied one)
+    banded = {v for p in cp.predicates if p.origin == "within" for v in p.vars}
+    assert banded == {f"x{i}.ts" for i in range(4)}
+    plan = plan_pattern(cp)
+    assert validate_plan(plan) == [] and list(plan.residual) == [span.id]
