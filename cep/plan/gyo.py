@@ -106,6 +106,7 @@ class _Forest:
         self.preds: dict[int, frozenset[str]] = {p: frozenset(vs) for p, vs in preds.items()}
         self.out = frozenset(out)
         self.keep_last = frozenset(keep_last)
+        self._fmt_cache: dict[frozenset[str], str] = {}
 
     # -- the hypergraph triplet H(F)
     def hyp(self) -> list[frozenset[str]]:
@@ -146,11 +147,22 @@ class _Forest:
             if v:
                 by_label.setdefault(v, []).append(r)
         rank = {e: max(self.rank[r] for r in rs) for e, rs in by_label.items()}
-        hyp = sorted(by_label, key=lambda e: (rank[e], _fmt(e)))
+        hyp = sorted(by_label, key=lambda e: (rank[e], self._fmt(e)))
         count: dict[str, int] = {}
+        # the hyperedges holding each variable, in hyp order: a search for an edge that covers a
+        # set of variables only looks at the edges holding one of them (steps stay O(|hyp|),
+        # not O(|hyp|^2), which matters for patterns of 32 elements)
+        holding: dict[str, list[frozenset[str]]] = {}
         for e in hyp:
             for v in e:
                 count[v] = count.get(v, 0) + 1
+                holding.setdefault(v, []).append(e)
+
+        def covering(vs: frozenset[str]) -> list[frozenset[str]]:
+            """The hyperedges that may include ``vs`` (a superset of those that do), in hyp order."""
+            if not vs:
+                return hyp
+            return min((holding.get(v, []) for v in vs), key=len)
         jv = {v for v, c in count.items() if c >= 2} | self.out
         pvars: set[str] = set()
         preds_of: dict[str, list[frozenset[str]]] = {}
@@ -163,7 +175,7 @@ class _Forest:
         # FLT: predicates covered by one hyperedge become filters on an edge
         for pid in sorted(self.preds):
             vs = self.preds[pid]
-            for e in hyp:
+            for e in covering(vs):
                 if vs <= e:
                     theta = sorted(p for p, ws in self.preds.items() if ws <= e)
                     rs = by_label[e]
@@ -185,7 +197,13 @@ class _Forest:
         best = None
         for e in hyp:
             je = e & jv
-            for f in hyp:
+            # the variables only e holds leave with it whatever f is, so f must hold the other
+            # variables of their predicates too: a necessary condition that narrows the search
+            private_ext: set[str] = set()
+            for v in e - je:
+                for vs in preds_of.get(v, ()):
+                    private_ext |= vs
+            for f in covering(je | (private_ext - e)):
                 if e == f or not je <= f:
                     continue
                 d = e - f
@@ -195,7 +213,7 @@ class _Forest:
                         ext |= vs
                 if not (ext - d) <= f:
                     continue
-                key = (rank[e], -rank[f], -len(f & e), _fmt(e), _fmt(f))
+                key = (rank[e], -rank[f], -len(f & e), self._fmt(e), self._fmt(f))
                 if best is None or key < best[0]:
                     best = (key, e, f)
         if best is not None:
@@ -228,6 +246,13 @@ class _Forest:
     def run(self) -> None:
         while self.step():
             pass
+
+    def _fmt(self, vs: frozenset[str]) -> str:
+        """``_fmt`` of a hyperedge, cached: the step ordering compares these strings every step."""
+        text = self._fmt_cache.get(vs)
+        if text is None:
+            text = self._fmt_cache[vs] = _fmt(vs)
+        return text
 
 
 def _fmt(vs: Iterable) -> str:
