@@ -276,7 +276,7 @@ def test_a_long_seq_uses_the_recursive_enumeration_and_agrees() -> None:
 
 
 def test_and_within_over_32_types_plans_and_agrees() -> None:
-    # the largest AND the language allows: planned from neighbour bands plus one span predicate
+    # the largest AND the language allows: planned from bands to the last element plus one span predicate
     k = 32
     elements = ", ".join(f"T{i} x{i}" for i in range(k))
     text = f"PATTERN wide\n  AND({elements})\n  PARTITION BY g\n  WITHIN 10\n"

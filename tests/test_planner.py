@@ -349,13 +349,14 @@ def _and_within(k: int, nested: str = "") -> str:
 
 
 @pytest.mark.parametrize("k", [3, 5, 32])
-def test_and_within_is_neighbour_bands_in_the_tree_and_one_span_residual(k):
+def test_and_within_is_bands_to_the_last_element_in_the_tree_and_one_span_residual(k):
     (cp,) = _compile(_and_within(k))
     bands = [p for p in cp.predicates if p.origin == "within"]
     spans = [p for p in cp.predicates if p.origin == "span"]
     assert len(bands) == 2 * (k - 1) and len(cp.predicates) == 2 * (k - 1) + 1  # not k(k-1)
     (span,) = spans
     assert set(span.vars) == {f"x{i}.ts" for i in range(k)}
+    assert all(f"x{k - 1}.ts" in p.vars for p in bands)  # a star around the last element
     assert span.text.startswith("max - min of (x0.ts, x1.ts")
     plan = plan_pattern(cp)
     assert validate_plan(plan) == []
@@ -381,7 +382,7 @@ def test_nested_and_within_is_one_span_from_starts_to_ends():
     (cp,) = _compile(_and_within(4, nested="SEQ"))
     (span,) = [p for p in cp.predicates if p.origin == "span"]
     assert span.text == "max(x1.ts, x2.ts, x3.ts) - min(x0.ts, x2.ts, x3.ts) <= 10"
-    # every element keeps a band to a neighbour (the order edge, or an implied one)
+    # every element keeps a band (its order edge, or an implied one to its neighbour)
     banded = {v for p in cp.predicates if p.origin == "within" for v in p.vars}
     assert banded == {f"x{i}.ts" for i in range(4)}
     plan = plan_pattern(cp)
