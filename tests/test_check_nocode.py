@@ -90,3 +90,17 @@ def test_a_pattern_compiled_without_code_refuses_to_run():
         cp.atoms[0].filter(None)  # type: ignore[misc]
     ran = compiler.compile_pattern(p)  # outside the block: code again
     assert ran.atoms[0].filter is not None and ran.atoms[0].filter is not cp.atoms[0].filter
+
+
+def test_and_within_span_predicate_is_not_generated_when_checking(tmp_path, monkeypatch):
+    # the one k-ary span predicate of an AND with WITHIN is made by the compiler itself
+    path = tmp_path / "and.pattern"
+    path.write_text("PATTERN p\n  AND(A a, B b, C c, D d)\n  WITHIN 5\n")
+    with_code = check([path], True)
+    monkeypatch.setattr(codegen, "define", lambda *a, **k: (_ for _ in ()).throw(AssertionError("generated")))
+    assert check([path], False) == with_code
+    with compiler.without_code():
+        (cp,) = compiler.compile_text(path.read_text())
+    span = next(p for p in cp.predicates if p.origin == "span")
+    with pytest.raises(RuntimeError, match="compiled for checking only"):
+        span.fn(0, 1, 2, 3)

@@ -338,6 +338,7 @@ def compile_pattern(p: ast.Pattern, time_unit: str = "s") -> CompiledPattern:
             [var_of[(aliases[i], TIME_ATTR)] for i in starts],
             w,
             p.name,
+            code.generate,
         ))
 
     # -- partition analysis: variables every atom shares
@@ -520,7 +521,8 @@ def _bands(pairs: Iterable[tuple[int, int]], aliases: list[str], w, cross: list[
             cross.append((ast.Compare("<=", diff, wl), "within"))
 
 
-def _span_predicate(pid: int, ends: Sequence[str], starts: Sequence[str], w, pattern: str) -> Predicate:
+def _span_predicate(pid: int, ends: Sequence[str], starts: Sequence[str], w, pattern: str,
+                    generate: bool) -> Predicate:
     """``max(ends) - min(starts) <= w`` over time variables, as one k-ary predicate.
 
     Why one predicate: WITHIN over an AND of k elements is ``|x.ts - y.ts| <= w`` for every
@@ -543,7 +545,7 @@ def _span_predicate(pid: int, ends: Sequence[str], starts: Sequence[str], w, pat
         "    except OverflowError:\n"
         "        return False\n"
     )
-    fn = codegen.define(f"{pattern}: predicate #{pid}", src, "span")
+    fn = codegen.define(f"{pattern}: predicate #{pid}", src, "span") if generate else _not_generated
     wt = _text(ast.Literal(w))
     if list(ends) == list(starts):
         text = f"max - min of ({', '.join(ends)}) <= {wt}"
