@@ -89,3 +89,17 @@ class LateEventError(Exception):
 
 class UnknownRetractionError(Exception):
     """A retraction that finds no equal inserted event still retained."""
+
+
+class BatchInterrupted(Exception):
+    """``Engine.push_batch`` stopped at ``events[index]``, which raised (the cause, ``__cause__``).
+
+    The events before it are applied and ``outputs`` are their composite events, in order, so the
+    caller writes them and decides what the failing event means (late, bad, Ctrl-C) as it would for
+    ``push``; the events after it are not applied.
+    """
+
+    def __init__(self, index: int, outputs: list) -> None:
+        super().__init__(f"event {index} of the batch raised")
+        self.index = index
+        self.outputs = outputs

@@ -27,12 +27,13 @@ from dataclasses import dataclass
 from typing import IO, Any
 
 from cep.commands.heap import tune_heap
-from cep.errors import LateEventError, PatternError, UnknownRetractionError
+from cep.errors import BatchInterrupted, LateEventError, PatternError, UnknownRetractionError
 from cep.exit_codes import EXIT_OK, EXIT_OTHER, EXIT_PATTERN, EXIT_RECORD, EXIT_SIMULATED_CRASH
 from cep.io import checkpoint as ckpt
 from cep.io.paths import PathClash, Role, check_checkpoint_path, check_roles
 from cep.io.protocol import Sink, Source
 from cep.io.readers import (
+    BATCH,
     BadRecord,
     BadRow,
     BadSeek,
@@ -247,7 +248,7 @@ class _Run:
         if o.fmt == "csv":
             decode = csv_decoder(decode)
         eng = self.engine
-        push = eng.push
+        push_batch = eng.push_batch
         out = self.sinks["output"]
         keyed = not isinstance(out, StreamSink)
         if not keyed:
@@ -255,12 +256,12 @@ class _Run:
         else:  # a keyed sink (Kafka): each composite event carries its partition key
             keys = {cp.name: make_key_fn(cp) for cp in self.patterns}
             write_out = out.write
-        # after each record that completed matches: a file or stdout is flushed; a sink with an
+        # after each batch that completed matches: a file or stdout is flushed; a sink with an
         # acknowledgement round trip (Kafka) says when it waits for one (``record_done``)
         flush = out.record_done
         encode = encode_output
 
-        def emit(outs: list) -> int:
+        def write(outs: list) -> int:
             if keyed:
                 for x in outs:
                     kf = keys.get(x.pattern)
@@ -268,20 +269,58 @@ class _Run:
             else:
                 for x in outs:
                     write_line(encode(x))
-            flush()
             return len(outs)
 
         skip = o.on_error == "skip"
+        late_sink = self.sinks.get("late")
+
+        def apply(evs: list, where: list) -> int | None:
+            """Push a batch of decoded events and write their composite events (no flush); an event
+            that raises is handled as ``push`` would have been.  Returns an exit status to stop with."""
+            nonlocal nout
+            start = 0
+            while start < len(evs):
+                try:
+                    nout += write(push_batch(evs[start:] if start else evs))
+                    return None
+                except BatchInterrupted as bi:
+                    nout += write(bi.outputs)
+                    i = start + bi.index
+                    start = i + 1
+                    cause = bi.__cause__
+                    pos, raw, k = where[i]
+                    if isinstance(cause, LateEventError):
+                        self.late += 1
+                        if late_sink is not None:
+                            if type(raw) is dict and evs[i].op == "-":
+                                raw[o.op_field] = "-"
+                            late_sink.write(raw_line(raw), None)
+                        continue
+                    self.records = k
+                    if isinstance(cause, UnknownRetractionError):
+                        if not self._bad(pos, raw, "retraction of an event that was never inserted "
+                                         "(or was already retracted or expired)", skip):
+                            return EXIT_RECORD
+                        continue
+                    if not isinstance(cause, Exception) or os.environ.get("CEP_DEBUG"):
+                        flush()  # Ctrl-C: what the events before it completed is written first
+                        raise cause from None
+                    line = self._line_of(pos)
+                    where_ = f"input line {line}" if line is not None else f"input record {pos}"
+                    raise RunError(f"{where_}: internal error: {type(cause).__name__}: {cause}") from None
+            return None
+
         # a partitioned source (Kafka): per-partition event time, the engine's watermark is the minimum
-        # over the active partitions minus the lateness; ticks (value None) say a partition went idle
+        # over the active partitions minus the lateness; ticks (batch None) say a partition went idle
         clock = None
+        take = src.take
         if eng.own_watermark:
-            records = src.records()
             if self.idle is not None:  # a quiet input's watermark follows the wall clock
-                records = _with_idle(records, self.idle, self._idle_advance)
-            stream = ((None, pos, raw) for pos, raw in records)
+                batches = _with_idle(take, BATCH, self.idle, self._idle_advance)
+            else:
+                batches = None
         else:
-            stream = src.partitioned_records()
+            batches = ((p, None if raw is None else [(pos, raw)]) for p, pos, raw in src.partitioned_records())
             clock = src.clock
             observe = clock.observe
             lateness = eng.lateness
@@ -305,50 +344,67 @@ class _Run:
         self.t0 = time.perf_counter()
         ended = False
         try:
-            for part, pos, raw in stream:
-                if raw is None:  # a partition went idle: the watermark may move
-                    if clock.low is not None:
-                        nout += emit(eng.advance_watermark(clock.low - lateness))
-                    continue
-                n += 1
-                try:
-                    ev = decode(pos, raw)
-                    if clock is not None and observe(part, ev.ts):
-                        nout += emit(eng.advance_watermark(clock.low - lateness))
-                    outs = push(ev)
-                except BadRecord as e:
-                    if type(raw) is bytes and not raw.strip():
-                        n -= 1  # a blank line is not a record
+            while True:
+                # what the source has ready (a batch never passes the next housekeeping point, so
+                # checkpoints and the test stop fall on the same records as one record at a time)
+                if batches is None:
+                    part = None
+                    batch = take(min(BATCH, next_tick - n))
+                    if not batch:
+                        ended = True
+                        break
+                else:
+                    got = next(batches, None)
+                    if got is None:
+                        ended = True
+                        break
+                    part, batch = got
+                    if batch is None:  # a partition went idle: the watermark may move
+                        if clock.low is not None:
+                            k = write(eng.advance_watermark(clock.low - lateness))
+                            if k:
+                                nout += k
+                                flush()
                         continue
-                    self.records = n
-                    if not self._bad(pos, raw, str(e), skip):
+                n0 = nout
+                evs: list = []
+                where: list = []
+                for pos, raw in batch:
+                    n += 1
+                    try:
+                        ev = decode(pos, raw)
+                    except BadRecord as e:
+                        if type(raw) is bytes and not raw.strip():
+                            n -= 1  # a blank line is not a record
+                            continue
+                        if evs:  # the records before it are applied (and their output written) first
+                            status = apply(evs, where)
+                            evs, where = [], []
+                            if status is not None:
+                                self.outputs = nout
+                                return status
+                        self.records = n
+                        if not self._bad(pos, raw, str(e), skip):
+                            self.outputs = nout
+                            return EXIT_RECORD
+                        continue
+                    if clock is not None and observe(part, ev.ts):
+                        if evs:
+                            status = apply(evs, where)
+                            evs, where = [], []
+                            if status is not None:
+                                self.outputs = nout
+                                return status
+                        nout += write(eng.advance_watermark(clock.low - lateness))
+                    evs.append(ev)
+                    where.append((pos, raw, n))
+                if evs:
+                    status = apply(evs, where)
+                    if status is not None:
                         self.outputs = nout
-                        return EXIT_RECORD
-                    continue
-                except LateEventError:
-                    self.late += 1
-                    late = self.sinks.get("late")
-                    if late is not None:
-                        if type(raw) is dict and ev.op == "-":
-                            raw[o.op_field] = "-"
-                        late.write(raw_line(raw), None)
-                    continue
-                except UnknownRetractionError:
-                    self.records = n
-                    if not self._bad(pos, raw, "retraction of an event that was never inserted "
-                                     "(or was already retracted or expired)", skip):
-                        self.outputs = nout
-                        return EXIT_RECORD
-                    continue
-                except Exception as e:  # an engine failure: say which record, keep the output
-                    if os.environ.get("CEP_DEBUG"):
-                        raise
-                    self.records = n
-                    line = self._line_of(pos)
-                    where = f"input line {line}" if line is not None else f"input record {pos}"
-                    raise RunError(f"{where}: internal error: {type(e).__name__}: {e}") from None
-                if outs:
-                    nout += emit(outs)
+                        return status
+                if nout != n0:  # the batch's composite events, out before the source is read again
+                    flush()
                 if n >= next_tick:
                     self.records = n
                     self.outputs = nout
@@ -375,8 +431,6 @@ class _Run:
                         next_tick = min(next_tick, next_ck)
                     if o.test_stop_after is not None:
                         next_tick = min(next_tick, o.test_stop_after)
-            else:
-                ended = True
         finally:
             self.records = n
             self.outputs = nout + self.decided
@@ -557,20 +611,20 @@ class _Run:
 _END = object()
 
 
-def _with_idle(records: Iterator[tuple[str, Any]], seconds: float,
-               on_idle: Callable[[], None]) -> Iterator[tuple[str, Any]]:
-    """The records of a source read by a thread, calling ``on_idle`` (in the caller's thread,
-    between records) each time none has arrived for ``seconds``.
+def _with_idle(take: Callable[[int], list], limit: int, seconds: float,
+               on_idle: Callable[[], None]) -> Iterator[tuple[None, list]]:
+    """The batches of a source (``take(limit)``) read by a thread, as ``(None, batch)``, calling
+    ``on_idle`` (in the caller's thread, between batches) each time none has arrived for ``seconds``.
 
     Why a thread: reading stdin blocks, and a quiet input must still let time pass.  The
-    queue holds one record, so the reader is at most one record ahead.
+    queue holds one batch, so the reader is at most one batch ahead.
     """
     q: queue.Queue = queue.Queue(maxsize=1)
 
     def read() -> None:
         try:
-            for item in records:
-                q.put(item)
+            while batch := take(limit):
+                q.put(batch)
             q.put(_END)
         except BaseException as e:  # noqa: BLE001 - handed to the caller's thread
             q.put(e)
@@ -586,7 +640,7 @@ def _with_idle(records: Iterator[tuple[str, Any]], seconds: float,
             return
         if isinstance(item, BaseException):
             raise item
-        yield item
+        yield None, item
 
 
 def run(opts: RunOptions, err: IO[str] | None = None) -> int:

@@ -9,6 +9,7 @@ written once here; a source or sink overrides only what it does differently.  No
 from __future__ import annotations
 
 from collections.abc import Iterator
+from itertools import islice
 from typing import Any
 
 
@@ -17,10 +18,26 @@ class Source:
 
     size: int | None = None  # bytes of a bounded input (the progress bar's total); None: unknown
     offset: int = 0  # bytes consumed so far (the progress bar's position)
+    seekable: bool = False  # a regular file: reading never waits for more input
+    _taking: Iterator[tuple[str, Any]] | None = None  # ``take``'s iterator over ``records()``
 
     def records(self) -> Iterator[tuple[str, Any]]:
         """``(pos, raw)`` per record: ``pos`` names it in messages, ``raw`` goes to the decoder."""
         raise NotImplementedError
+
+    def take(self, limit: int) -> list[tuple[str, Any]]:
+        """The next records that are ready, at most ``limit``: waits only when none is; [] at the end.
+
+        Why: the run loop applies what the input has as one batch and writes (and flushes) the
+        batch's output before it takes more, so every composite event is out before the reader
+        waits for input.  This default takes up to ``limit`` records from a file (reading a file
+        never waits) and one at a time from anything else (it cannot tell what is ready); a source
+        that can tell (``JsonlSource``: what one read returned) overrides it.  Positions count the
+        records taken, so after ``take`` the position is that of the next record.
+        """
+        if self._taking is None:
+            self._taking = self.records()
+        return list(islice(self._taking, limit if self.seekable else 1))
 
     def partitioned_records(self) -> Iterator[tuple[int, str | None, Any]]:
         """``(partition, pos, raw)``; ``raw`` None: the partition went idle (a source that owns the watermark)."""

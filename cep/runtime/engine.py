@@ -27,7 +27,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from cep import codegen
-from cep.errors import LateEventError, UnknownRetractionError
+from cep.errors import BatchInterrupted, LateEventError, UnknownRetractionError
 from cep.event import Event, Output, match_id
 from cep.lang.gcq import TIME_ATTR, CompiledPattern
 from cep.runtime.gaps import GapChecks, GapIndex, KleeneIndex
@@ -198,6 +198,25 @@ class Engine:
         if decided:
             decided.extend(outs)
             return decided
+        return outs
+
+    def push_batch(self, events: Sequence[Event]) -> list[Output]:
+        """Process events in order, as many ``push`` calls would; return their composite events.
+
+        The entry point for what a source had ready at once (``cep run``): the outputs are exactly
+        those of pushing the events one by one, in the same order.  When an event raises (a late
+        event, an unknown retraction, Ctrl-C), ``BatchInterrupted`` carries its index and the
+        outputs of the events before it (applied; the ones after it are not), its cause the error.
+        """
+        outs: list[Output] = []
+        push = self.push
+        for i, event in enumerate(events):
+            try:
+                got = push(event)
+            except BaseException as e:  # noqa: BLE001 - handed to the caller with the outputs so far
+                raise BatchInterrupted(i, outs) from e
+            if got:
+                outs += got
         return outs
 
     def advance_watermark(self, watermark: int | float) -> list[Output]:
