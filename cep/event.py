@@ -10,8 +10,11 @@ gives the same ids and a ``-`` carries the id of the ``+`` it retracts.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from hashlib import blake2b
 from typing import Any, NamedTuple
+
+from cep import codegen
 
 
 class Event:
@@ -54,3 +57,23 @@ def match_id(pattern: str, positions: tuple[str, ...]) -> str:
     """The deterministic id of a composite event: 16 hex digits of a keyed hash."""
     # the bytes hashed: the pattern name, then NUL and each position (one call: this runs per composite event)
     return blake2b("\x00".join((pattern, *positions)).encode(), digest_size=8).hexdigest()
+
+
+def _generic_id(pattern: str, events: Sequence[Event]) -> str:
+    return blake2b("\x00".join([pattern, *[e.pos for e in events]]).encode(), digest_size=8).hexdigest()
+
+
+def match_id_fn(pattern: str, arity: int) -> Callable[[Sequence[Event]], str]:
+    """``events -> match_id(pattern, their positions)`` for one pattern: a generated function whose
+    common case (``arity`` events) joins the positions without building a tuple first (it runs per
+    composite event); any other number of events (a repeated element) takes the general path."""
+    if arity < 1:
+        return lambda events: _generic_id(pattern, events)
+    names = [f"e{i}" for i in range(arity)]
+    src = (f"def mid(events):\n"
+           f"    if len(events) == {arity}:\n"
+           f"        {', '.join(names)}{',' if arity == 1 else ''} = events\n"
+           f"        return _b2(_join((_P, {', '.join(n + '.pos' for n in names)})).encode(), digest_size=8).hexdigest()\n"
+           f"    return _generic(_P, events)\n")
+    return codegen.define(f"{pattern}: id of a match", src, "mid",
+                          {"_b2": blake2b, "_join": "\x00".join, "_P": pattern, "_generic": _generic_id})

@@ -67,14 +67,28 @@ def dumps_exact(obj: Any, option: int = 0) -> bytes:
     return text.encode("utf-8") + (b"\n" if option & orjson.OPT_APPEND_NEWLINE else b"")
 
 
+_HEADS: dict[tuple[str, str], bytes] = {}  # (pattern, op) -> the line's bytes up to the id
+
+
+def _head(pattern: str, op: str) -> bytes:
+    head = b'{"pattern":' + orjson.dumps(pattern) + b',"op":' + orjson.dumps(op) + b',"id":'
+    if len(_HEADS) < 4096:  # patterns are few; a program making Outputs of its own must not grow this
+        _HEADS[(pattern, op)] = head
+    return head
+
+
 def encode_output(o: Output) -> bytes:
-    """One composite event as a JSON line: ``{"pattern", "op", "id", "match"}``."""
+    """One composite event as a JSON line: ``{"pattern", "op", "id", "match"}``.
+
+    The same bytes as ``orjson.dumps`` of that dict, assembled from a cached head per pattern and
+    op and the match encoded alone (this runs per composite event).
+    """
+    pattern, op, mid, match = o[0], o[1], o[2], o[3]
     try:
-        return orjson.dumps(
-            {"pattern": o.pattern, "op": o.op, "id": o.id, "match": o.match}, default=_default, option=_OPTS
-        )
+        body = orjson.dumps(match, default=_default)
     except TypeError:
-        return dumps_exact({"pattern": o.pattern, "op": o.op, "id": o.id, "match": o.match}, _OPTS)
+        return dumps_exact({"pattern": pattern, "op": op, "id": mid, "match": match}, _OPTS)
+    return b"".join((_HEADS.get((pattern, op)) or _head(pattern, op), orjson.dumps(mid), b',"match":', body, b"}\n"))
 
 
 def encode_record(rec: Any) -> bytes:

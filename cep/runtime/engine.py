@@ -28,7 +28,7 @@ from typing import Any
 
 from cep import codegen
 from cep.errors import BatchInterrupted, LateEventError, UnknownRetractionError
-from cep.event import Event, Output, match_id
+from cep.event import Event, Output, match_id_fn
 from cep.lang.gcq import TIME_ATTR, CompiledPattern
 from cep.runtime.gaps import GapChecks, GapIndex, KleeneIndex
 from cep.runtime.iedyn import PatternRuntime
@@ -62,6 +62,9 @@ def _fingerprint(fields: dict) -> Any:
         return orjson.dumps(fields, option=orjson.OPT_SORT_KEYS)
 
 
+_new_output = tuple.__new__
+
+
 def _no_key(_first: Event) -> None:
     """The key of a match of a pattern without a partition key."""
     return None
@@ -82,6 +85,7 @@ class Engine:
 
         self.patterns = list(patterns)
         self._builders = [match_builder(cp) for cp in self.patterns]
+        self._ids = [match_id_fn(cp.name, len(cp.atoms)) for cp in self.patterns]
         self.lateness = lateness
         self.own_watermark = own_watermark
         self.events: dict[int, Event] = {}
@@ -468,8 +472,9 @@ class Engine:
         from its positive events only."""
         name = self.patterns[ri].name
         self.matches_emitted[name][op] += 1
-        mid = match_id(name, tuple([e.pos for e in events]))
-        return Output(name, op, mid, self._builders[ri](events, aggs), self._key_fns[ri](events[0]))
+        # tuple.__new__: the NamedTuple's own constructor is a Python function (this runs per output)
+        return _new_output(Output, (name, op, self._ids[ri](events), self._builders[ri](events, aggs),
+                                    self._key_fns[ri](events[0])))
 
     # --------------------------------------------------------- whole-state API
 
@@ -487,7 +492,7 @@ class Engine:
                 aggs = self._decided_aggregates(checks, events)
                 if aggs is None:
                     continue
-            mid = match_id(cp.name, tuple([e.pos for e in events]))
+            mid = self._ids[ri](events)
             yield Output(cp.name, "+", mid, build(events, aggs), self._key_fns[ri](events[0]))
 
     def match_count(self, pattern: str) -> int:
