@@ -45,6 +45,7 @@ from pattern [every s1=Txn(amount < 100) -> (every s2=Txn(card = s1.card, amount
 """
 
 SYSTEMS = ("cep", "cep run", "esper", "core")
+BASE = " (base)"  # suffix of a cep system run from the --base checkout
 
 
 @dataclass(frozen=True)
@@ -77,12 +78,16 @@ def oracle(s: FraudStream) -> int:
     return harness._cached(s.path, f"card_testing_w{s.window_s}", count)
 
 
-def run_one(system: str, s: FraudStream, epl: Path, core_py: str | None, timeout: float) -> dict:
-    """One measured run: records, composites, whole-process wall time, peak RSS (and cep's floor)."""
+def run_one(system: str, s: FraudStream, epl: Path, core_py: str | None, timeout: float,
+            base: str | None = None) -> dict:
+    """One measured run: records, composites, whole-process wall time, peak RSS (and cep's floor).
+    ``base``: the checkout the ``(base)`` systems run."""
+    env = procs.base_env(base) if system.endswith(BASE) and base else None
+    system = system.removesuffix(BASE)
     if system == "cep":
-        r = procs.run_cep_inprocess([s.pattern], s.path, timeout=timeout)
+        r = procs.run_cep_inprocess([s.pattern], s.path, timeout=timeout, env=env)
     elif system == "cep run":
-        r = procs.run_cep_cli([s.pattern], s.path, timeout=timeout)
+        r = procs.run_cep_cli([s.pattern], s.path, timeout=timeout, env=env)
     elif system == "esper":
         r = procs.run_esper(epl, s.path, timeout=timeout)
     else:
@@ -130,8 +135,8 @@ def write_report(rows: list[dict], skipped: dict[str, str], command: str, elapse
               "x floor = loop time / parse-only time (best of each). CORE = pycer's offline server, one "
               "`send_event` per record, the output text fetched once at the end (its RSS holds every match's text).",
               "",
-              "| stream | system | runs | composites (oracle) | ok | whole-process ev/s best / median | loop s best / median | x floor | peak RSS MB | vs CORE (best ev/s) |",
-              "|---|---|---|---|---|---|---|---|---|---|"]
+              "| stream | system | runs | composites (oracle) | ok | whole-process ev/s best / median | loop s best / median | x floor | peak RSS MB | vs CORE (best ev/s) | vs base best / median |",
+              "|---|---|---|---|---|---|---|---|---|---|---|"]
     by_stream: dict[str, dict[str, dict]] = {}
     for r in rows:
         by_stream.setdefault(r["stream"], {})[r["system"]] = r
@@ -141,16 +146,25 @@ def write_report(rows: list[dict], skipped: dict[str, str], command: str, elapse
             # like for like: the cep loop against CORE's loop, whole processes against CORE's whole process
             if core_r is None or system == "core":
                 vs = "-"
-            elif system == "cep":
+            elif system.removesuffix(BASE) == "cep":
                 vs = f"{core_r['best_loop_s'] / r['best_loop_s']:.2f}x (loops)"
             else:
                 vs = f"{r['best_ev_s'] / core_r['best_ev_s']:.2f}x"
             xf = f"{r['x_floor']:.1f}" if r["x_floor"] else "-"
+            b = systems.get(system + BASE)
+            if b is None:
+                vb = "-"
+            elif system == "cep":  # loops: the whole process also holds the parse-only pass
+                vb = f"{b['best_loop_s'] / r['best_loop_s']:.2f}x / {b['median_loop_s'] / r['median_loop_s']:.2f}x (loops)"
+            else:
+                vb = f"{r['best_ev_s'] / b['best_ev_s']:.2f}x / {r['median_ev_s'] / b['median_ev_s']:.2f}x"
             lines.append(f"| {stream} | {system} | {r['runs']} | {r['composites']} ({r['expected']:,}) | {'yes' if r['count_ok'] else '**NO**'} "
                          f"| {r['best_ev_s']:,.0f} / {r['median_ev_s']:,.0f} | {r['best_loop_s']:.2f} / {r['median_loop_s']:.2f} "
-                         f"| {xf} | {r['peak_rss_mb']:.0f} | {vs} |")
+                         f"| {xf} | {r['peak_rss_mb']:.0f} | {vs} | {vb} |")
     lines += ["", "vs CORE = throughput ratio (above 1: faster than CORE): best whole-process events/s for `cep run` "
-              "and Esper; for the `cep` row the best loop times (cep's loop against CORE's read-send-output loop)."]
+              "and Esper; for the `cep` row the best loop times (cep's loop against CORE's read-send-output loop). "
+              "vs base (with `--base`): this checkout's throughput over the base checkout's, best and median, "
+              "same stream, rounds interleaved."]
     out.write_text("\n".join(lines) + "\n")
 
 
@@ -170,6 +184,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--data", default=str(RESULTS / "data"))
     ap.add_argument("--out", default=str(RESULTS / "fraud.md"))
     ap.add_argument("--timeout", type=float, default=600)
+    ap.add_argument("--base", help="another checkout (e.g. `git worktree add /tmp/base <commit>`): its cep "
+                    "and cep run rows run interleaved with this checkout's, for before/after ratios")
     args = ap.parse_args(argv)
     if args.repeat_large is None:
         args.repeat_large = args.repeat
@@ -189,6 +205,8 @@ def main(argv: list[str] | None = None) -> int:
         except (procs.RunFailed, OSError) as e:
             skipped["Esper"] = str(e)
             systems.remove("esper")
+    if args.base:
+        systems = [x for s_ in systems for x in ((s_, s_ + BASE) if s_ in ("cep", "cep run") else (s_,))]
     for name, why in skipped.items():
         print(f"bench.fraud: {name} not available, running without it: {why}", file=sys.stderr)
 
@@ -211,7 +229,7 @@ def main(argv: list[str] | None = None) -> int:
         for rnd in range(rounds):
             for system in systems:
                 try:
-                    r = run_one(system, s, epls[s.name], core_py, args.timeout)
+                    r = run_one(system, s, epls[s.name], core_py, args.timeout, args.base)
                 except procs.RunFailed as e:
                     print(f"bench.fraud: {s.name} {system} failed: {e}", file=sys.stderr)
                     continue

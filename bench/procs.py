@@ -82,13 +82,14 @@ def json_tail(text: str) -> dict:
 
 def run_cep_inprocess(patterns: list[Path], input_path: Path, output: str = "/dev/null",
                       time_unit: str = "s", timeout: float = 900, profile: str | None = None,
-                      extra: list[str] | None = None) -> dict:
-    """The measured cep loop (bench.run_cep) in a fresh interpreter."""
+                      extra: list[str] | None = None, env: dict | None = None) -> dict:
+    """The measured cep loop (bench.run_cep) in a fresh interpreter (``env``: e.g. another checkout's
+    ``cep`` first on PYTHONPATH, see ``base_env``)."""
     cmd = [sys.executable, "-m", "bench.run_cep", *map(str, patterns), "-i", str(input_path), "-o", output,
            "--time-unit", time_unit, *(extra or [])]
     if profile:
         cmd += ["--profile", profile]
-    r = run_measured(cmd, timeout)
+    r = run_measured(cmd, timeout, env=env)
     if r["rc"] != 0:
         raise RunFailed(f"bench.run_cep exited {r['rc']}: {r['stderr'][-2000:]}")
     res = json_tail(r["stdout"])
@@ -96,8 +97,18 @@ def run_cep_inprocess(patterns: list[Path], input_path: Path, output: str = "/de
     return res
 
 
+def base_env(checkout: str | Path) -> dict:
+    """The environment that runs another checkout's ``cep`` (a worktree of an older commit, for
+    before/after ratios in one run): its folder first on PYTHONPATH.  The folders installed under
+    ``cep.`` (grammar, patterns, connectors) must be reachable from its ``cep/`` (symlinks), or they
+    come from this checkout's editable install."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(Path(checkout).resolve()) + os.pathsep + env.get("PYTHONPATH", "")
+    return env
+
+
 def run_cep_cli(patterns: list[Path], input_path: Path, output: str | None = None,
-                time_unit: str = "s", timeout: float = 900) -> dict:
+                time_unit: str = "s", timeout: float = 900, env: dict | None = None) -> dict:
     """`cep run` end to end as a user runs it (process start, imports, compile, read, detect, write).
 
     Output goes to a temporary file (not /dev/null) so its lines can be counted afterwards.
@@ -112,7 +123,7 @@ def run_cep_cli(patterns: list[Path], input_path: Path, output: str | None = Non
     cmd = [sys.executable, "-c", CEP_MAIN, "run", *map(str, patterns), "-i", str(input_path), "-o", output,
            "--time-unit", time_unit]
     try:
-        r = run_measured(cmd, timeout)
+        r = run_measured(cmd, timeout, env=env)
         if r["rc"] != 0:
             raise RunFailed(f"cep run exited {r['rc']}: {r['stderr'][-2000:]}")
         composites = None

@@ -3,10 +3,12 @@ candidates would save, measured outside the engine on the same stream in one pro
 
 Why: issue 15 asks for a per-event cost that is a small multiple of parsing. Before the runtime is
 changed, this measures (1) the `cep run` loop against its parse-only floor, (2) a breakdown by phase
-(decode, watermark + expiry, routing/filter, update path per atom, enumeration, output building,
-encode/write) from a copy of ``Engine.push``'s loop with a clock around each phase (the clock's own
-cost is measured and subtracted), (3) a cProfile by own time, and (4) prototypes of the candidates,
-each run with the engine's own compiled runtime objects as a library (the engine code is untouched):
+(read, decode, push, expiry, insert, update path per atom, output building, encode, write) of the real
+command: ``cep.commands.run.run`` with the functions listed in ``PHASES`` wrapped by a clock (own time
+per function, the wrappers' cost calibrated and subtracted), so the table measures the code that runs
+and fails loudly when a listed function is renamed, (3) a cProfile of the real command by own time,
+(4) with ``--base DIR``, `cep run` of another checkout against this one, interleaved, and (5)
+prototypes of the candidates, each run with the engine's own compiled runtime objects as a library:
 
 - batched updates: the stream cut into batches of B records; per batch, expiry as one batch deletion
   per atom, then each atom's inserts as one batch (``PatternRuntime._propagate_batch``: every key
@@ -25,7 +27,6 @@ from __future__ import annotations
 import argparse
 import cProfile
 import gc
-import heapq
 import io
 import pstats
 import statistics
@@ -39,9 +40,28 @@ import orjson
 from bench import procs
 
 RESULTS = procs.BENCH_DIR / "results"
-PHASES = ("read + decode", "watermark + expiry", "routing + filter", "update path (insert, per atom)",
-          "enumeration (delta.matches)", "output building (Output, id, EMIT)", "encode + write + flush",
-          "bookkeeping (events, holders, expiry queue, stats)")
+
+# phase -> the real functions whose own time (their time minus the wrapped calls inside them) it is.
+# Targets are "module:Class.attr" (a class attribute, wrapped on the class), "module:function" (a module
+# global the run loop looks up when it starts), "decoder" (what make_decoder returns) or "inserters"
+# (each (pattern, atom)'s generated insert, taken from Engine.route after the engine is built).
+PHASES: dict[str, tuple[str, ...]] = {
+    "read (Source.take: chunks, lines, positions)": ("cep.io.readers:JsonlSource.take",),
+    "decode (orjson, checks, Event)": ("decoder",),
+    "push (late check, watermark, stats; push_batch)": ("cep.runtime.engine:Engine.push",
+                                                        "cep.runtime.engine:Engine.push_batch"),
+    "expiry: due events, holders, forgetting": ("cep.runtime.engine:Engine._expire",
+                                                "cep.runtime.engine:Engine._expire_serials"),
+    "expiry: update path (deletions per atom)": ("cep.runtime.iedyn:PatternRuntime.expire",),
+    "insert: routing, filter, enumeration, bookkeeping (Engine._insert's own time)":
+        ("cep.runtime.engine:Engine._insert",),
+    "update path (the generated insert per atom)": ("inserters",),
+    "output building (events, id, EMIT, Output)": ("cep.runtime.engine:Engine._output",
+                                                   "cep.runtime.engine:Engine._output_events"),
+    "encode (encode_output)": ("cep.commands.run:encode_output",),
+    "write + flush (sink)": ("cep.io.writers:StreamSink.flush", "cep.io.writers:StreamSink.record_done"),
+    "run loop (batches, decoding loop, error handling, ticks)": ("cep.commands.run:_Run.loop",),
+}
 
 
 def _engine(pattern: Path):
@@ -51,179 +71,175 @@ def _engine(pattern: Path):
     return Engine(compile_files([str(pattern)]))
 
 
-def floor_and_loop(pattern: Path, path: Path, limit: int) -> dict:
-    """The parse-only pass and the `cep run` loop (as bench.run_cep, without latency samples)."""
-    from cep.io.readers import make_decoder, open_source
-    from cep.io.writers import encode_output, open_file_sink
+def _prefix(path: Path, limit: int) -> Path:
+    """The first ``limit`` records of ``path`` as a file of their own (the real command reads a file)."""
+    if limit <= 0:
+        return path
+    out = Path(f"/tmp/cep-where-{path.stem}-{limit}.jsonl")
+    if not out.exists():
+        with open(path, "rb") as f, open(out, "wb") as g:
+            for i, line in enumerate(f):
+                if i == limit:
+                    break
+                g.write(line)
+    return out
 
-    decode = make_decoder()
+
+def _run_command(pattern: Path, path: Path, output: str = "/dev/null") -> None:
+    from cep.commands.run import RunOptions, run
+
+    err = io.StringIO()
+    rc = run(RunOptions(patterns=[str(pattern)], input=str(path), output=output, quiet=True), err)
+    if rc != 0:
+        raise SystemExit(f"where_time_goes: cep run exited {rc}: {err.getvalue()}")
+
+
+class PhaseClock:
+    """Own time per phase of wrapped real functions (a phase's time excludes the wrapped calls made
+    inside it, and the cost of those wrappers as its caller sees them, calibrated and subtracted)."""
+
+    def __init__(self) -> None:
+        self.ns: dict[str, float] = defaultdict(float)
+        self.calls: dict[str, int] = defaultdict(int)
+        self._stack: list[list] = [[0, 0]]
+        self.overhead = 0.0  # ns a wrapped call costs its caller beyond the callee's own measured time
+
+    def wrap(self, fn, phase: str):
+        clock = time.perf_counter_ns
+        ns, calls, stack = self.ns, self.calls, self._stack
+
+        def timed(*a, **k):
+            frame = [0, 0]
+            stack.append(frame)
+            t0 = clock()
+            try:
+                return fn(*a, **k)
+            finally:
+                el = clock() - t0
+                stack.pop()
+                ns[phase] += el - frame[0] - frame[1] * self.overhead
+                calls[phase] += 1
+                parent = stack[-1]
+                parent[0] += el
+                parent[1] += 1
+
+        timed.__wrapped__ = fn
+        return timed
+
+    def calibrate(self, k: int = 200_000) -> None:
+        """The overhead a wrapped call adds to its caller: outer time per call minus inner time."""
+        def noop() -> None:
+            return None
+
+        w = self.wrap(noop, "_calibrate")
+        t0 = time.perf_counter_ns()
+        for _ in range(k):
+            w()
+        outer = (time.perf_counter_ns() - t0) / k
+        self.overhead = max(0.0, outer - self.ns.pop("_calibrate") / k)
+        self.calls.pop("_calibrate")
+
+
+def _resolve(target: str):
+    mod, _, attr = target.partition(":")
+    import importlib
+
+    obj = importlib.import_module(mod)
+    owner, name = obj, attr
+    if "." in attr:
+        cls, name = attr.split(".")
+        owner = getattr(obj, cls)
+    if name not in vars(owner):
+        raise SystemExit(f"where_time_goes: {target} no longer exists: update PHASES in bench/where_time_goes.py "
+                         "so the table measures the code that runs")
+    return owner, name
+
+
+def instrumented(pattern: Path, path: Path, output: str = "/dev/null") -> dict:
+    """The real ``cep run`` (``cep.commands.run.run``) with PHASES' functions wrapped; ns per phase."""
+    import cep.commands.run as runner
+    from cep.runtime.engine import Engine
+
+    pc = PhaseClock()
+    pc.calibrate()
+    saved: list[tuple[object, str, object]] = []
+
+    def patch(owner, name, value) -> None:
+        saved.append((owner, name, vars(owner)[name] if isinstance(owner, type) else getattr(owner, name)))
+        setattr(owner, name, value)
+
+    try:
+        for phase, targets in PHASES.items():
+            for target in targets:
+                if target == "decoder":
+                    make = runner.make_decoder
+                    patch(runner, "make_decoder", lambda *a, _m=make, _p=phase, **k: pc.wrap(_m(*a, **k), _p))
+                elif target == "inserters":
+                    init = Engine.__init__
+
+                    def init_wrapped(self, *a, _init=init, _p=phase, **k):
+                        _init(self, *a, **k)
+                        for entries in self.route.values():
+                            entries[:] = [(ri, ai, flt, bit, pc.wrap(ins, _p)) for ri, ai, flt, bit, ins in entries]
+
+                    patch(Engine, "__init__", init_wrapped)
+                else:
+                    owner, name = _resolve(target)
+                    patch(owner, name, pc.wrap(getattr(owner, name) if not isinstance(owner, type)
+                                               else vars(owner)[name], phase))
+        gc.collect()
+        _run_command(pattern, path, output)
+    finally:
+        for owner, name, value in reversed(saved):
+            setattr(owner, name, value)
+    loop_ns = pc.ns["run loop (batches, decoding loop, error handling, ticks)"]
+    total = sum(pc.ns.values())
+    return {"ns": dict(pc.ns), "calls": dict(pc.calls), "overhead_ns": pc.overhead, "total_ns": total,
+            "loop_own_ns": loop_ns}
+
+
+def floor_and_loop(pattern: Path, path: Path) -> dict:
+    """The parse-only pass (``cep.io.readers.parse_only``) and the real `cep run` loop (``_Run.loop``,
+    timed by the command itself), each in this process."""
+    import cep.commands.run as runner
+    from cep.io.readers import parse_only
+
     gc.collect()
     t0 = time.perf_counter()
-    n = 0
-    for pos, raw in open_source(str(path)).records():
-        decode(pos, raw)
-        n += 1
-        if n == limit:
-            break
+    n = parse_only(str(path))
     floor = time.perf_counter() - t0
-    eng = _engine(pattern)
-    push = eng.push
-    sink = open_file_sink("/dev/null")
-    write_line, flush = sink.write_line, sink.flush
-    gc.collect()
-    t0 = time.perf_counter()
-    n = outs_n = 0
-    for pos, raw in open_source(str(path)).records():
-        outs = push(decode(pos, raw))
-        if outs:
-            for o in outs:
-                write_line(encode_output(o))
-            outs_n += len(outs)
-            flush()
-        n += 1
-        if n == limit:
-            break
-    flush()
-    loop = time.perf_counter() - t0
-    return {"records": n, "composites": outs_n, "floor_s": floor, "loop_s": loop}
+    took: list[float] = []
+    loop = runner._Run.loop
 
-
-def phases(pattern: Path, path: Path, limit: int) -> dict:
-    """``Engine.push`` + ``_insert`` inlined with a clock between phases; returns ns per phase."""
-    from cep.io.readers import make_decoder, open_source
-    from cep.io.writers import encode_output, open_file_sink
-
-    clock = time.perf_counter_ns
-    # the clock's own cost per reading, subtracted once per reading below
-    k = 200_000
-    t0 = clock()
-    for _ in range(k):
-        clock()
-    tick = (clock() - t0) / k
-
-    decode = make_decoder()
-    eng = _engine(pattern)
-    sink = open_file_sink("/dev/null")
-    write_line, flush = sink.write_line, sink.flush
-    acc = dict.fromkeys(PHASES, 0)
-    reads = dict.fromkeys(PHASES, 0)
-    if eng.gap_route or eng._decided or any(c is not None for c in eng.checks):
-        raise SystemExit("where_time_goes: the instrumented loop covers patterns without gap elements (NOT)")
-    route = eng.route
-    events = eng.events
-    holders = eng._holders
-    windowed = eng._windowed
-    stats = eng.stats
-    n = composites = 0
-    it = open_source(str(path)).records()
-    gc.collect()
-    wall0 = clock()
-    while True:
-        a = clock()
+    def timed_loop(self):
         try:
-            pos, raw = next(it)
-        except StopIteration:
-            break
-        ev = decode(pos, raw)
-        b = clock()
-        acc["read + decode"] += b - a
-        ts = ev.ts
-        stats["events"] += 1
-        if eng.max_ts is None or ts > eng.max_ts:
-            eng.max_ts = ts
-            eng.watermark = ts - eng.lateness
-            eng._expire()
-        c = clock()
-        acc["watermark + expiry"] += c - b
-        serial = eng._serial
-        eng._serial = serial + 1
-        events[serial] = ev
-        mask = 0
-        outs = []
-        t = None
-        d = clock()
-        acc["bookkeeping (events, holders, expiry queue, stats)"] += d - c
-        for ri, _ai, flt, bit, insert in route.get(ev.type, ()):
-            e0 = clock()
-            ok = flt is None or flt(ev)
-            e1 = clock()
-            acc["routing + filter"] += e1 - e0
-            reads["routing + filter"] += 1
-            if not ok:
-                continue
-            delta = insert(ev, serial, t)
-            e2 = clock()
-            acc["update path (insert, per atom)"] += e2 - e1
-            reads["update path (insert, per atom)"] += 1
-            if delta is None:
-                continue
-            t = delta.tuple
-            mask |= bit
-            for slots in delta.matches():
-                e3 = clock()
-                o = eng._output(ri, slots, "+")
-                e4 = clock()
-                acc["output building (Output, id, EMIT)"] += e4 - e3
-                reads["output building (Output, id, EMIT)"] += 1
-                outs.append(o)
-                e2 += e4 - e3  # the enumeration's own time excludes the output building
-            e5 = clock()
-            acc["enumeration (delta.matches)"] += e5 - e2
-            reads["enumeration (delta.matches)"] += 1
-        f = clock()
-        if not mask:
-            del events[serial]
-        else:
-            holders[serial] = mask
-            for qi, _ri, qmask in windowed:
-                if mask & qmask:
-                    last = eng._last_ts[qi]
-                    if last is None or ts >= last:
-                        eng._in_order[qi].append(serial)
-                        eng._last_ts[qi] = ts
-                    else:
-                        heapq.heappush(eng._expiry[qi], (ts, serial))
-            stats["inserted"] += 1
-        g = clock()
-        acc["bookkeeping (events, holders, expiry queue, stats)"] += g - f
-        if outs:
-            for o in outs:
-                write_line(encode_output(o))
-            composites += len(outs)
-            flush()
-        h = clock()
-        acc["encode + write + flush"] += h - g
-        n += 1
-        if n == limit:
-            break
-    wall = clock() - wall0
-    # subtract the clock's cost: one reading per phase interval (the in-loop readings of the
-    # per-atom phases are counted in ``reads``; the per-record ones once per record)
-    per_record = {"read + decode": 1, "watermark + expiry": 1, "bookkeeping (events, holders, expiry queue, stats)": 2,
-                  "encode + write + flush": 1}
-    net = {}
-    for p in PHASES:
-        net[p] = max(0.0, acc[p] - tick * (per_record.get(p, 0) * n + reads[p]))
-    return {"records": n, "composites": composites, "wall_ns": wall, "tick_ns": tick, "ns": net,
-            "count": eng.match_count(eng.patterns[0].name), "expired": stats.get("expired", 0)}
+            return loop(self)
+        finally:
+            took.append(self.elapsed)
+
+    runner._Run.loop = timed_loop
+    try:
+        gc.collect()
+        _run_command(pattern, path)
+    finally:
+        runner._Run.loop = loop
+    return {"records": n, "floor_s": floor, "loop_s": took[0]}
 
 
-def profile(pattern: Path, path: Path, limit: int, top: int = 16) -> str:
-    from cep.io.readers import make_decoder, open_source
-    from cep.io.writers import encode_output
+def before_after(pattern: Path, path: Path, base: str, repeat: int) -> dict[str, list[float]]:
+    """Wall times of `cep run` from ``base`` and from this checkout, interleaved."""
+    walls: dict[str, list[float]] = {"base": [], "this checkout": []}
+    for _ in range(repeat):
+        for name, env in (("base", procs.base_env(base)), ("this checkout", None)):
+            walls[name].append(procs.run_cep_cli([pattern], path, output="/dev/null", env=env)["wall_s"])
+    return walls
 
-    decode = make_decoder()
-    eng = _engine(pattern)
-    push = eng.push
+
+def profile(pattern: Path, path: Path, top: int = 16) -> str:
+    """cProfile of the real command over ``path``, by own time."""
     prof = cProfile.Profile()
-    n = 0
     prof.enable()
-    for pos, raw in open_source(str(path)).records():
-        for o in push(decode(pos, raw)):
-            encode_output(o)
-        n += 1
-        if n == limit:
-            break
+    _run_command(pattern, path)
     prof.disable()
     s = io.StringIO()
     pstats.Stats(prof, stream=s).sort_stats("tottime").print_stats(top)
@@ -447,18 +463,22 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--batches", default="64,512")
     ap.add_argument("--out", default=str(RESULTS / "where_time_goes.md"))
     ap.add_argument("--prototypes-only", action="store_true", help="skip the floor, phase and cProfile passes")
+    ap.add_argument("--base", help="another checkout: `cep run` of it and of this one as subprocesses, "
+                    "interleaved, for a before/after ratio")
     args = ap.parse_args(argv)
     pattern, path = Path(args.pattern), Path(args.input)
     limit = args.limit or -1
     t_start = time.perf_counter()
     if args.prototypes_only:
         return _prototypes_only(pattern, path, limit, args, argv, t_start)
-    fl = [floor_and_loop(pattern, path, limit) for _ in range(args.repeat)]
+    data = _prefix(path, args.limit)
+    fl = [floor_and_loop(pattern, data) for _ in range(args.repeat)]
     n = fl[0]["records"]
     floors = sorted(r["floor_s"] for r in fl)
     loops = sorted(r["loop_s"] for r in fl)
-    ph = min((phases(pattern, path, limit) for _ in range(args.repeat)), key=lambda r: r["wall_ns"])
-    prof = profile(pattern, path, min(n, 200_000))
+    ph = min((instrumented(pattern, data) for _ in range(args.repeat)), key=lambda r: r["total_ns"])
+    ab = before_after(pattern, data, args.base, args.repeat) if args.base else None
+    prof = profile(pattern, _prefix(path, min(n, 200_000)))
     batches = [int(b) for b in args.batches.split(",")]
     bat = proto_batched(pattern, path, min(n, 200_000), batches, args.repeat)
     cp_window = _engine(pattern).patterns[0].within
@@ -472,18 +492,28 @@ def main(argv: list[str] | None = None) -> int:
          f"load average {load}; `--repeat {args.repeat}`).", "",
          "## Loop against its parse-only floor", "",
          "| | best s | median s | µs/record (best) |", "|---|---|---|---|",
-         f"| parse-only floor (reader + decoder) | {floors[0]:.2f} | {floors[len(floors) // 2]:.2f} | {floors[0] / n * 1e6:.2f} |",
-         f"| `cep run` loop (read, push, encode, write) | {loops[0]:.2f} | {loops[len(loops) // 2]:.2f} | {loops[0] / n * 1e6:.2f} |",
+         f"| parse-only floor (`cep.io.readers.parse_only`: reader + decoder) | {floors[0]:.2f} | {floors[len(floors) // 2]:.2f} | {floors[0] / n * 1e6:.2f} |",
+         f"| `cep run` loop (`cep.commands.run`, timed by the command) | {loops[0]:.2f} | {loops[len(loops) // 2]:.2f} | {loops[0] / n * 1e6:.2f} |",
          f"| ratio | {loops[0] / floors[0]:.1f}x | {loops[len(loops) // 2] / floors[len(floors) // 2]:.1f}x | |",
-         "", f"Composites: {fl[0]['composites']:,}.", "",
-         "## By phase (instrumented copy of the push loop, best of the repeats)", "",
-         f"Clock reading cost {ph['tick_ns']:.0f} ns, subtracted per reading. Instrumented wall "
-         f"{ph['wall_ns'] / 1e9:.2f} s; phases sum to {sum(ph['ns'].values()) / 1e9:.2f} s.", "",
-         "| phase | s | µs/record | share |", "|---|---|---|---|"]
-    tot = sum(ph["ns"].values())
+         ""]
+    if ab is not None:
+        L += ["## Before / after (`cep run` as a subprocess, whole process, rounds interleaved)", "",
+              "| checkout | runs | wall s best / median | events/s best | speed-up best / median |", "|---|---|---|---|---|"]
+        for name, walls in ab.items():
+            b0, m0 = min(ab["base"]), statistics.median(ab["base"])
+            L.append(f"| {name} | {len(walls)} | {min(walls):.2f} / {statistics.median(walls):.2f} | "
+                     f"{n / min(walls):,.0f} | {b0 / min(walls):.2f}x / {m0 / statistics.median(walls):.2f}x |")
+        L += ["", f"base = `{args.base}` (its `cep` first on PYTHONPATH).", ""]
+    L += ["## By phase (the real `cep run`, its functions wrapped with a clock; best of the repeats)", "",
+          "Each phase is the own time of the functions listed in `PHASES` (bench/where_time_goes.py): their "
+          "time minus the wrapped calls inside them. A wrapped call costs its caller "
+          f"{ph['overhead_ns']:.0f} ns beyond the callee's own time (calibrated, subtracted). Phases sum to "
+          f"{ph['total_ns'] / 1e9:.2f} s against the plain loop's {loops[0]:.2f} s (best).", "",
+          "| phase | calls | s | µs/record | share |", "|---|---|---|---|---|"]
+    tot = ph["total_ns"]
     for p in PHASES:
-        v = ph["ns"][p]
-        L.append(f"| {p} | {v / 1e9:.2f} | {v / n / 1e3:.2f} | {v / tot:.0%} |")
+        v = ph["ns"].get(p, 0.0)
+        L.append(f"| {p} | {ph['calls'].get(p, 0):,} | {v / 1e9:.2f} | {v / n / 1e3:.2f} | {v / tot:.0%} |")
     L += ["", "## cProfile, own time (first 200,000 records)", "", "```", prof.strip()[:6000], "```", "",
           "## Prototypes (the first 200,000 records, the engine's runtime objects as a library)", "",
           "Batched updates (insert and expiry through the update paths only: no routing, output or bookkeeping):", "",
@@ -493,7 +523,7 @@ def main(argv: list[str] | None = None) -> int:
     L += ["", f"Final counts agree: {'yes' if ok else '**NO**'}.", "",
           f"Expiry floor (forget each event once, one range deletion per key group and window step): "
           f"{exp['s']:.2f} s for {exp['records']:,} records = {exp['s'] / exp['records'] * 1e6:.2f} µs/record, "
-          f"against the engine's watermark + expiry phase {ph['ns']['watermark + expiry'] / n / 1e3:.2f} µs/record.", "",
+          f"against the engine's expiry phases {(ph['ns'].get('expiry: due events, holders, forgetting', 0) + ph['ns'].get('expiry: update path (deletions per atom)', 0)) / n / 1e3:.2f} µs/record.", "",
           f"Events as tuples ({tup['records']:,} records): the reader's Event objects {tup['event_s'] / tup['records'] * 1e6:.2f} µs/record, "
           f"a tuple of the fields the pattern reads {tup['tuple_s'] / tup['records'] * 1e6:.2f} µs/record, "
           f"orjson.loads alone {tup['json_s'] / tup['records'] * 1e6:.2f} µs/record."]

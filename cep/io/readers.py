@@ -203,10 +203,15 @@ def make_decoder(
         tt = type(ts)
         if type(typ) is not str or (tt is not int and tt is not float) or not typ:
             return decode_slow(pos, raw)
-        for v in rec.values():  # a float this large may be an integer beyond 64 bits: read it exactly
-            if type(v) is float and (v >= _BIG or v <= -_BIG):
-                return decode_slow(pos, raw)
-        if raw.find(b"[") >= 0 or raw.find(b"{", 1) >= 0:
+        nested = False
+        for v in rec.values():  # one pass: big floats and nested values
+            t = type(v)
+            if t is float:
+                if v >= _BIG or v <= -_BIG:  # may be an integer beyond 64 bits: read it exactly
+                    return decode_slow(pos, raw)
+            elif t is dict or t is list:
+                nested = True
+        if nested:
             _check_scalars(rec)
         op = rec.pop(op_field, "+")
         if op != "+" and op != "-":
