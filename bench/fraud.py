@@ -184,8 +184,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--data", default=str(RESULTS / "data"))
     ap.add_argument("--out", default=str(RESULTS / "fraud.md"))
     ap.add_argument("--timeout", type=float, default=600)
-    ap.add_argument("--base", help="another checkout (e.g. `git worktree add /tmp/base <commit>`): its cep "
-                    "and cep run rows run interleaved with this checkout's, for before/after ratios")
+    ap.add_argument("--base", help="another checkout (e.g. `git worktree add /tmp/base <commit>`): its "
+                    "`cep run` runs interleaved with this checkout's, for before/after ratios")
     args = ap.parse_args(argv)
     if args.repeat_large is None:
         args.repeat_large = args.repeat
@@ -206,7 +206,7 @@ def main(argv: list[str] | None = None) -> int:
             skipped["Esper"] = str(e)
             systems.remove("esper")
     if args.base:
-        systems = [x for s_ in systems for x in ((s_, s_ + BASE) if s_ in ("cep", "cep run") else (s_,))]
+        systems = [x for s_ in systems for x in ((s_, s_ + BASE) if s_ == "cep run" else (s_,))]
     for name, why in skipped.items():
         print(f"bench.fraud: {name} not available, running without it: {why}", file=sys.stderr)
 
