@@ -185,7 +185,7 @@ def test_diagnostics_are_capped_and_long_lines_cut(tmp_path):
 
 def test_ctrl_c_exits_130_interrupted(tmp_path):
     # stdin stays open, so the run cannot end by itself: once its first match is on stdout (written and
-    # flushed before the next record is read) the run loop is waiting for input, and Ctrl-C arrives there
+    # flushed before the reader waits for input) the run loop is waiting for input, and Ctrl-C arrives there
     proc = subprocess.Popen([sys.executable, "-m", "cep.cli", "run", CARD, "-i", "-", "-o", "-"],
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=str(ROOT))
     for ts, amount in ((1, 10), (2, 20), (3, 500)):

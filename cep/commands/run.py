@@ -1,13 +1,15 @@
 """The run loop of ``cep run``: one source, one engine, sinks, checkpoints, a summary.
 
-Why it is one flat loop: the per-record path is measured (>= 50,000 events/s
-end to end, <= 3x the read+parse floor).  Each record costs one decode, one
-``Engine.push`` and, only when the record completed matches, their encoding
-and one flush, so every composite event is written before the next record is
-read (docs/language.md section 4).  Everything else (checkpoints, the progress bar, the
-test hook's stop) runs on a "tick" every few hundred records.  Bad and
-late records leave the loop through exceptions, which cost nothing on the
-common path.
+Why it is one flat loop over batches: the per-record path is measured (bench/).  The source
+hands out what it has ready (``Source.take``: one read's complete lines, at most ``BATCH``
+records, never past the next tick); each record costs one decode, the batch one
+``Engine.push_batch`` and, only when it completed matches, their encoding and one flush, so
+every composite event is written before the reader waits for more input (docs/language.md
+section 4) and a busy input costs one write per batch, not per record.  Everything else
+(checkpoints, the progress bar, the test hook's stop) runs on a "tick" every few hundred
+records, and a batch ends at a tick, so checkpoints fall on the same records as one record at
+a time.  Bad and late records leave through exceptions (``BatchInterrupted`` carries the
+outputs of the records before one), which cost nothing on the common path.
 
 Exit statuses (docs/language.md section 6): 0 ok, 2 pattern errors, 3 bad record (unless
 ``--on-error skip``), 1 anything else.  Output written before an error stays

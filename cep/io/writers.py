@@ -1,11 +1,11 @@
-"""Composite events and side records -> JSON lines, written and flushed per input record.
+"""Composite events and side records -> JSON lines, written and flushed per batch of input.
 
-Why: docs/language.md section 4 says every match an input record completes is emitted
-before the next record is read, and section 6 that output is flushed, never
-truncated, when the run stops on an error.  A sink buffers the lines of one
-input record and ``flush()`` writes them with one system call; the run loop
-calls it only for records that produced output (and before any exit), so a
-record without output costs nothing here.  orjson keeps integers integers.
+Why: docs/language.md section 4 says every match is emitted before the reader waits for
+more input, and section 6 that output is flushed, never truncated, when the run stops on
+an error.  A sink buffers the lines of one batch of input records and ``flush()`` writes
+them with one system call; the run loop calls it only for batches that produced output
+(and before any exit), so a batch without output costs nothing here.  orjson keeps
+integers integers.
 
 ``FileSink.size`` is the number of bytes the file holds after the last flush;
 a checkpoint records it, and a resumed run truncates the file back to it, so
