@@ -73,4 +73,5 @@ def run_core(python: str, decl: str, query: str, fields: str, input_path: Path, 
     res = procs.json_tail(r["stdout"])
     res["wall_s"] = r["wall_s"]
     res["peak_rss_mb"] = r["sampled_hwm_mb"] or r["maxrss_mb"]
+    res["cpu_s"] = r["cpu_s"]
     return res

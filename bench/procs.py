@@ -70,7 +70,7 @@ def run_measured(cmd: list[str], timeout: float, env: dict | None = None, cwd: s
         raise RunFailed(f"timed out after {timeout:.0f} s: {' '.join(cmd)}")
     return {"wall_s": wall, "rc": p.returncode, "stdout": out.decode(errors="replace"),
             "stderr": err.decode(errors="replace"), "maxrss_mb": ru.ru_maxrss / 1024.0,
-            "sampled_hwm_mb": hwm[0]}
+            "sampled_hwm_mb": hwm[0], "cpu_s": ru.ru_utime + ru.ru_stime}
 
 
 def json_tail(text: str) -> dict:
@@ -94,6 +94,7 @@ def run_cep_inprocess(patterns: list[Path], input_path: Path, output: str = "/de
         raise RunFailed(f"bench.run_cep exited {r['rc']}: {r['stderr'][-2000:]}")
     res = json_tail(r["stdout"])
     res["wall_s"] = r["wall_s"]
+    res["cpu_s"] = r["cpu_s"]
     return res
 
 
@@ -134,6 +135,7 @@ def run_cep_cli(patterns: list[Path], input_path: Path, output: str | None = Non
         if tmp is not None:
             os.unlink(tmp)
     return {"composites": composites, "system": "cep run", "wall_s": r["wall_s"], "run_s": r["wall_s"], "peak_rss_mb": r["sampled_hwm_mb"],
+            "cpu_s": r["cpu_s"],
             "stderr": r["stderr"][-500:]}
 
 

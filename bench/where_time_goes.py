@@ -226,13 +226,15 @@ def floor_and_loop(pattern: Path, path: Path) -> dict:
     return {"records": n, "floor_s": floor, "loop_s": took[0]}
 
 
-def before_after(pattern: Path, path: Path, base: str, repeat: int) -> dict[str, list[float]]:
-    """Wall times of `cep run` from ``base`` and from this checkout, interleaved."""
-    walls: dict[str, list[float]] = {"base": [], "this checkout": []}
+def before_after(pattern: Path, path: Path, base: str, repeat: int) -> dict[str, dict[str, list[float]]]:
+    """Wall and CPU times of `cep run` from ``base`` and from this checkout, interleaved."""
+    got: dict[str, dict[str, list[float]]] = {"base": {"wall": [], "cpu": []}, "this checkout": {"wall": [], "cpu": []}}
     for _ in range(repeat):
         for name, env in (("base", procs.base_env(base)), ("this checkout", None)):
-            walls[name].append(procs.run_cep_cli([pattern], path, output="/dev/null", env=env)["wall_s"])
-    return walls
+            r = procs.run_cep_cli([pattern], path, output="/dev/null", env=env)
+            got[name]["wall"].append(r["wall_s"])
+            got[name]["cpu"].append(r["cpu_s"])
+    return got
 
 
 def profile(pattern: Path, path: Path, top: int = 16) -> str:
@@ -498,11 +500,16 @@ def main(argv: list[str] | None = None) -> int:
          ""]
     if ab is not None:
         L += ["## Before / after (`cep run` as a subprocess, whole process, rounds interleaved)", "",
-              "| checkout | runs | wall s best / median | events/s best | speed-up best / median |", "|---|---|---|---|---|"]
-        for name, walls in ab.items():
-            b0, m0 = min(ab["base"]), statistics.median(ab["base"])
-            L.append(f"| {name} | {len(walls)} | {min(walls):.2f} / {statistics.median(walls):.2f} | "
-                     f"{n / min(walls):,.0f} | {b0 / min(walls):.2f}x / {m0 / statistics.median(walls):.2f}x |")
+              "CPU = user + system time of the process (`wait4`): on a loaded machine the wall time is mostly "
+              "waiting for a core, the CPU time is the work done.", "",
+              "| checkout | runs | wall s best / median | CPU s best / median | events/s best (wall) | speed-up wall best / median | speed-up CPU best / median |",
+              "|---|---|---|---|---|---|---|"]
+        bw, bc = ab["base"]["wall"], ab["base"]["cpu"]
+        for name, t in ab.items():
+            w, c = t["wall"], t["cpu"]
+            L.append(f"| {name} | {len(w)} | {min(w):.2f} / {statistics.median(w):.2f} | {min(c):.2f} / {statistics.median(c):.2f} | "
+                     f"{n / min(w):,.0f} | {min(bw) / min(w):.2f}x / {statistics.median(bw) / statistics.median(w):.2f}x | "
+                     f"{min(bc) / min(c):.2f}x / {statistics.median(bc) / statistics.median(c):.2f}x |")
         L += ["", f"base = `{args.base}` (its `cep` first on PYTHONPATH).", ""]
     L += ["## By phase (the real `cep run`, its functions wrapped with a clock; best of the repeats)", "",
           "Each phase is the own time of the functions listed in `PHASES` (bench/where_time_goes.py): their "
