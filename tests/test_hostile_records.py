@@ -194,9 +194,13 @@ def test_ctrl_c_exits_130_interrupted(tmp_path):
     first = proc.stdout.readline()
     assert b'"card_testing"' in first, first
     proc.send_signal(signal.SIGINT)
+    # wait with stdin still open: communicate() would close it, and on a loaded machine the run could then
+    # see the end of its input before the signal and finish normally (exit 0)
     try:
-        _, err = proc.communicate(timeout=60)
+        proc.wait(timeout=60)
+        err = proc.stderr.read()
     finally:
         proc.kill()
+        proc.stdin.close()
     assert proc.returncode == 130, err
     assert err.strip().splitlines()[-1] == b"cep: interrupted" and b"Traceback" not in err
