@@ -322,7 +322,7 @@ class _Run:
             else:
                 batches = None
         else:
-            batches = ((p, None if raw is None else [(pos, raw)]) for p, pos, raw in src.partitioned_records())
+            batches = src.partitioned_batches()
             clock = src.clock
             observe = clock.observe
             lateness = eng.lateness

@@ -8,7 +8,7 @@ a checkpoint's per-partition offsets are the whole truth) and yields ``("<topic>
 output line with the key the run loop gives it (the pattern's partition key), ``acks=all``.
 
 Event time is per partition (``cep.io.watermarks.PartitionClock``): the run loop reports each record's time to
-the source's clock, and the source tells it (a ``(partition, None, None)`` tick from ``partitioned_records``)
+the source's clock, and the source tells it (a ``(partition, None)`` tick from ``partitioned_batches``)
 when a partition goes idle, so the watermark is the minimum over the partitions that still have records to give.
 
 URLs: ``kafka://HOST:PORT[,HOST:PORT...]/TOPIC?group=G&from=earliest|latest&until=end&idle=SECONDS``
@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from cep.io.protocol import Sink, Source
+from cep.io.readers import BATCH
 from cep.io.watermarks import PartitionClock
 
 RETRIES = 3
@@ -222,34 +223,48 @@ class KafkaSource(Source):
         return all(self.consumer.position(tp) >= ends.get(tp, 0) for tp in tps)
 
     def records(self) -> Iterator[tuple[str, bytes]]:
-        """``(position, value)`` of every record (idleness ticks left out)."""
-        for _p, pos, value in self.partitioned_records():
-            if value is not None:
-                yield pos, value
+        """``(position, value)`` of every record (idleness ticks left out); ``position()`` is after it."""
+        for _p, batch in self.partitioned_batches(limit=1):
+            if batch is not None:
+                yield from batch
 
-    def partitioned_records(self) -> Iterator[tuple[int, str | None, bytes | None]]:
-        """``(partition, position, value)`` of every record, and ``(partition, None, None)`` when a partition
-        becomes idle (the caller reads ``clock.low`` again)."""
+    def partitioned_batches(self, limit: int = BATCH) -> Iterator[tuple[int, list[tuple[str, bytes]] | None]]:
+        """``(partition, [(position, value), ...])``: one partition's records from one poll, at most ``limit``
+        at a time, and ``(partition, None)`` when a partition becomes idle (the caller reads ``clock.low``
+        again).
+
+        Why batches: the run loop applies what a poll returned as one batch and writes its output before it
+        polls again (what the broker has ready is what is ready), rather than paying the per-batch work
+        once per record; records of one partition stay in offset order and partitions are never mixed in
+        a batch, so the caller's per-partition clock sees them as before.
+        """
         if not self._started:
             self._start()
         u = self.url
         topic = u.topic
         last_seen = dict.fromkeys(self.partitions, time.monotonic())
         while not self._closed:
-            batch = self.consumer.poll(timeout_ms=POLL_TIMEOUT_MS)
-            if batch:
+            polled = self.consumer.poll(timeout_ms=POLL_TIMEOUT_MS)
+            if polled:
                 now = time.monotonic()
-                for tp in sorted(batch, key=lambda t: t.partition):
+                for tp in sorted(polled, key=lambda t: t.partition):
                     p = tp.partition
                     last_seen[p] = now
-                    for rec in batch[tp]:
-                        self._next[p] = rec.offset + 1
-                        if rec.value is None:  # a tombstone carries no event
-                            continue
-                        yield p, record_position(topic, p, rec.offset), rec.value
+                    batch: list[tuple[str, bytes]] = []
+                    for rec in polled[tp]:
+                        # a tombstone carries no event; its offset is consumed with the batch
+                        if rec.value is not None:
+                            batch.append((record_position(topic, p, rec.offset), rec.value))
+                        if len(batch) == limit:
+                            self._next[p] = rec.offset + 1
+                            yield p, batch
+                            batch = []
+                    self._next[p] = polled[tp][-1].offset + 1
+                    if batch:
+                        yield p, batch
             elif u.until_end and self._at_end():
                 return
-            yield from ((p, None, None) for p in self._newly_idle(last_seen, fresh=not batch))
+            yield from ((p, None) for p in self._newly_idle(last_seen, fresh=not polled))
 
     def _newly_idle(self, last_seen: dict[int, float], fresh: bool) -> list[int]:
         """Partitions that just became idle: no lag, and finished (``until=end``) or silent for ``idle``."""

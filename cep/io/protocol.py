@@ -39,8 +39,9 @@ class Source:
             self._taking = self.records()
         return list(islice(self._taking, limit if self.seekable else 1))
 
-    def partitioned_records(self) -> Iterator[tuple[int, str | None, Any]]:
-        """``(partition, pos, raw)``; ``raw`` None: the partition went idle (a source that owns the watermark)."""
+    def partitioned_batches(self) -> Iterator[tuple[int, list[tuple[str, Any]] | None]]:
+        """``(partition, [(pos, raw), ...])``: records of one partition in order; ``None`` for the batch: the
+        partition went idle (a source that owns the watermark)."""
         raise NotImplementedError(f"{type(self).__name__} is not partitioned")
 
     def line_of(self, pos: str) -> int | None:
