@@ -20,6 +20,14 @@ Workloads (strictly increasing times from ``T0``: orders one record a minute, qu
   (middle NOT) vs ``SEQ(Order o, Pay p)``.
 * ``next_quote``: ``SEQ(Quote a, Quote b) WHERE b.price > a.price PARTITION BY symbol WITHIN 60 s
   USING skip_till_next_match`` vs the same without USING (every higher quote: more output).
+* ``pay_without_cancel``: ``SEQ(NOT Cancel c, Pay y)`` with an order-id equality within 1 day (leading
+  NOT) vs ``SEQ(Pay y)`` and vs ``SEQ(Cancel c, Pay y)``.
+* ``rising_quotes``: three rising quotes of a symbol within 10 min ``USING strict_contiguity`` vs the
+  same without USING (every rising triple).
+
+Esper side by side (``--no-esper`` to skip): each workload also runs as a `cep run` loop and as EPL
+(``bench/epl/<workload>.epl``) on the same file, through ``bench.side_by_side``; ``ESPER`` below says
+how each EPL form maps onto cep's semantics.
 """
 
 from __future__ import annotations
@@ -35,6 +43,8 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
+from bench import side_by_side
+from bench.side_by_side import Comparison, EsperForm
 from cep.event import Event
 from cep.lang.compiler import compile_text
 from cep.runtime.engine import Engine
@@ -140,6 +150,26 @@ def oracle_next_quote(records: list[dict], w: int) -> int:
     return n
 
 
+def oracle_pay_without_cancel(records: list[dict], w: int) -> int:
+    cancels = _times_by(records, "Cancel", "order_id")
+    n = 0
+    for r in records:
+        if r["type"] == "Pay":
+            c = cancels.get(r["order_id"], [])
+            i = bisect.bisect_left(c, r["ts"] - w)
+            if not (i < len(c) and c[i] < r["ts"]):
+                n += 1
+    return n
+
+
+def oracle_rising_quotes(records: list[dict], w: int) -> int:
+    by: dict = defaultdict(list)
+    for r in records:
+        by[r["symbol"]].append((r["ts"], r["price"]))
+    return sum(1 for qs in by.values() for (t, a), (_, b), (t3, c) in zip(qs, qs[1:], qs[2:], strict=False)
+               if a < b < c and t3 - t <= w)
+
+
 # ---------------------------------------------------------------- runs
 
 
@@ -171,7 +201,62 @@ PAIRS = {
         60,
         None,
     ),
+    "pay_without_cancel": (
+        "orders",
+        "PATTERN p SEQ(NOT Cancel c, Pay y) WHERE c.order_id = y.order_id WITHIN 1 day",
+        "PATTERN p SEQ(Pay y) WITHIN 1 day",
+        lambda recs: oracle_pay_without_cancel(recs, DAY),
+        DAY,
+        "PATTERN p SEQ(Cancel c, Pay y) WHERE c.order_id = y.order_id WITHIN 1 day",
+    ),
+    "rising_quotes": (
+        "quotes",
+        "PATTERN p SEQ(Quote a, Quote b, Quote c) WHERE b.price > a.price AND c.price > b.price "
+        "PARTITION BY symbol WITHIN 10 min USING strict_contiguity",
+        "PATTERN p SEQ(Quote a, Quote b, Quote c) WHERE b.price > a.price AND c.price > b.price "
+        "PARTITION BY symbol WITHIN 10 min",
+        lambda recs: oracle_rising_quotes(recs, 600),
+        600,
+        None,
+    ),
 }
+
+_EPL = side_by_side.EPL_DIR
+# Esper as one more system: the EPL form of each workload's gap pattern (PAIRS[name][1]). The streams
+# have strictly increasing times, so Esper's arrival order is cep's time order (no ties to break).
+ORDER_TYPE = (("Order", "OrderEvent"),)  # `order` is an EPL keyword
+ESPER = {
+    "unshipped": (EsperForm(
+        "esper", _EPL / "unshipped.epl", True,
+        "trailing NOT as `every o=Order -> (timer:interval(2 days + 1 ms) and not Shipment(order_id = o.order_id))`; "
+        "+1 ms because cep's trailing gap includes o.ts + w and Esper's timer fires before a record of that time; "
+        "the clock is moved past the last timers at the end, as cep decides every pending match there", ORDER_TYPE),
+        2 * DAY * 1000 + 2),
+    "paid_uncancelled": (EsperForm(
+        "esper", _EPL / "paid_uncancelled.epl", True,
+        "middle NOT as `every o=Order -> ((every y=Pay(order_id = o.order_id) and not Cancel(order_id = o.order_id)) "
+        "where timer:within(1 day + 1 ms))` (WITHIN is inclusive in cep)", ORDER_TYPE), 0),
+    "next_quote": (EsperForm(
+        "esper", _EPL / "next_quote.epl", True,
+        "skip_till_next_match as `every a=Quote -> (b=Quote(symbol = a.symbol, price > a.price) where "
+        "timer:within(60 s + 1 ms))`: without `every` on b each a takes the first higher quote"), 0),
+    "pay_without_cancel": (EsperForm(
+        "esper", _EPL / "pay_without_cancel.epl", True,
+        "leading NOT: an Esper pattern cannot look back, so a `not exists` subquery over `Cancel#time(1 day + 1 ms)` "
+        "(the cancels with ts >= y.ts - w when y arrives: cep's leading gap)"), 0),
+    "rising_quotes": (EsperForm(
+        "esper", _EPL / "rising_quotes.epl", True,
+        "strict_contiguity as `match_recognize (partition by symbol ... after match skip to next row pattern (A B C) "
+        "define B as B.price > A.price, C as C.price > B.price and C.ts - A.ts <= 600)`: rows of a partition are "
+        "contiguous, a match starts at every row"), 0),
+}
+
+
+def esper_rows(name: str, records: list[dict], expected: int, data_dir: Path, repeat: int) -> list[dict]:
+    """The workload's gap pattern as `cep run` and as EPL on the same file (``bench.side_by_side``)."""
+    form, end_advance_ms = ESPER[name]
+    comparison = Comparison(name, PAIRS[name][1] + "\n", (form,), end_advance_ms)
+    return side_by_side.compare(comparison, records, expected, data_dir, repeat)
 
 
 def run_once(text: str, events: list[Event]) -> tuple[float, int, int, int]:
@@ -208,9 +293,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--workloads", default=",".join(PAIRS))
     ap.add_argument("--out", default=str(Path(__file__).resolve().parent / "results"))
+    ap.add_argument("--no-esper", action="store_true", help="skip the side-by-side runs (cep run loop and Esper)")
+    ap.add_argument("--data", help="where the side-by-side stream files go (default OUT/data)")
     args = ap.parse_args(argv)
     rows = []
     ok = True
+    load_start = side_by_side.load_average()
+    esper_missing = None if args.no_esper else side_by_side.esper_unavailable()
+    sbs: list[dict] = []
     for n in [int(x) for x in args.sizes.split(",")]:
         streams = {"orders": orders_stream(n), "quotes": quotes_stream(n)}
         for name in args.workloads.split(","):
@@ -243,6 +333,10 @@ def main(argv: list[str] | None = None) -> int:
             ok &= count == expected
             rows.append(row)
             print(row, flush=True)
+            if not args.no_esper and esper_missing is None and name in ESPER:
+                data = Path(args.data) if args.data else Path(args.out) / "data"
+                sbs += esper_rows(name, recs, expected, data, args.repeat)
+                ok &= all(r["count_ok"] for r in sbs)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     with open(out / "absence.csv", "w", newline="") as f:
@@ -269,7 +363,15 @@ def main(argv: list[str] | None = None) -> int:
               "`NOT` deleted (the negated type becomes a positive element, so its events are stored too). "
               "Targets: ratio <= 1.5 for a NOT (unshipped, paid_uncancelled); state ratio <= 2. "
               "`fullest window` counts every event of the stream's types in the fullest window of the "
-              "pattern's WITHIN. Esper is not run for these workloads yet."]
+              "pattern's WITHIN."]
+    lines += ["", "## Side by side with Esper", ""]
+    if args.no_esper:
+        lines.append("Not run (`--no-esper`).")
+    elif esper_missing is not None:
+        lines.append(f"**Esper not run:** {esper_missing}")
+    else:
+        lines += [side_by_side.PREAMBLE, "", *side_by_side.table(sbs)]
+    lines += ["", f"Load average (1, 5, 15 min) at the start: {load_start}; at the end: {side_by_side.load_average()}."]
     (out / "absence.md").write_text("\n".join(lines) + "\n")
     return 0 if ok else 1
 

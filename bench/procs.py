@@ -156,10 +156,20 @@ def build_esper(timeout: float = 900) -> None:
 
 
 def run_esper(epl: Path, input_path: Path, output: str = "/dev/null", time_scale: float = 1000,
-              timeout: float = 900, heap: str = "4g") -> dict:
-    """The Esper runner on the same file; ``time_scale`` converts the time field to milliseconds."""
+              timeout: float = 900, heap: str = "4g", end_advance_ms: int = 0,
+              type_map: dict[str, str] | None = None) -> dict:
+    """The Esper runner on the same file; ``time_scale`` converts the time field to milliseconds.
+
+    ``end_advance_ms`` > 0 moves Esper's clock that far past the last record at the end (timed), firing
+    the timers still pending: the counterpart of cep deciding every pending match at the end of input.
+    ``type_map`` renames record types to the EPL's event types (a type named like an EPL keyword, Order).
+    """
     cmd = ["java", f"-Xmx{heap}", "-XX:+UseSerialGC", "-cp", ESPER_CLASSPATH, "cepbench.EsperRunner",
            "--epl", str(epl), "--input", str(input_path), "--output", output, "--time-scale", str(time_scale)]
+    if end_advance_ms > 0:
+        cmd += ["--end-advance-ms", str(end_advance_ms)]
+    if type_map:
+        cmd += ["--type-map", ",".join(f"{k}={v}" for k, v in type_map.items())]
     r = run_measured(cmd, timeout)
     if r["rc"] != 0:
         raise RunFailed(f"EsperRunner exited {r['rc']}: {r['stderr'][-2000:]}")

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import math
 import resource
 import sys
 import time
@@ -165,6 +166,12 @@ def main(argv: list[str] | None = None) -> int:
                 next_mark += n_total // 10
         if records == stop:
             break
+    # as `cep run` does at the end of a bounded input: the watermark becomes +infinity and decides every
+    # pending match (docs/language.md section 7, Decided matches)
+    outs = engine.advance_watermark(math.inf)
+    for o in outs:
+        write_line(encode_output(o))
+    composites += len(outs)
     flush()
     run_s = time.perf_counter() - t0
     if prof is not None:

@@ -55,6 +55,17 @@ public final class EsperRunner {
         double timeScale = Double.parseDouble(args.getOrDefault("time-scale", "1000"));
         int memEvery = Integer.parseInt(args.getOrDefault("mem-every", "1000"));
         boolean floorPass = !args.containsKey("no-floor");
+        // cep decides every pending match at the end of a bounded input (watermark +infinity); the
+        // counterpart here is moving the clock this far past the last record, firing every timer
+        long endAdvanceMs = Long.parseLong(args.getOrDefault("end-advance-ms", "0"));
+        // record type -> EPL event type, for record types that are EPL keywords (Order): "Order=OrderEvent,..."
+        Map<String, String> typeMap = new HashMap<>();
+        for (String pair : args.getOrDefault("type-map", "").split(",")) {
+            if (!pair.isBlank()) {
+                String[] kv = pair.split("=", 2);
+                typeMap.put(kv[0].trim(), kv[1].trim());
+            }
+        }
 
         String epl = Files.readString(Path.of(eplPath));
         Configuration config = new Configuration();
@@ -123,7 +134,7 @@ public final class EsperRunner {
                     continue;
                 }
                 Map<String, Object> rec = JsonLine.parse(line);
-                String type = (String) rec.get(typeField);
+                String type = typeMap.getOrDefault((String) rec.get(typeField), (String) rec.get(typeField));
                 Map<String, Class<?>> schema = schemas.get(type);
                 if (schema == null && !schemas.containsKey(type)) {
                     EventType et = runtime.getEventTypeService().getEventType(deploymentId, type);
@@ -154,6 +165,9 @@ public final class EsperRunner {
                     }
                 }
             }
+        }
+        if (endAdvanceMs > 0) {
+            events.advanceTimeSpan(now + endAdvanceMs);
         }
         out.flush();
         double runSeconds = (System.nanoTime() - t0) / 1e9;
