@@ -291,6 +291,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench.absence")
     ap.add_argument("--sizes", default="100000")
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--repeat-large", type=int, help="rounds for sizes >= 10^6 (default: --repeat)")
     ap.add_argument("--workloads", default=",".join(PAIRS))
     ap.add_argument("--out", default=str(Path(__file__).resolve().parent / "results"))
     ap.add_argument("--no-esper", action="store_true", help="skip the side-by-side runs (cep run loop and Esper)")
@@ -302,6 +303,7 @@ def main(argv: list[str] | None = None) -> int:
     esper_missing = None if args.no_esper else side_by_side.esper_unavailable()
     sbs: list[dict] = []
     for n in [int(x) for x in args.sizes.split(",")]:
+        repeat = args.repeat_large if args.repeat_large and n >= 1_000_000 else args.repeat
         streams = {"orders": orders_stream(n), "quotes": quotes_stream(n)}
         for name in args.workloads.split(","):
             kind, with_gap, without, oracle, w, positive = PAIRS[name]
@@ -310,7 +312,7 @@ def main(argv: list[str] | None = None) -> int:
             best = {"gap": math.inf, "base": math.inf, "positive": math.inf}
             res = {}
             runs = [("base", without), ("gap", with_gap)] + ([("positive", positive)] if positive else [])
-            for _ in range(args.repeat):
+            for _ in range(repeat):
                 for label, text in runs:
                     dt, count, peak, pend = run_once(text, events)
                     best[label] = min(best[label], dt)
@@ -335,7 +337,7 @@ def main(argv: list[str] | None = None) -> int:
             print(row, flush=True)
             if not args.no_esper and esper_missing is None and name in ESPER:
                 data = Path(args.data) if args.data else Path(args.out) / "data"
-                sbs += esper_rows(name, recs, expected, data, args.repeat)
+                sbs += esper_rows(name, recs, expected, data, repeat)
                 ok &= all(r["count_ok"] for r in sbs)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -346,7 +348,8 @@ def main(argv: list[str] | None = None) -> int:
     lines = [
         "# Absence and strategies: cost of a gap element, retained state",
         "",
-        f"`python -m bench.absence --sizes {args.sizes} --repeat {args.repeat}` (in-process Engine.push, in-order "
+        f"`python -m bench.absence --sizes {args.sizes} --repeat {args.repeat}"
+        f"{f' --repeat-large {args.repeat_large}' if args.repeat_large else ''}` (in-process Engine.push, in-order "
         "input, the pattern with the gap element vs the same pattern without it, interleaved, fastest of the "
         "repeats; end of input decides the pending matches and is included in the time).",
         "",
@@ -371,6 +374,7 @@ def main(argv: list[str] | None = None) -> int:
         lines.append(f"**Esper not run:** {esper_missing}")
     else:
         lines += [side_by_side.PREAMBLE, "", *side_by_side.table(sbs)]
+        side_by_side.write_csv(sbs, out / "absence_esper.csv")
     lines += ["", f"Load average (1, 5, 15 min) at the start: {load_start}; at the end: {side_by_side.load_average()}."]
     (out / "absence.md").write_text("\n".join(lines) + "\n")
     return 0 if ok else 1

@@ -13,6 +13,7 @@ bench makes) or the closest EPL can say, with what differs in its note: never a 
 
 from __future__ import annotations
 
+import csv
 import os
 import tempfile
 from collections.abc import Callable
@@ -35,6 +36,7 @@ class EsperForm:
     exact: bool  # the same composite events as cep on the bench's streams, by construction
     note: str  # how the EPL maps onto cep's semantics, and for an inexact form what differs
     type_map: tuple[tuple[str, str], ...] = ()  # record type -> EPL event type (Order is an EPL keyword)
+    timeout_s: float | None = None  # a form known to blow up (quadratic) gets a bound; the row says so
 
 
 @dataclass(frozen=True)
@@ -76,9 +78,10 @@ def compare(c: Comparison, records: list[dict], expected: int, data_dir: Path, r
             timeout: float = 1800, check: Callable[[list[dict]], None] | None = None) -> list[dict]:
     """Run cep and every EPL form of ``c`` on ``records`` for ``repeat`` interleaved rounds.
 
-    Returns one row per system: the counts seen, whether they equal ``expected``, the best loop time,
-    per-event cost and throughput over ``len(records)`` input records, peak RSS of the fastest run, and
-    for Esper rows cep's throughput over this form's. ``check``, when given, is applied to the ``match``
+    Returns one row per system: the counts seen, whether they equal ``expected``, the loop's best wall
+    and CPU time, per-event CPU cost and throughput over ``len(records)`` input records, peak RSS of the
+    run with the least CPU, and for Esper rows cep's throughput over this form's (by CPU time: the
+    machine is shared, so wall time also counts other work's turns). ``check``, when given, is applied to the ``match``
     objects each run writes (a figure such as an aggregate that the count alone would not catch).
     """
     n = len(records)
@@ -93,14 +96,17 @@ def compare(c: Comparison, records: list[dict], expected: int, data_dir: Path, r
         return procs.run_cep_inprocess([pattern], stream, output=out, timeout=timeout)
 
     def esper(form: EsperForm) -> Callable[[str], dict]:
-        return lambda out: procs.run_esper(form.epl, stream, output=out, timeout=timeout,
+        return lambda out: procs.run_esper(form.epl, stream, output=out, timeout=form.timeout_s or timeout,
                                            end_advance_ms=c.end_advance_ms, type_map=dict(form.type_map))
 
     systems: list[tuple[str, Callable[[str], dict], str]] = [("cep", run_cep, "the `cep run` loop")]
     systems += [(f.system, esper(f), ("exact: " if f.exact else "closest form: ") + f.note) for f in c.forms]
     runs: dict[str, list[dict]] = {name: [] for name, _, _ in systems}
+    failed: dict[str, str] = {}
     for _ in range(repeat):
         for name, fn, _ in systems:
+            if name in failed:
+                continue
             out = "/dev/null"
             if check is not None:
                 fd, out = tempfile.mkstemp(prefix=f"cep-{c.workload}-", suffix=".jsonl")
@@ -109,23 +115,32 @@ def compare(c: Comparison, records: list[dict], expected: int, data_dir: Path, r
                 res = fn(out)
                 if check is not None:
                     check(_matches(out))
+            except procs.RunFailed as e:
+                failed[name] = str(e).splitlines()[0][:200]
+                print(f"  {c.workload} n={n} {name}: {failed[name]}", flush=True)
+                continue
             finally:
                 if out != "/dev/null":
                     os.unlink(out)
             runs[name].append(res)
             print(f"  {c.workload} n={n} {name}: {res['composites']} (oracle {expected}) loop {res['run_s']:.2f} s "
-                  f"rss {res['peak_rss_mb']:.0f} MB", flush=True)
+                  f"cpu {res['cpu_s']:.2f} s rss {res['peak_rss_mb']:.0f} MB", flush=True)
     rows = []
-    cep_best = min(r["run_s"] for r in runs["cep"])
+    cep_best = min(r["cpu_s"] for r in runs["cep"])
     for name, _, note in systems:
-        best = min(runs[name], key=lambda r: r["run_s"])
+        if not runs[name]:
+            rows.append({"workload": c.workload, "n": n, "system": name, "runs": 0, "composites": None,
+                         "oracle": expected, "count_ok": None, "failed": failed[name], "note": note})
+            continue
+        best = min(runs[name], key=lambda r: r["cpu_s"])
         counts = sorted({r["composites"] for r in runs[name]})
         rows.append({
             "workload": c.workload, "n": n, "system": name, "runs": len(runs[name]),
             "composites": ",".join(map(str, counts)), "oracle": expected, "count_ok": counts == [expected],
-            "loop_s": round(best["run_s"], 3), "us_per_event": round(best["run_s"] / n * 1e6, 2),
-            "events_per_s": round(n / best["run_s"]), "peak_rss_mb": round(best["peak_rss_mb"], 1),
-            "cep_over_system": round(best["run_s"] / cep_best, 2) if name != "cep" else None,
+            "loop_wall_s": round(min(r["run_s"] for r in runs[name]), 3), "loop_cpu_s": round(best["cpu_s"], 3),
+            "us_per_event": round(best["cpu_s"] / n * 1e6, 2), "events_per_cpu_s": round(n / best["cpu_s"]),
+            "peak_rss_mb": round(best["peak_rss_mb"], 1),
+            "cep_over_system": round(best["cpu_s"] / cep_best, 2) if name != "cep" else None,
             "note": note,
         })
     return rows
@@ -134,24 +149,40 @@ def compare(c: Comparison, records: list[dict], expected: int, data_dir: Path, r
 def table(rows: list[dict]) -> list[str]:
     """The markdown table of ``compare`` rows; notes are numbered below it (they are long)."""
     notes: list[str] = []
-    lines = ["| workload | events | system | composites (oracle) | ok | loop s | us/event | events/s | "
-             "cep/Esper throughput | peak RSS MB | semantics |",
-             "|---|---:|---|---|---|---:|---:|---:|---:|---:|---|"]
+    lines = ["| workload | events | system | composites (oracle) | ok | loop wall s | loop CPU s | us/event (CPU) | "
+             "events per CPU s | cep/Esper throughput | peak RSS MB | semantics |",
+             "|---|---:|---|---|---|---:|---:|---:|---:|---:|---:|---|"]
     for r in rows:
         if r["note"] not in notes:
             notes.append(r["note"])
+        if r["count_ok"] is None:
+            lines.append(f"| {r['workload']} | {r['n']:,} | {r['system']} | - ({r['oracle']:,}) | - | "
+                         f"{r['failed']} | | | | | | [{notes.index(r['note']) + 1}] |")
+            continue
         ratio = f"{r['cep_over_system']:.2f}x" if r["cep_over_system"] is not None else "-"
         lines.append(f"| {r['workload']} | {r['n']:,} | {r['system']} | {r['composites']} ({r['oracle']:,}) | "
-                     f"{'yes' if r['count_ok'] else '**NO**'} | {r['loop_s']:.2f} | {r['us_per_event']:.2f} | "
-                     f"{r['events_per_s']:,} | {ratio} | {r['peak_rss_mb']:.0f} | [{notes.index(r['note']) + 1}] |")
+                     f"{'yes' if r['count_ok'] else '**NO**'} | {r['loop_wall_s']:.2f} | {r['loop_cpu_s']:.2f} | "
+                     f"{r['us_per_event']:.2f} | {r['events_per_cpu_s']:,} | {ratio} | {r['peak_rss_mb']:.0f} | "
+                     f"[{notes.index(r['note']) + 1}] |")
     lines.append("")
     lines += [f"[{i}] {note}" for i, note in enumerate(notes, 1)]
     return lines
 
 
+def write_csv(rows: list[dict], path: Path) -> None:
+    fields = list(dict.fromkeys(k for r in rows for k in r))
+    with open(path, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=fields)
+        w.writeheader()
+        w.writerows(rows)
+
+
 PREAMBLE = ("cep = the `cep run` loop (`bench.run_cep`: reader, engine, writer; the end of input decides every "
             "pending match) in a fresh process; Esper 8.9.0 = `bench/esper`'s runner (same file, its own JSON "
             "reader, external clock set to each record's time, then moved past the last timers at the end) in a "
-            "fresh JVM. Both write JSON lines; loop s = from the first record to the last output (best of the "
-            "runs, rounds interleaved), us/event = loop s / input records, cep/Esper throughput = Esper's loop "
-            "time / cep's (above 1: cep faster), peak RSS = the process's VmHWM (JVM with -Xmx4g, SerialGC).")
+            "fresh JVM. Both write JSON lines. Loop = from the first record to the last output; its wall time "
+            "(best of the runs, rounds interleaved) and its CPU time (the whole process: for the JVM every "
+            "thread, JIT compilers and collector included), us/event = loop CPU s / input records, cep/Esper "
+            "throughput = Esper's loop CPU time / cep's (above 1: cep faster); CPU time, because the machine "
+            "is shared and wall time also counts other work's turns. Peak RSS = the process's VmHWM (JVM with "
+            "-Xmx4g, SerialGC).")

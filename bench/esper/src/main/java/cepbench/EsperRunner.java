@@ -125,6 +125,7 @@ public final class EsperRunner {
         long peakHeap = 0;
         Runtime jvm = Runtime.getRuntime();
         long now = 0;
+        long c0 = processCpuNanos();
         long t0 = System.nanoTime();
         try (BufferedReader in = reader(input)) {
             String line;
@@ -171,6 +172,7 @@ public final class EsperRunner {
         }
         out.flush();
         double runSeconds = (System.nanoTime() - t0) / 1e9;
+        double cpuSeconds = (processCpuNanos() - c0) / 1e9;
         long used = jvm.totalMemory() - jvm.freeMemory();
         if (used > peakHeap) {
             peakHeap = used;
@@ -185,12 +187,19 @@ public final class EsperRunner {
                 + ",\"compile_s\":" + compileSeconds
                 + ",\"floor_s\":" + floorSeconds
                 + ",\"run_s\":" + runSeconds
+                + ",\"cpu_s\":" + cpuSeconds
                 + ",\"p50_us\":" + p50
                 + ",\"p99_us\":" + p99
                 + ",\"peak_heap_mb\":" + (peakHeap / 1048576.0)
                 + ",\"vmhwm_mb\":" + vmHwmMb()
                 + ",\"esper_version\":\"" + com.espertech.esper.runtime.client.util.RuntimeVersion.RUNTIME_VERSION + "\"}");
         runtime.destroy();
+    }
+
+    /** CPU time of the whole JVM (every thread: the JIT compilers and the collector work for the run too). */
+    private static long processCpuNanos() {
+        return ((com.sun.management.OperatingSystemMXBean) java.lang.management.ManagementFactory
+                .getOperatingSystemMXBean()).getProcessCpuTime();
     }
 
     /** Peak resident memory of this process (VmHWM; ru_maxrss would include the parent's, see run_cep.py). */
