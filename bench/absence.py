@@ -134,12 +134,16 @@ def oracle_paid_uncancelled(records: list[dict], w: int) -> int:
     return n
 
 
-def oracle_next_quote(records: list[dict], w: int) -> int:
+def _quotes_by_symbol(records: list[dict]) -> dict:
     by: dict = defaultdict(list)
     for r in records:
         by[r["symbol"]].append((r["ts"], r["price"]))
+    return by
+
+
+def oracle_next_quote(records: list[dict], w: int) -> int:
     n = 0
-    for qs in by.values():
+    for qs in _quotes_by_symbol(records).values():
         for i, (t, p) in enumerate(qs):
             for t2, p2 in qs[i + 1:]:
                 if t2 - t > w:
@@ -152,21 +156,17 @@ def oracle_next_quote(records: list[dict], w: int) -> int:
 
 def oracle_pay_without_cancel(records: list[dict], w: int) -> int:
     cancels = _times_by(records, "Cancel", "order_id")
-    n = 0
-    for r in records:
-        if r["type"] == "Pay":
-            c = cancels.get(r["order_id"], [])
-            i = bisect.bisect_left(c, r["ts"] - w)
-            if not (i < len(c) and c[i] < r["ts"]):
-                n += 1
-    return n
+
+    def cancelled_before(pay: dict) -> bool:  # a cancel of the order in [pay.ts - w, pay.ts)
+        c = cancels.get(pay["order_id"], [])
+        i = bisect.bisect_left(c, pay["ts"] - w)
+        return i < len(c) and c[i] < pay["ts"]
+
+    return sum(1 for r in records if r["type"] == "Pay" and not cancelled_before(r))
 
 
 def oracle_rising_quotes(records: list[dict], w: int) -> int:
-    by: dict = defaultdict(list)
-    for r in records:
-        by[r["symbol"]].append((r["ts"], r["price"]))
-    return sum(1 for qs in by.values() for (t, a), (_, b), (t3, c) in zip(qs, qs[1:], qs[2:], strict=False)
+    return sum(1 for qs in _quotes_by_symbol(records).values() for (t, a), (_, b), (t3, c) in zip(qs, qs[1:], qs[2:], strict=False)
                if a < b < c and t3 - t <= w)
 
 
@@ -367,15 +367,8 @@ def main(argv: list[str] | None = None) -> int:
               "Targets: ratio <= 1.5 for a NOT (unshipped, paid_uncancelled); state ratio <= 2. "
               "`fullest window` counts every event of the stream's types in the fullest window of the "
               "pattern's WITHIN."]
-    lines += ["", "## Side by side with Esper", ""]
-    if args.no_esper:
-        lines.append("Not run (`--no-esper`).")
-    elif esper_missing is not None:
-        lines.append(f"**Esper not run:** {esper_missing}")
-    else:
-        lines += [side_by_side.PREAMBLE, "", *side_by_side.table(sbs)]
-        side_by_side.write_csv(sbs, out / "absence_esper.csv")
-    lines += ["", f"Load average (1, 5, 15 min) at the start: {load_start}; at the end: {side_by_side.load_average()}."]
+    lines += side_by_side.report_section(sbs, args.no_esper, esper_missing, out / "absence_esper.csv",
+                                         load_start=load_start)
     (out / "absence.md").write_text("\n".join(lines) + "\n")
     return 0 if ok else 1
 

@@ -194,16 +194,10 @@ def main(argv: list[str] | None = None) -> int:
     ]
     for r in rows:
         lines.append(f"| {r[0]} | {r[1]:,} | {r[2]:.1f} | {r[3]:.1f} | {r[4]:.2f} | {r[5]:,} | {r[6]:.2f} |")
-    lines += ["", "## Side by side with Esper", ""]
-    if args.no_esper:
-        lines.append("Not run (`--no-esper`).")
-    elif esper_missing is not None:
-        lines.append(f"**Esper not run:** {esper_missing}")
-    else:
-        lines += [side_by_side.PREAMBLE + " Every match's count, sum, avg, max and first checked against the oracle "
-                  "in every system.", "", *side_by_side.table(sbs)]
-        side_by_side.write_csv(sbs, out / "kleene_esper.csv")
-    lines += ["", f"Load average (1, 5, 15 min) at the start: {load_start}; at the end: {side_by_side.load_average()}."]
+    lines += side_by_side.report_section(
+        sbs, args.no_esper, esper_missing, out / "kleene_esper.csv", load_start=load_start,
+        preamble=side_by_side.PREAMBLE + " Every match's count, sum, avg, max and first checked against the oracle "
+        "in every system.")
     (out / "kleene.md").write_text("\n".join(lines) + "\n")
     (out / "kleene.csv").write_text("run_length,matches,kleene_us_per_event,baseline_us_per_event,ratio,"
                                     "peak_retained,retained_per_window\n"

@@ -146,6 +146,17 @@ def compare(c: Comparison, records: list[dict], expected: int, data_dir: Path, r
     return rows
 
 
+PREAMBLE = ("cep = the `cep run` loop (`bench.run_cep`: reader, engine, writer; the end of input decides every "
+            "pending match) in a fresh process; Esper 8.9.0 = `bench/esper`'s runner (same file, its own JSON "
+            "reader, external clock set to each record's time, then moved past the last timers at the end) in a "
+            "fresh JVM. Both write JSON lines. Loop = from the first record to the last output; its wall time "
+            "(best of the runs, rounds interleaved) and its CPU time (the whole process: for the JVM every "
+            "thread, JIT compilers and collector included), us/event = loop CPU s / input records, cep/Esper "
+            "throughput = Esper's loop CPU time / cep's (above 1: cep faster); CPU time, because the machine "
+            "is shared and wall time also counts other work's turns. Peak RSS = the process's VmHWM (JVM with "
+            "-Xmx4g, SerialGC).")
+
+
 def table(rows: list[dict]) -> list[str]:
     """The markdown table of ``compare`` rows; notes are numbered below it (they are long)."""
     notes: list[str] = []
@@ -169,20 +180,24 @@ def table(rows: list[dict]) -> list[str]:
     return lines
 
 
+def report_section(rows: list[dict], skipped: bool, missing: str | None, csv_path: Path, preamble: str = PREAMBLE,
+                   load_start: str = "") -> list[str]:
+    """The "Side by side with Esper" section of a bench's markdown (and its CSV beside it)."""
+    lines = ["", "## Side by side with Esper", ""]
+    if skipped:
+        lines.append("Not run (`--no-esper`).")
+    elif missing is not None:
+        lines.append(f"**Esper not run:** {missing}")
+    else:
+        lines += [preamble, "", *table(rows)]
+        write_csv(rows, csv_path)
+    lines += ["", f"Load average (1, 5, 15 min) at the start: {load_start}; at the end: {load_average()}."]
+    return lines
+
+
 def write_csv(rows: list[dict], path: Path) -> None:
     fields = list(dict.fromkeys(k for r in rows for k in r))
     with open(path, "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=fields)
         w.writeheader()
         w.writerows(rows)
-
-
-PREAMBLE = ("cep = the `cep run` loop (`bench.run_cep`: reader, engine, writer; the end of input decides every "
-            "pending match) in a fresh process; Esper 8.9.0 = `bench/esper`'s runner (same file, its own JSON "
-            "reader, external clock set to each record's time, then moved past the last timers at the end) in a "
-            "fresh JVM. Both write JSON lines. Loop = from the first record to the last output; its wall time "
-            "(best of the runs, rounds interleaved) and its CPU time (the whole process: for the JVM every "
-            "thread, JIT compilers and collector included), us/event = loop CPU s / input records, cep/Esper "
-            "throughput = Esper's loop CPU time / cep's (above 1: cep faster); CPU time, because the machine "
-            "is shared and wall time also counts other work's turns. Peak RSS = the process's VmHWM (JVM with "
-            "-Xmx4g, SerialGC).")
