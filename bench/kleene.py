@@ -26,7 +26,8 @@ first of the user's failures in the window, ``exists`` for the ``{1,}``): exactl
 ``ok.ts - w <= t < ok.ts``. ``esper match_recognize``: ``pattern (F+ OK)`` per user, what the issue
 names; its rows are contiguous, so a run ends at the previous success and has no time bound (the
 same matches on this stream, where w covers exactly one run), and it starts a partial match at every
-failure, so its cost grows with L per event; it runs under ``--mr-timeout``.
+failure, so its cost grows with L per event; it runs under ``--mr-timeout``. ``esper until``: a context
+per user and ``every ([1:] f=... until ok=...)``, the same run as match_recognize's, one instance per user.
 """
 
 from __future__ import annotations
@@ -75,6 +76,11 @@ match_recognize (
   define F as F.success = false, OK as OK.success = true
 );
 """
+ESPER_UNTIL = LOGIN_SCHEMA + """create context ByUser partition by user from Login;
+@name('brute_force') context ByUser select ok.user as user, f.countOf() as n, f.sumOf(x => x.k) as total,
+  f.average(x => x.k) as mean, f.max(x => x.k) as top, f.firstOf().ts as since
+from pattern [every ([1:] f=Login(success = false) until ok=Login(success = true))];
+"""
 
 
 def esper_forms(w: int, data_dir: Path, mr_timeout: float) -> tuple[EsperForm, ...]:
@@ -84,6 +90,8 @@ def esper_forms(w: int, data_dir: Path, mr_timeout: float) -> tuple[EsperForm, .
     sub.write_text(ESPER_SUBQUERY.format(ms=w * 1000 + 1))
     mr = data_dir / "brute_force_match_recognize.epl"
     mr.write_text(ESPER_MR)
+    until = data_dir / "brute_force_until.epl"
+    until.write_text(ESPER_UNTIL)
     return (
         EsperForm("esper", sub, True,
                   "correlated subqueries over `Login(success = false)#time(w + 1 ms)` per success: count, sum, "
@@ -95,6 +103,11 @@ def esper_forms(w: int, data_dir: Path, mr_timeout: float) -> tuple[EsperForm, .
                   "[ok.ts - w, ok.ts), across successes); the same matches on this stream, where w covers "
                   "exactly one run. It keeps a partial match per failure of the run, so its cost per event "
                   "grows with L", timeout_s=mr_timeout),
+        EsperForm("esper until", until, False,
+                  "a context per user and `every ([1:] f=Login(success = false) until ok=Login(success = true))` "
+                  "with enumeration methods on f (countOf, sumOf, average, max, firstOf): like match_recognize, "
+                  "the run is the failures since the previous success, with no time bound; the same matches "
+                  "on this stream"),
     )
 
 

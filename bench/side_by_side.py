@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import csv
 import os
+import re
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -86,10 +87,11 @@ def compare(c: Comparison, records: list[dict], expected: int, data_dir: Path, r
     """
     n = len(records)
     data_dir.mkdir(parents=True, exist_ok=True)
-    stream = data_dir / f"{c.workload}_{n}.jsonl"
+    slug = re.sub(r"\W+", "_", c.workload)
+    stream = data_dir / f"{slug}_{n}.jsonl"
     if not stream.exists():
         write_jsonl(records, stream)
-    pattern = data_dir / f"{c.workload}.pattern"
+    pattern = data_dir / f"{slug}.pattern"
     pattern.write_text(c.pattern)
 
     def run_cep(out: str) -> dict:
@@ -109,7 +111,7 @@ def compare(c: Comparison, records: list[dict], expected: int, data_dir: Path, r
                 continue
             out = "/dev/null"
             if check is not None:
-                fd, out = tempfile.mkstemp(prefix=f"cep-{c.workload}-", suffix=".jsonl")
+                fd, out = tempfile.mkstemp(prefix=f"cep-{slug}-", suffix=".jsonl")
                 os.close(fd)
             try:
                 res = fn(out)

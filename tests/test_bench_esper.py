@@ -92,7 +92,7 @@ def test_kleene_epl_counts_and_aggregates_equal_the_oracle(esper: None, tmp_path
     events = kleene.stream(8 * kleene.USERS, run)
     w = run * kleene.USERS + kleene.USERS // 2
     forms = kleene.esper_forms(w, tmp_path, mr_timeout=300)
-    assert [f.system for f in forms] == ["esper", "esper match_recognize"]
+    assert [f.system for f in forms] == ["esper", "esper match_recognize", "esper until"]
     rows = side_by_side.compare(Comparison("brute_force", kleene.KLEENE.format(w=w), forms),
                                 [e.fields for e in events], kleene.oracle_count(events, run), tmp_path,
                                 check=lambda ms: [kleene.check_match(kleene.flat(m), run) for m in ms])
