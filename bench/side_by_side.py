@@ -118,7 +118,7 @@ def compare(c: Comparison, records: list[dict], expected: int, data_dir: Path, r
                 if check is not None:
                     check(_matches(out))
             except procs.RunFailed as e:
-                failed[name] = str(e).splitlines()[0][:200]
+                failed[name] = str(e).splitlines()[0].split(": ", 1)[0][:200]  # "timed out after 600 s"
                 print(f"  {c.workload} n={n} {name}: {failed[name]}", flush=True)
                 continue
             finally:
