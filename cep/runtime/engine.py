@@ -92,8 +92,9 @@ class Engine:
         self._by_name = {cp.name: i for i, cp in enumerate(self.patterns)}
         # every (pattern, atom) is a bit; an event's holders are a bit mask (a small int),
         # and its leaf tuples are recomputed from the event when it leaves
-        # event type -> (pattern, atom, filter, bit, the atom's insert) per atom of that type
-        self.route: dict[str, list[tuple[int, int, Any, int, Any]]] = {}
+        # event type -> (pattern, atom, filter, bit, the atom's insert, the pattern's delta
+        # enumeration, whether the pattern has gaps) per atom of that type
+        self.route: dict[str, list[tuple[int, int, Any, int, Any, Any, bool]]] = {}
         self._slots: list[tuple[int, int]] = []
         self._pattern_mask = [0] * len(self.patterns)
         for ri, cp in enumerate(self.patterns):
@@ -101,7 +102,9 @@ class Engine:
                 bit = 1 << len(self._slots)
                 self._slots.append((ri, ai))
                 self._pattern_mask[ri] |= bit
-                self.route.setdefault(atom.type, []).append((ri, ai, atom.filter, bit, self.runtimes[ri].inserter[ai]))
+                rt = self.runtimes[ri]
+                self.route.setdefault(atom.type, []).append(
+                    (ri, ai, atom.filter, bit, rt.inserter[ai], rt.changes, bool(cp.decided)))
         self._atom_bits = (1 << len(self._slots)) - 1
         # gap elements (docs/language.md section 7): per pattern, sorted indexes of the gap types' events
         # (each index one more bit of an event's holders), the checks, and the undecided matches
@@ -145,6 +148,8 @@ class Engine:
         # its last event's time - w (docs/language.md section 7, NOT elements), so its emitted matches can still be re-checked
         self._windowed: list[tuple[int, int, int]] = []
         self._windows: list[Any] = []
+        # per queue: (bit, leaf tuple, update path) of each atom it expires
+        self._expirers: list[list[tuple[int, Any, Any]]] = []
         for ri, cp in enumerate(self.patterns):
             if cp.within is None:
                 continue
@@ -157,6 +162,10 @@ class Engine:
             else:
                 self._windowed.append((len(self._windows), ri, self._pattern_mask[ri]))
                 self._windows.append(cp.within)
+        for _qi, ri, qmask in self._windowed:
+            rt = self.runtimes[ri]
+            self._expirers.append([(1 << j, rt.extract[ai], rt._prop_of_atom[ai])
+                                   for j, (r, ai) in enumerate(self._slots) if r == ri and qmask >> j & 1])
         # record -> serials, built on the first retraction (insert-only streams never pay for it)
         self._by_fp: dict[Any, list[int]] = {}
         self._fp_enabled = False
@@ -292,21 +301,21 @@ class Engine:
         mask = self._gap_insert(event, serial) if self.gap_route else 0
         outs: list[Output] = []
         t = None
-        for ri, _ai, flt, bit, insert in self.route.get(event.type, ()):
+        for ri, _ai, flt, bit, insert, changes, decided in self.route.get(event.type, ()):
             if flt is not None and not flt(event):
                 continue
-            delta = insert(event, serial, t)
-            if delta is None:
+            r = insert(event, serial, t)
+            if r is None:
                 continue
-            t = delta.tuple
+            t, chain = r
             mask |= bit
-            if emit:
-                if self.checks[ri] is None:
-                    for slots in delta.matches():
-                        outs.append(self._output(ri, slots, "+"))
-                else:
-                    for slots in list(delta.matches()):
+            if chain is not None and emit:
+                if decided:
+                    for slots in list(changes(chain)):
                         self._complete(ri, slots, outs)
+                else:
+                    for slots in changes(chain):
+                        outs.append(self._output(ri, slots, "+"))
         if not mask:
             del self.events[serial]
             return outs
@@ -344,7 +353,7 @@ class Engine:
         for ix, flt, _bit in self.gap_route.get(event.type, ()):
             if (flt is None or flt(event)) and ix.key_of(event) is not None:
                 return True
-        for ri, ai, flt, _bit, _insert in self.route.get(event.type, ()):
+        for ri, ai, flt, *_ in self.route.get(event.type, ()):
             if flt is None or flt(event):
                 if self.runtimes[ri].extract[ai](event, -1) is not None:
                     return True
@@ -383,6 +392,9 @@ class Engine:
         return outs
 
     def _expire(self) -> None:
+        """Drop the events that fell out of each window: per queue, the due events in time
+        order; one event (the common case: the watermark moves with every event) goes
+        through each atom's generated update path, several as one batch per atom."""
         wm = self.watermark
         events = self.events
         for qi, ri, qmask in self._windowed:
@@ -400,8 +412,30 @@ class Engine:
                     break
             while heap and heap[0][0] < limit:
                 due.append(heapq.heappop(heap)[1])
-            if due:
+            if len(due) == 1:
+                self._expire_one(qi, qmask, due[0])
+            elif due:
                 self._expire_serials(ri, qmask, due)
+
+    def _expire_one(self, qi: int, pmask: int, serial: int) -> None:
+        """``_expire_serials`` for one event: each holder's leaf tuple through its update path."""
+        holders = self._holders
+        mask = holders.get(serial, 0)
+        m = mask & pmask
+        if not m:
+            return  # already retracted
+        event = self.events[serial]
+        if m & self._atom_bits:
+            for bit, extract, prop in self._expirers[qi]:
+                if m & bit:
+                    prop(extract(event, serial), -1)
+        if m & ~self._atom_bits:
+            self._gap_remove(event, serial, m)
+        mask &= ~pmask
+        if mask:
+            holders[serial] = mask
+        else:
+            self._forget(serial)
 
     def _expire_serials(self, ri: int, pmask: int, serials: list[int]) -> None:
         """Drop these events from the holders ``pmask`` of pattern ``ri``: one batch of

@@ -42,6 +42,24 @@ class SumSortedMap:
         self._weights: list[int] = []
         self._blocks: _Blocked | None = None
 
+    @classmethod
+    def of_two(cls, first: tuple, key, item, weight: int) -> SumSortedMap:
+        """A map of entry ``first`` = (key, item, weight) and a new entry with another item
+        (how a group of one plain triple grows: no search, no call per entry)."""
+        m = cls()
+        k0, i0, w0 = first
+        if key < k0:
+            m._keys, m._items, m._weights = [key, k0], [item, i0], [weight, w0]
+        else:
+            m._keys, m._items, m._weights = [k0, key], [i0, item], [w0, weight]
+        return m
+
+    def only(self) -> tuple | None:
+        """The (key, item, weight) of a map of at most one entry (None: empty)."""
+        if self._blocks is None:
+            return (self._keys[0], self._items[0], self._weights[0]) if self._keys else None
+        return next(self.entries(), None)
+
     def __len__(self) -> int:
         b = self._blocks
         return len(self._keys) if b is None else b.n
@@ -56,43 +74,56 @@ class SumSortedMap:
 
     # ---------------------------------------------------------------- updates
 
-    def incr(self, key, item, delta: int) -> None:
-        """Add ``delta`` to ``item``'s weight under ``key``; a weight of zero removes it."""
+    def incr(self, key, item, delta: int) -> int:
+        """Add ``delta`` to ``item``'s weight under ``key``; a weight of zero removes it.
+
+        Returns the number of entries after the change (the caller shrinks a group of one
+        back to a plain triple without another call)."""
         b = self._blocks
         if b is not None:
             b.incr(key, item, delta)
-            return
+            return b.n
         keys = self._keys
-        if delta > 0 and (not keys or key > keys[-1]):
+        n = len(keys)
+        if delta > 0 and (not n or key > keys[-1]):
             keys.append(key)
             self._items.append(item)
             self._weights.append(delta)
-            if len(keys) > FLAT_MAX:
+            if n >= FLAT_MAX:
                 self._blocks = _Blocked(keys, self._items, self._weights)
                 self._keys, self._items, self._weights = [], [], []
-            return
+            return n + 1
         items = self._items
-        i = bisect_left(keys, key)
-        n = len(keys)
-        while i < n and keys[i] == key:
-            if items[i] == item:
-                w = self._weights[i] + delta
-                if w:
-                    self._weights[i] = w
-                else:
-                    del keys[i]
-                    del items[i]
-                    del self._weights[i]
-                return
-            i += 1
+        if n and keys[0] == key and items[0] == item:
+            # the oldest entry (window expiry removes from the front)
+            i = 0
+        else:
+            i = bisect_left(keys, key)
+            while i < n and keys[i] == key:
+                if items[i] == item:
+                    break
+                i += 1
+            else:
+                i = -1
+        if i >= 0:
+            w = self._weights[i] + delta
+            if w:
+                self._weights[i] = w
+                return n
+            del keys[i]
+            del items[i]
+            del self._weights[i]
+            return n - 1
         if delta <= 0:
             raise KeyError((key, item))
+        i = bisect_right(keys, key)
         keys.insert(i, key)
         items.insert(i, item)
         self._weights.insert(i, delta)
-        if len(keys) > FLAT_MAX:
+        if n >= FLAT_MAX:
             self._blocks = _Blocked(keys, items, self._weights)
             self._keys, self._items, self._weights = [], [], []
+        return n + 1
 
     # ----------------------------------------------------------------- ranges
 
