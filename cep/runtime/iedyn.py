@@ -34,7 +34,7 @@ from typing import Any
 from cep import codegen
 from cep.lang.gcq import ID_ATTR, TIME_ATTR, Bound, CompiledPattern
 from cep.plan.physical import IndexUse, PhysicalPlan
-from cep.runtime.sumlist import SumSortedMap
+from cep.runtime.sumlist import SumSortedMap, incr_source
 from cep.values import SqlBool, canon
 
 _LOWER = {">": False, ">=": True, "=": True}
@@ -250,8 +250,10 @@ class NodeIndex:
                 f"        if {c} <= 0:",
                 f"            raise KeyError({t})",
                 f"        {G}[k] = SumSortedMap.of_two(g, sk, {t}, {c})",
-                f"elif g.incr(sk, {t}, {c}) <= 1:",
-                f"    _shrink({G}, k, g)",
+                "else:",
+                *[f"    {line}" for line in incr_source("g", "sk", t, c, "n")],
+                "    if n <= 1:",
+                f"        _shrink({G}, k, g)",
             )]
             return lines
         env[T] = self.totals

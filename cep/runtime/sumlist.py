@@ -31,6 +31,27 @@ FLAT_MAX = 256
 LOAD = 256
 
 
+def incr_source(g: str, key: str, item: str, delta: str, size: str) -> list[str]:
+    """Source lines of ``size = g.incr(key, item, delta)`` for generated code, with the two
+    fast paths of a flat map inlined: an append at the end (an event in time order) and the
+    removal of the first entry (window expiry).  Here, beside the layout they read."""
+    return [
+        f"ks = {g}._keys",
+        f"if {delta} > 0 and ks and {key} > ks[-1] and len(ks) < {FLAT_MAX}:",
+        "    ks.append(" + key + ")",
+        f"    {g}._items.append({item})",
+        f"    {g}._weights.append({delta})",
+        f"    {size} = len(ks)",
+        f"elif ks and ks[0] == {key} and {g}._items[0] == {item} and {g}._weights[0] == -{delta}:",
+        "    del ks[0]",
+        f"    del {g}._items[0]",
+        f"    del {g}._weights[0]",
+        f"    {size} = len(ks)",
+        "else:",
+        f"    {size} = {g}.incr({key}, {item}, {delta})",
+    ]
+
+
 class SumSortedMap:
     """Sorted (key, item) entries with integer weights (multiplicities)."""
 
