@@ -34,7 +34,7 @@ def test_a_traceback_names_the_generated_function_and_prints_its_line():
     assert f'File "<cep card_testing: propagate leaf {leaf}>", line ' in text
     # the failing generated line is printed under it: the leaf's index update (inlined), reading its key
     frame = next(f for f in traceback.extract_tb(info.tb) if f.filename.startswith("<cep card_testing"))
-    assert frame.line and frame.line.startswith("k = t[")
+    assert frame.line and frame.line.startswith(f"k = t{leaf}[")
     assert frame.line in text
 
 

@@ -143,6 +143,11 @@ def _key_expr(t: str, positions: list[int]) -> str:
     return "(" + "".join(f"{t}[{p}], " for p in positions) + ")"
 
 
+def _tuple_expr(t: str, positions: list[int]) -> str:
+    """Source of ``codegen.tuple_getter(positions)(t)``: always a tuple, even of one."""
+    return "(" + "".join(f"{t}[{p}], " for p in positions) + ")"
+
+
 def _shrink(groups: dict, key, g: SumSortedMap) -> None:
     """A sorted group down to one entry becomes a plain triple again (or goes, when empty)."""
     only = g.only()
@@ -467,7 +472,7 @@ class _Node:
 
     __slots__ = (
         "id", "vars", "pos", "parent", "sibling", "children", "is_guard", "atom",
-        "P", "S", "stores", "proj", "edge_check", "delta_key", "delta_probe_key", "delta_check",
+        "P", "S", "stores", "proj", "proj_pos", "edge_check", "delta_key", "delta_probe_key", "delta_check",
     )
 
 
@@ -540,7 +545,7 @@ class PatternRuntime:
         for pn, n in zip(plan.nodes, nodes, strict=True):
             n.P = n.S = None
             n.stores = ()
-            n.proj = n.edge_check = n.delta_key = n.delta_probe_key = n.delta_check = None
+            n.proj = n.proj_pos = n.edge_check = n.delta_key = n.delta_probe_key = n.delta_check = None
             if n.parent is None:
                 continue
             p = nodes[n.parent]
@@ -569,12 +574,13 @@ class PatternRuntime:
             n.delta_check = _checker(edge_preds, [("u", p.pos), ("t", n.pos)], f"{label} edge")
             if n.sibling is None:
                 # single child (always a guard): delta_p = proj(sigma_edge(delta_n))
-                n.proj = codegen.tuple_getter([n.pos[v] for v in p.vars])
+                n.proj_pos = [n.pos[v] for v in p.vars]
                 n.edge_check = _checker(edge_preds, [("t", n.pos)], f"{label} edge filter")
             elif n.is_guard:
-                n.proj = codegen.tuple_getter([n.pos[v] for v in p.vars])
+                n.proj_pos = [n.pos[v] for v in p.vars]
             else:
-                n.proj = codegen.tuple_getter([sib_pos[v] for v in p.vars])
+                n.proj_pos = [sib_pos[v] for v in p.vars]
+            n.proj = codegen.tuple_getter(n.proj_pos)
         # leaves: where each atom's tuples enter the tree
         slot_serial: list[int] = [0] * len(self.pattern.atoms)
         leaf_of_atom: dict[int, int] = {}
@@ -698,67 +704,74 @@ class PatternRuntime:
         """
         nodes = self.nodes
         env: dict[str, Any] = {"batch": self._propagate_batch}
-        lines = ["def prop(t, c):", "    path = []"]
+        lines = [f"def prop(t{start}, c{start}):"]
+        done: list[str] = []  # the path's items so far, built only when the change reaches the root
+
+        def path(*more: str) -> str:
+            return "[" + "".join(f"{x}, " for x in done + list(more)) + "]"
+
         n = nodes[start]
         while True:
             nid = n.id
-            lines.append(f"    path.append(({nid}, t, c))")
+            t, c = f"t{nid}", f"c{nid}"
+            done.append(f"({nid}, {t}, {c})")
             rho = self.rho[nid]
             if rho is not None:
                 env[f"rho{nid}"] = rho
-                lines += [f"    m = rho{nid}.get(t, 0) + c", "    if m > 0:", f"        rho{nid}[t] = m",
-                          "    elif m == 0:", f"        del rho{nid}[t]", "    else:",
+                lines += [f"    m = rho{nid}.get({t}, 0) + {c}", "    if m > 0:", f"        rho{nid}[{t}] = m",
+                          "    elif m == 0:", f"        del rho{nid}[{t}]", "    else:",
                           "        raise AssertionError('negative multiplicity in the T-reduct')"]
             for j, idx in enumerate(n.stores):
-                lines += [f"    {line}" for line in idx.update_source(f"{nid}_{j}", "t", "c", env)]
+                lines += [f"    {line}" for line in idx.update_source(f"{nid}_{j}", t, c, env)]
             p = n.parent
             if p is None:
-                lines.append("    return path")
+                lines.append(f"    return {path()}")
                 break
-            env[f"proj{nid}"] = n.proj
+            proj = _tuple_expr(t, n.proj_pos)
             if n.sibling is None:
                 if n.edge_check is not None:
                     env[f"chk{nid}"] = n.edge_check
-                    lines += [f"    if not chk{nid}(t):", "        return None"]
-                lines.append(f"    t = proj{nid}(t)")
+                    lines += [f"    if not chk{nid}({t}):", "        return None"]
+                lines += [f"    t{p} = {proj}", f"    c{p} = {c}"]
             elif n.is_guard:
                 S = nodes[n.sibling].S
-                inline = S.sum_source(f"s{nid}", "t", env)
+                inline = S.sum_source(f"s{nid}", t, env)
                 if inline is not None:
                     lines += [f"    {line}" for line in inline]
                 else:
                     if S.summable:
                         env[f"sum{nid}"] = S.probe_sum
-                        lines.append(f"    s = sum{nid}(t)")
+                        lines.append(f"    s = sum{nid}({t})")
                     else:
                         env[f"all{nid}"] = S.probe_all
-                        lines.append(f"    s = sum([mu for _u, mu in all{nid}(t)])")
+                        lines.append(f"    s = sum([mu for _u, mu in all{nid}({t})])")
                     lines += ["    if not s:", "        return None"]
-                lines += [f"    t = proj{nid}(t)", "    c *= s"]
+                lines += [f"    t{p} = {proj}", f"    c{p} = {c} * s"]
             else:
                 S = nodes[n.sibling].S
                 env[f"up{p}"] = self._prop_from(p)
-                found = S.range_source(f"s{nid}", "t", env)
+                env[f"proj{nid}"] = n.proj
+                found = S.range_source(f"s{nid}", t, env)
                 if found is not None and S.check_pair is None:
                     # a one-entry group (the common case) continues without building a list
                     ranged, test = found
                     _reads, (lo, lo_incl), (hi, hi_incl) = S.fast_bounds
                     lines += [f"    {line}" for line in ranged]
                     lines += ["    if type(g) is tuple:", f"        if not ({test}):", "            return None",
-                              f"        rest = up{p}(proj{nid}(g[1]), c * g[2])", "        if rest is None:",
-                              "            return None", "        path += rest", "        return path",
+                              f"        rest = up{p}({_tuple_expr('g[1]', n.proj_pos)}, {c} * g[2])",
+                              "        if rest is None:", "            return None", f"        return {path('*rest')}",
                               f"    us = g.range_items({lo}, {lo_incl}, {hi}, {hi_incl})"]
                 else:
                     env[f"all{nid}"] = S.probe_all
-                    lines.append(f"    us = all{nid}(t)")
+                    lines.append(f"    us = all{nid}({t})")
                 lines += ["    if not us:", "        return None",
                           "    if len(us) == 1:", "        u, mu = us[0]",
-                          f"        rest = up{p}(proj{nid}(u), c * mu)", "        if rest is None:",
-                          "            return None", "        path += rest", "        return path",
+                          f"        rest = up{p}({_tuple_expr('u', n.proj_pos)}, {c} * mu)", "        if rest is None:",
+                          "            return None", f"        return {path('*rest')}",
                           "    dp = {}", "    for u, mu in us:", f"        k = proj{nid}(u)",
-                          "        dp[k] = dp.get(k, 0) + c * mu", "    d = {k: v for k, v in dp.items() if v}",
+                          f"        dp[k] = dp.get(k, 0) + {c} * mu", "    d = {k: v for k, v in dp.items() if v}",
                           "    if not d:", "        return None", f"    rest = batch({p}, d)",
-                          "    if rest is None:", "        return None", "    path.append(rest)", "    return path"]
+                          "    if rest is None:", "        return None", f"    return {path('rest')}"]
                 break
             n = nodes[p]
         what = f"leaf {start}" if nodes[start].atom is not None else f"from n{start}"
