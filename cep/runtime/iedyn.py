@@ -293,9 +293,10 @@ class NodeIndex:
             f"            {T}[k] += {c}",
         ]
 
-    def range_source(self, name: str, u: str, env: dict[str, Any]) -> tuple[list[str], str] | None:
-        """Source lines that look up probe tuple ``u``'s group as ``g`` and its range, and
-        ``return None`` when the range is empty for sure, with the test of a one-entry group's
+    def range_source(self, name: str, u: str, env: dict[str, Any],
+                     miss: str = "return None") -> tuple[list[str], str] | None:
+        """Source lines that look up probe tuple ``u``'s group as ``g`` and its range, and run
+        ``miss`` when the range is empty for sure, with the test of a one-entry group's
         sort key (``g[0]``) against the range; None when this index needs the call (a filter,
         or a range the numeric form does not take)."""
         if not self.sorted or self.fast_bounds is None or self.check_probe is not None:
@@ -303,10 +304,10 @@ class NodeIndex:
         G = f"G{name}"
         env[G] = self.groups
         reads, (lo, lo_incl), (hi, hi_incl) = self.fast_bounds
-        lines = [f"g = {G}.get({_key_expr(u, self.probe_key_pos)})", "if g is None:", "    return None"]
+        lines = [f"g = {G}.get({_key_expr(u, self.probe_key_pos)})", "if g is None:", f"    {miss}"]
         for pos, var in reads.items():
             lines += [f"{var} = {u}[{pos}]", f"if type({var}) is not int and type({var}) is not float:",
-                      "    return None"]
+                      f"    {miss}"]
         test = []
         if lo is not None:
             test.append(f"g[0] {'>=' if lo_incl else '>'} {lo}")
@@ -618,6 +619,11 @@ class PatternRuntime:
         self._props: dict[int, Callable] = {}
         self._batches: dict[int, Callable] = {}
         self._prop = {leaf: self._prop_from(leaf) for leaf in leaf_of_atom.values()}
+        # batches enter at a leaf (expiry of several events) or continue a fan-out at the parent
+        # of a non-guard node; compiled now so that ``cep explain --generated`` lists them
+        for start in sorted({*leaf_of_atom.values(), *(n.parent for n in nodes
+                                                        if n.sibling is not None and not n.is_guard)}):
+            self._batches[start] = self._compile_batch(start)
         self._prop_of_atom = {a: self._prop[leaf] for a, leaf in leaf_of_atom.items()}
         self._leaf_of_atom = leaf_of_atom
         # how an event becomes a leaf tuple, and its insert, per atom
@@ -841,8 +847,19 @@ class PatternRuntime:
                 if n.is_guard:
                     lines += ["        if s:", f"            k = proj{nid}(t)", "            dp[k] = dp.get(k, 0) + c * s"]
                 else:
-                    env[f"all{nid}"] = S.probe_all
-                    lines += [f"        for u, mu in all{nid}(t):", f"            k = proj{nid}(u)",
+                    found = S.range_source(f"s{nid}", "t", env, miss="continue")
+                    if found is not None and S.check_pair is None:
+                        ranged, test = found
+                        _reads, (lo, lo_incl), (hi, hi_incl) = S.fast_bounds
+                        lines += [f"        {line}" for line in ranged]
+                        lines += ["        if type(g) is tuple:", f"            if {test}:",
+                                  f"                k = {_tuple_expr('g[1]', n.proj_pos)}",
+                                  "                dp[k] = dp.get(k, 0) + c * g[2]", "            continue",
+                                  f"        us = g.range_items({lo}, {lo_incl}, {hi}, {hi_incl})"]
+                    else:
+                        env[f"all{nid}"] = S.probe_all
+                        lines.append(f"        us = all{nid}(t)")
+                    lines += ["        for u, mu in us:", f"            k = {_tuple_expr('u', n.proj_pos)}",
                               "            dp[k] = dp.get(k, 0) + c * mu"]
             lines += ["    d = {k: v for k, v in dp.items() if v}", "    if not d:", "        return None",
                       f"    path[{p}] = d"]
