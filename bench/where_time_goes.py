@@ -151,15 +151,15 @@ def phases(pattern: Path, path: Path, limit: int) -> dict:
             reads["routing + filter"] += 1
             if not ok:
                 continue
-            delta = insert(ev, serial, t)
+            r = insert(ev, serial, t)
             e2 = clock()
             acc["update path (insert, per atom)"] += e2 - e1
             reads["update path (insert, per atom)"] += 1
-            if delta is None:
+            if r is None:
                 continue
-            t = delta.tuple
+            t, chain = r
             mask |= bit
-            for slots in delta.matches():
+            for slots in (eng.runtimes[ri].changes(chain) if chain is not None else ()):
                 e3 = clock()
                 o = eng._output(ri, slots, "+")
                 e4 = clock()

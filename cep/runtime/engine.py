@@ -92,9 +92,8 @@ class Engine:
         self._by_name = {cp.name: i for i, cp in enumerate(self.patterns)}
         # every (pattern, atom) is a bit; an event's holders are a bit mask (a small int),
         # and its leaf tuples are recomputed from the event when it leaves
-        # event type -> (pattern, atom, filter, bit, the atom's insert, the pattern's delta
-        # enumeration, whether the pattern has gaps) per atom of that type
-        self.route: dict[str, list[tuple[int, int, Any, int, Any, Any, bool]]] = {}
+        # event type -> (pattern, atom, filter, bit, the atom's insert) per atom of that type
+        self.route: dict[str, list[tuple[int, int, Any, int, Any]]] = {}
         self._slots: list[tuple[int, int]] = []
         self._pattern_mask = [0] * len(self.patterns)
         for ri, cp in enumerate(self.patterns):
@@ -102,9 +101,7 @@ class Engine:
                 bit = 1 << len(self._slots)
                 self._slots.append((ri, ai))
                 self._pattern_mask[ri] |= bit
-                rt = self.runtimes[ri]
-                self.route.setdefault(atom.type, []).append(
-                    (ri, ai, atom.filter, bit, rt.inserter[ai], rt.changes, bool(cp.decided)))
+                self.route.setdefault(atom.type, []).append((ri, ai, atom.filter, bit, self.runtimes[ri].inserter[ai]))
         self._atom_bits = (1 << len(self._slots)) - 1
         # gap elements (docs/language.md section 7): per pattern, sorted indexes of the gap types' events
         # (each index one more bit of an event's holders), the checks, and the undecided matches
@@ -301,7 +298,7 @@ class Engine:
         mask = self._gap_insert(event, serial) if self.gap_route else 0
         outs: list[Output] = []
         t = None
-        for ri, _ai, flt, bit, insert, changes, decided in self.route.get(event.type, ()):
+        for ri, _ai, flt, bit, insert in self.route.get(event.type, ()):
             if flt is not None and not flt(event):
                 continue
             r = insert(event, serial, t)
@@ -309,13 +306,14 @@ class Engine:
                 continue
             t, chain = r
             mask |= bit
-            if chain is not None and emit:
-                if decided:
-                    for slots in list(changes(chain)):
-                        self._complete(ri, slots, outs)
-                else:
-                    for slots in changes(chain):
+            if chain is not None and emit:  # the change reached the root: matches changed
+                changes = self.runtimes[ri].changes(chain)
+                if self.checks[ri] is None:
+                    for slots in changes:
                         outs.append(self._output(ri, slots, "+"))
+                else:
+                    for slots in list(changes):
+                        self._complete(ri, slots, outs)
         if not mask:
             del self.events[serial]
             return outs
@@ -353,7 +351,7 @@ class Engine:
         for ix, flt, _bit in self.gap_route.get(event.type, ()):
             if (flt is None or flt(event)) and ix.key_of(event) is not None:
                 return True
-        for ri, ai, flt, *_ in self.route.get(event.type, ()):
+        for ri, ai, flt, _bit, _insert in self.route.get(event.type, ()):
             if flt is None or flt(event):
                 if self.runtimes[ri].extract[ai](event, -1) is not None:
                     return True
