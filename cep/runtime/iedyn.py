@@ -326,7 +326,7 @@ class NodeIndex:
             key = _key_expr(u, self.probe_key_pos)
             env[f"T{name}"] = self.totals
             return [f"k = {key}", f"g = {G}.get(k)", "if g is None:", "    return None",
-                    f"s = g[1] if type(g) is tuple else T{name}[k]"]
+                    f"s = g[1] if type(g) is tuple else T{name}[k]", "if not s:", "    return None"]
         found = self.range_source(name, u, env)
         if found is None:
             return None
