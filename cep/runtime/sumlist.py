@@ -69,10 +69,12 @@ class SumSortedMap:
         (how a group of one plain triple grows: no search, no call per entry)."""
         m = cls()
         k0, i0, w0 = first
-        if key < k0:
-            m._keys, m._items, m._weights = [key, k0], [item, i0], [weight, w0]
-        else:
-            m._keys, m._items, m._weights = [k0, key], [i0, item], [w0, weight]
+        # appended, not list displays: a list grown by appends from two entries keeps a
+        # smaller allocation than one grown from a display of two (the group's memory)
+        for k, i, w in ((key, item, weight), first) if key < k0 else (first, (key, item, weight)):
+            m._keys.append(k)
+            m._items.append(i)
+            m._weights.append(w)
         return m
 
     def only(self) -> tuple | None:
