@@ -50,9 +50,11 @@ PHASES: dict[str, tuple[str, ...]] = {
     "decode (orjson, checks, Event)": ("decoder",),
     "push (late check, watermark, stats; push_batch)": ("cep.runtime.engine:Engine.push",
                                                         "cep.runtime.engine:Engine.push_batch"),
-    "expiry: due events, holders, forgetting": ("cep.runtime.engine:Engine._expire",
-                                                "cep.runtime.engine:Engine._expire_serials"),
-    "expiry: update path (deletions per atom)": ("cep.runtime.iedyn:PatternRuntime.expire",),
+    # one due event (the common case) goes through its atoms' generated update paths inside _expire_one
+    "expiry: due events, holders, forgetting, one event's update paths": (
+        "cep.runtime.engine:Engine._expire", "cep.runtime.engine:Engine._expire_one",
+        "cep.runtime.engine:Engine._expire_serials"),
+    "expiry: batched update path (several due events per atom)": ("cep.runtime.iedyn:PatternRuntime.expire",),
     "insert: routing, filter, enumeration, bookkeeping (Engine._insert's own time)":
         ("cep.runtime.engine:Engine._insert",),
     "update path (the generated insert per atom)": ("inserters",),

@@ -32,9 +32,9 @@ def test_a_traceback_names_the_generated_function_and_prints_its_line():
         rt.apply(leaf, (), 1)  # a tuple too short for the leaf: fails inside the update path
     text = "".join(traceback.format_exception(info.value))
     assert f'File "<cep card_testing: propagate leaf {leaf}>", line ' in text
-    # the failing generated line is printed under it: the leaf's index update
+    # the failing generated line is printed under it: the leaf's index update (inlined), reading its key
     frame = next(f for f in traceback.extract_tb(info.tb) if f.filename.startswith("<cep card_testing"))
-    assert frame.line and frame.line.startswith(f"u{leaf}_0(t, c)")
+    assert frame.line and frame.line.startswith(f"k = t{leaf}[")
     assert frame.line in text
 
 
@@ -58,7 +58,7 @@ def test_explain_generated_prints_every_generated_function():
     for name in ("propagate leaf", "enumerate", "match builder", "partition key of a match",
                  "filter of s1", "predicate #0", "emit card", "leaf tuple of big", "events of a match"):
         assert f"# <cep card_testing: {name}" in text, name
-    assert "def prop(t, c):" in text and "def enum(roots, D):" in text
+    assert "def prop(t" in text and "def enum(roots, D):" in text
     out = io.StringIO()
     assert run_explain(["patterns/card_testing.pattern"], "json", out, err, generated=True) == 0
     doc = json.loads(out.getvalue())

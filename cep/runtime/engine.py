@@ -149,6 +149,8 @@ class Engine:
         # its last event's time - w (docs/language.md section 7, NOT elements), so its emitted matches can still be re-checked
         self._windowed: list[tuple[int, int, int]] = []
         self._windows: list[Any] = []
+        # per queue: (bit, leaf tuple, update path) of each atom it expires
+        self._expirers: list[list[tuple[int, Any, Any]]] = []
         for ri, cp in enumerate(self.patterns):
             if cp.within is None:
                 continue
@@ -161,6 +163,10 @@ class Engine:
             else:
                 self._windowed.append((len(self._windows), ri, self._pattern_mask[ri]))
                 self._windows.append(cp.within)
+        for _qi, ri, qmask in self._windowed:
+            rt = self.runtimes[ri]
+            self._expirers.append([(1 << j, rt.extract[ai], rt._prop_of_atom[ai])
+                                   for j, (r, ai) in enumerate(self._slots) if r == ri and qmask >> j & 1])
         # record -> serials, built on the first retraction (insert-only streams never pay for it)
         self._by_fp: dict[Any, list[int]] = {}
         self._fp_enabled = False
@@ -318,17 +324,18 @@ class Engine:
         for ri, _ai, flt, bit, insert in self.route.get(event.type, ()):
             if flt is not None and not flt(event):
                 continue
-            delta = insert(event, serial, t)
-            if delta is None:
+            r = insert(event, serial, t)
+            if r is None:
                 continue
-            t = delta.tuple
+            t, chain = r
             mask |= bit
-            if emit:
+            if chain is not None and emit:  # the change reached the root: matches changed
+                changes = self.runtimes[ri].changes(chain)
                 if self.checks[ri] is None:
-                    for slots in delta.matches():
+                    for slots in changes:
                         outs.append(self._output(ri, slots, "+"))
                 else:
-                    for slots in list(delta.matches()):
+                    for slots in list(changes):
                         self._complete(ri, slots, outs)
         if not mask:
             del self.events[serial]
@@ -406,6 +413,9 @@ class Engine:
         return outs
 
     def _expire(self) -> None:
+        """Drop the events that fell out of each window: per queue, the due events in time
+        order; one event (the common case: the watermark moves with every event) goes
+        through each atom's generated update path, several as one batch per atom."""
         wm = self.watermark
         events = self.events
         for qi, ri, qmask in self._windowed:
@@ -423,8 +433,30 @@ class Engine:
                     break
             while heap and heap[0][0] < limit:
                 due.append(heapq.heappop(heap)[1])
-            if due:
+            if len(due) == 1:
+                self._expire_one(qi, qmask, due[0])
+            elif due:
                 self._expire_serials(ri, qmask, due)
+
+    def _expire_one(self, qi: int, pmask: int, serial: int) -> None:
+        """``_expire_serials`` for one event: each holder's leaf tuple through its update path."""
+        holders = self._holders
+        mask = holders.get(serial, 0)
+        m = mask & pmask
+        if not m:
+            return  # already retracted
+        event = self.events[serial]
+        if m & self._atom_bits:
+            for bit, extract, prop in self._expirers[qi]:
+                if m & bit:
+                    prop(extract(event, serial), -1)
+        if m & ~self._atom_bits:
+            self._gap_remove(event, serial, m)
+        mask &= ~pmask
+        if mask:
+            holders[serial] = mask
+        else:
+            self._forget(serial)
 
     def _expire_serials(self, ri: int, pmask: int, serials: list[int]) -> None:
         """Drop these events from the holders ``pmask`` of pattern ``ri``: one batch of

@@ -34,7 +34,7 @@ from typing import Any
 from cep import codegen
 from cep.lang.gcq import ID_ATTR, TIME_ATTR, Bound, CompiledPattern
 from cep.plan.physical import IndexUse, PhysicalPlan
-from cep.runtime.sumlist import SumSortedMap
+from cep.runtime.sumlist import SumSortedMap, incr_source
 from cep.values import SqlBool, canon
 
 _LOWER = {">": False, ">=": True, "=": True}
@@ -63,32 +63,43 @@ def _in_range(k, r) -> bool:
     return True
 
 
-def _numeric_range(bounds: list[tuple[Bound, int]], label: str) -> Callable | None:
-    """A generated range function for a numeric sort variable with at most one
-    lower and one upper bound (the SEQ order plus a WITHIN band): no loop, no calls."""
+def _numeric_bounds(bounds: list[tuple[Bound, int]], u: str):
+    """Source parts of a numeric range over probe tuple ``u`` with at most one lower and one
+    upper bound (the SEQ order plus a WITHIN band): the probe positions read (each must hold
+    a number), then (lo, lo_incl, hi, hi_incl) as expressions (None: an open end, or more
+    bounds than this form takes)."""
     lower = [(b, p) for b, p in bounds if b.op in _LOWER]
     upper = [(b, p) for b, p in bounds if b.op in _UPPER]
     if len(lower) > 1 or len(upper) > 1:
         return None
-    lines = ["def rng(u):"]
-    seen: dict[int, str] = {}
+    reads: dict[int, str] = {}
     for _b, pos in bounds:
-        if pos not in seen:
-            name = f"v{len(seen)}"
-            seen[pos] = name
-            lines.append(f"    {name} = u[{pos}]")
-            lines.append(f"    if type({name}) is not int and type({name}) is not float:")
-            lines.append("        return None")
+        reads.setdefault(pos, f"{u}v{len(reads)}")
 
     def expr(b: Bound, pos: int) -> str:
-        v = seen[pos]
+        v = reads[pos]
         if b.scale == 1 and b.offset == 0:
             return v
+        if type(b.scale) is int and b.scale == 1:
+            return f"({v} + {b.offset!r})"
         return f"({b.scale!r} * {v} + {b.offset!r})"
 
-    lo = f"{expr(*lower[0])}, {_LOWER[lower[0][0].op]}" if lower else "None, True"
-    hi = f"{expr(*upper[0])}, {_UPPER[upper[0][0].op]}" if upper else "None, True"
-    lines.append(f"    return ({lo}, {hi})")
+    lo = (expr(*lower[0]), _LOWER[lower[0][0].op]) if lower else (None, True)
+    hi = (expr(*upper[0]), _UPPER[upper[0][0].op]) if upper else (None, True)
+    return reads, lo, hi
+
+
+def _numeric_range(bounds: list[tuple[Bound, int]], label: str) -> Callable | None:
+    """A generated range function for a numeric sort variable (``_numeric_bounds``): no loop, no calls."""
+    parts = _numeric_bounds(bounds, "u")
+    if parts is None:
+        return None
+    reads, (lo, lo_incl), (hi, hi_incl) = parts
+    lines = ["def rng(u):"]
+    for pos, name in reads.items():
+        lines += [f"    {name} = u[{pos}]", f"    if type({name}) is not int and type({name}) is not float:",
+                  "        return None"]
+    lines.append(f"    return ({lo}, {lo_incl}, {hi}, {hi_incl})")
     return codegen.define(label, "\n".join(lines), "rng")
 
 
@@ -125,6 +136,27 @@ def _equal_checker(pairs: list[tuple[int, int]], label: str) -> Callable[[tuple,
     return codegen.define(label, f"def equal(u, t):\n    return {body}\n", "equal")
 
 
+def _key_expr(t: str, positions: list[int]) -> str:
+    """Source of ``codegen.key_getter(positions)(t)``: the bare value for one position."""
+    if len(positions) == 1:
+        return f"{t}[{positions[0]}]"
+    return "(" + "".join(f"{t}[{p}], " for p in positions) + ")"
+
+
+def _tuple_expr(t: str, positions: list[int]) -> str:
+    """Source of ``codegen.tuple_getter(positions)(t)``: always a tuple, even of one."""
+    return "(" + "".join(f"{t}[{p}], " for p in positions) + ")"
+
+
+def _shrink(groups: dict, key, g: SumSortedMap) -> None:
+    """A sorted group down to one entry becomes a plain triple again (or goes, when empty)."""
+    only = g.only()
+    if only is None:
+        del groups[key]
+    else:
+        groups[key] = only
+
+
 class NodeIndex:
     """Hash groups of one node's tuples, each group sorted on ``spec.sort_var``.
 
@@ -141,8 +173,10 @@ class NodeIndex:
                  preds: list, label: str, storage: NodeIndex | None = None) -> None:
         spec = use.spec
         self.spec = spec
-        self.key_of_own = codegen.key_getter([own_pos[v] for v in spec.key_vars])
-        self.key_of_probe = codegen.key_getter([probe_pos[v] for v in spec.key_vars])
+        self.own_key_pos = [own_pos[v] for v in spec.key_vars]
+        self.probe_key_pos = [probe_pos[v] for v in spec.key_vars]
+        self.key_of_own = codegen.key_getter(self.own_key_pos)
+        self.key_of_probe = codegen.key_getter(self.probe_key_pos)
         self.sorted = spec.sort_var is not None
         if storage is None:
             self.groups: dict[Any, Any] = {}
@@ -150,11 +184,14 @@ class NodeIndex:
         else:
             self.groups = storage.groups
             self.totals = storage.totals
+        self.numeric = False
+        self.fast_bounds = None
         if self.sorted:
             self.sort_pos = own_pos[spec.sort_var]
             self.numeric = use.numeric
             self.bounds = [(b, probe_pos[b.other]) for b in spec.bounds]
             if self.numeric:
+                self.fast_bounds = _numeric_bounds(self.bounds, "u")
                 fast = _numeric_range(self.bounds, f"{label} range")
                 if fast is not None:
                     self._range = fast  # type: ignore[method-assign]
@@ -168,78 +205,141 @@ class NodeIndex:
             self.check_pair = _equal_checker([(probe_pos[v], own_pos[v]) for v in use.equal_rest],
                                              f"{label} rest of key")
             self.summable = False
+        env: dict[str, Any] = {}
+        body = self.update_source("x", "t", "c", env)
+        self.update = codegen.define(f"{label} update", "def update(t, c):\n" + "".join(
+            f"    {line}\n" for line in body), "update", env)
 
     # ------------------------------------------------------------ maintenance
 
-    def update(self, t: tuple, delta: int) -> None:
-        key = self.key_of_own(t)
+    def update_source(self, name: str, t: str, c: str, env: dict[str, Any]) -> list[str]:
+        """Source lines (unindented) that add ``c`` to tuple ``t``'s multiplicity in this index.
+
+        Why source: the update runs for every insert, retraction and expiry at every node
+        of the path, so the generated update path inlines it (no call, no attribute reads);
+        ``update`` is defined from the same lines.  ``name`` prefixes the names the lines
+        read from ``env``.  A group of one entry is a plain triple (sorted) or pair
+        (unsorted): most groups of a partitioned stream hold one event, and a structure
+        costs more.  Sorted: a ``SumSortedMap`` from sort key to (tuple, multiplicity);
+        unsorted: a dict {tuple: multiplicity} with its total in ``totals``.
+        """
+        G, T = f"G{name}", f"T{name}"
+        env[G] = self.groups
+        env["SumSortedMap"] = SumSortedMap
+        env["_shrink"] = _shrink
+        key = _key_expr(t, self.own_key_pos)
         if self.sorted:
+            lines = [f"k = {key}"]
             if self.numeric:
-                sk = t[self.sort_pos]
+                lines.append(f"sk = {t}[{self.sort_pos}]")
+                ind = ""
             else:
-                sk = rank_key(t[self.sort_pos])
-                if sk is None:
-                    return
-            groups = self.groups
-            g = groups.get(key)
-            if g is None:
-                # a group of one entry is a plain (key, tuple, multiplicity) triple: most
-                # groups of a partitioned stream hold one event, and a structure costs more
-                if delta <= 0:  # pragma: no cover - deletions of absent tuples are refused upstream
-                    raise KeyError(t)
-                groups[key] = (sk, t, delta)
-            elif type(g) is tuple:
-                if g[1] == t and g[0] == sk:
-                    m = g[2] + delta
-                    if m:
-                        groups[key] = (sk, t, m)
-                    else:
-                        del groups[key]
-                else:
-                    big = SumSortedMap()
-                    big.incr(g[0], g[1], g[2])
-                    big.incr(sk, t, delta)
-                    groups[key] = big
-            else:
-                g.incr(sk, t, delta)
-                n = len(g)
-                if n <= 1:
-                    if n:
-                        groups[key] = next(g.entries())
-                    else:
-                        del groups[key]
-        else:
-            # an unsorted group of one entry is a plain (tuple, multiplicity) pair (most
-            # keys of a P index on a node's whole tuple hold one); two or more entries are
-            # a dict {tuple: multiplicity} with its total in ``totals``
-            groups = self.groups
-            g = groups.get(key)
-            if g is None:
-                if delta <= 0:  # pragma: no cover - deletions of absent tuples are refused upstream
-                    raise KeyError(t)
-                groups[key] = (t, delta)
-            elif type(g) is tuple:
-                if g[0] == t:
-                    m = g[1] + delta
-                    if m:
-                        groups[key] = (t, m)
-                    else:
-                        del groups[key]
-                else:
-                    groups[key] = {g[0]: g[1], t: delta}
-                    self.totals[key] = g[1] + delta
-            else:
-                m = g.get(t, 0) + delta
-                if m:
-                    g[t] = m
-                    self.totals[key] += delta
-                else:
-                    del g[t]
-                    if len(g) == 1:
-                        groups[key] = next(iter(g.items()))
-                        del self.totals[key]
-                    else:
-                        self.totals[key] += delta
+                # a sort value of a type no bound can reach is not indexed: no comparison with it is true
+                env["rank_key"] = rank_key
+                lines += [f"sk = rank_key({t}[{self.sort_pos}])", "if sk is not None:"]
+                ind = "    "
+            lines += [ind + line for line in (
+                f"g = {G}.get(k)",
+                "if g is None:",
+                f"    if {c} <= 0:",
+                f"        raise KeyError({t})",
+                f"    {G}[k] = (sk, {t}, {c})",
+                "elif type(g) is tuple:",
+                f"    if g[0] == sk and g[1] == {t}:",
+                f"        m = g[2] + {c}",
+                "        if m:",
+                f"            {G}[k] = (sk, {t}, m)",
+                "        else:",
+                f"            del {G}[k]",
+                "    else:",
+                f"        if {c} <= 0:",
+                f"            raise KeyError({t})",
+                f"        {G}[k] = SumSortedMap.of_two(g, sk, {t}, {c})",
+                "else:",
+                *[f"    {line}" for line in incr_source("g", "sk", t, c, "n")],
+                "    if n <= 1:",
+                f"        _shrink({G}, k, g)",
+            )]
+            return lines
+        env[T] = self.totals
+        return [
+            f"k = {key}",
+            f"g = {G}.get(k)",
+            "if g is None:",
+            f"    if {c} <= 0:",
+            f"        raise KeyError({t})",
+            f"    {G}[k] = ({t}, {c})",
+            "elif type(g) is tuple:",
+            f"    if g[0] == {t}:",
+            f"        m = g[1] + {c}",
+            "        if m:",
+            f"            {G}[k] = ({t}, m)",
+            "        else:",
+            f"            del {G}[k]",
+            "    else:",
+            f"        {G}[k] = {{g[0]: g[1], {t}: {c}}}",
+            f"        {T}[k] = g[1] + {c}",
+            "else:",
+            f"    m = g.get({t}, 0) + {c}",
+            "    if m:",
+            f"        g[{t}] = m",
+            f"        {T}[k] += {c}",
+            "    else:",
+            f"        del g[{t}]",
+            "        if len(g) == 1:",
+            f"            {G}[k] = next(iter(g.items()))",
+            f"            del {T}[k]",
+            "        else:",
+            f"            {T}[k] += {c}",
+        ]
+
+    def range_source(self, name: str, u: str, env: dict[str, Any],
+                     miss: str = "return None") -> tuple[list[str], str] | None:
+        """Source lines that look up probe tuple ``u``'s group as ``g`` and its range, and run
+        ``miss`` when the range is empty for sure, with the test of a one-entry group's
+        sort key (``g[0]``) against the range; None when this index needs the call (a filter,
+        or a range the numeric form does not take)."""
+        if not self.sorted or self.fast_bounds is None or self.check_probe is not None:
+            return None
+        G = f"G{name}"
+        env[G] = self.groups
+        reads, (lo, lo_incl), (hi, hi_incl) = self.fast_bounds
+        lines = [f"g = {G}.get({_key_expr(u, self.probe_key_pos)})", "if g is None:", f"    {miss}"]
+        for pos, var in reads.items():
+            lines += [f"{var} = {u}[{pos}]", f"if type({var}) is not int and type({var}) is not float:",
+                      f"    {miss}"]
+        test = []
+        if lo is not None:
+            test.append(f"g[0] {'>=' if lo_incl else '>'} {lo}")
+        if hi is not None:
+            test.append(f"g[0] {'<=' if hi_incl else '<'} {hi}")
+        return lines, " and ".join(test) or "True"
+
+    def sum_source(self, name: str, u: str, env: dict[str, Any]) -> list[str] | None:
+        """Source lines of ``probe_sum(u)`` into ``s`` that ``return None`` when it is 0 (the
+        guard-side step of the update path), or None when this index needs the call."""
+        if not self.summable or self.check_probe is not None:
+            return None
+        if not self.sorted:
+            G = f"G{name}"
+            env[G] = self.groups
+            key = _key_expr(u, self.probe_key_pos)
+            env[f"T{name}"] = self.totals
+            return [f"k = {key}", f"g = {G}.get(k)", "if g is None:", "    return None",
+                    f"s = g[1] if type(g) is tuple else T{name}[k]", "if not s:", "    return None"]
+        found = self.range_source(name, u, env)
+        if found is None:
+            return None
+        lines, test = found
+        _reads, (lo, lo_incl), (hi, hi_incl) = self.fast_bounds
+        return lines + ["if type(g) is tuple:",
+                        f"    if not ({test}):",
+                        "        return None",
+                        "    s = g[2]",
+                        "else:",
+                        f"    s = g.range_sum({lo}, {lo_incl}, {hi}, {hi_incl})",
+                        "    if not s:",
+                        "        return None"]
 
     def size(self) -> int:
         """Tuples held (a memory measure); a group of one entry is a plain tuple."""
@@ -373,7 +473,7 @@ class _Node:
 
     __slots__ = (
         "id", "vars", "pos", "parent", "sibling", "children", "is_guard", "atom",
-        "P", "S", "stores", "proj", "edge_check", "delta_key", "delta_probe_key", "delta_check",
+        "P", "S", "stores", "proj", "proj_pos", "edge_check", "delta_key", "delta_probe_key", "delta_check",
     )
 
 
@@ -400,13 +500,19 @@ class Delta:
 
     def path(self) -> dict[int, dict[tuple, int]]:
         """The deltas of the updated path as ``{node: {tuple: multiplicity}}``."""
-        path: dict[int, dict[tuple, int]] = {}
-        for item in self.chain or ():
-            if type(item) is dict:
-                path.update(item)
-            else:
-                path[item[0]] = {item[1]: item[2]}
-        return path
+        return _chain_path(self.chain or ())
+
+
+def _chain_path(chain: list) -> dict[int, dict[tuple, int]]:
+    """An update path's deltas (``(node, tuple, multiplicity)`` items, then maybe a batch's
+    ``{node: {tuple: multiplicity}}``) as ``{node: {tuple: multiplicity}}``."""
+    path: dict[int, dict[tuple, int]] = {}
+    for item in chain:
+        if type(item) is dict:
+            path.update(item)
+        else:
+            path[item[0]] = {item[1]: item[2]}
+    return path
 
 
 class PatternRuntime:
@@ -440,7 +546,7 @@ class PatternRuntime:
         for pn, n in zip(plan.nodes, nodes, strict=True):
             n.P = n.S = None
             n.stores = ()
-            n.proj = n.edge_check = n.delta_key = n.delta_probe_key = n.delta_check = None
+            n.proj = n.proj_pos = n.edge_check = n.delta_key = n.delta_probe_key = n.delta_check = None
             if n.parent is None:
                 continue
             p = nodes[n.parent]
@@ -469,12 +575,13 @@ class PatternRuntime:
             n.delta_check = _checker(edge_preds, [("u", p.pos), ("t", n.pos)], f"{label} edge")
             if n.sibling is None:
                 # single child (always a guard): delta_p = proj(sigma_edge(delta_n))
-                n.proj = codegen.tuple_getter([n.pos[v] for v in p.vars])
+                n.proj_pos = [n.pos[v] for v in p.vars]
                 n.edge_check = _checker(edge_preds, [("t", n.pos)], f"{label} edge filter")
             elif n.is_guard:
-                n.proj = codegen.tuple_getter([n.pos[v] for v in p.vars])
+                n.proj_pos = [n.pos[v] for v in p.vars]
             else:
-                n.proj = codegen.tuple_getter([sib_pos[v] for v in p.vars])
+                n.proj_pos = [sib_pos[v] for v in p.vars]
+            n.proj = codegen.tuple_getter(n.proj_pos)
         # leaves: where each atom's tuples enter the tree
         slot_serial: list[int] = [0] * len(self.pattern.atoms)
         leaf_of_atom: dict[int, int] = {}
@@ -509,7 +616,14 @@ class PatternRuntime:
                                          "serials_of")
         self._enum_nested = self._compile_enumeration()
         # the generated update path of each leaf, by leaf node and by atom
-        self._prop = {leaf: self._compile_propagation(leaf) for leaf in leaf_of_atom.values()}
+        self._props: dict[int, Callable] = {}
+        self._batches: dict[int, Callable] = {}
+        self._prop = {leaf: self._prop_from(leaf) for leaf in leaf_of_atom.values()}
+        # batches enter at a leaf (expiry of several events) or continue a fan-out at the parent
+        # of a non-guard node; compiled now so that ``cep explain --generated`` lists them
+        for start in sorted({*leaf_of_atom.values(), *(n.parent for n in nodes
+                                                        if n.sibling is not None and not n.is_guard)}):
+            self._batches[start] = self._compile_batch(start)
         self._prop_of_atom = {a: self._prop[leaf] for a, leaf in leaf_of_atom.items()}
         self._leaf_of_atom = leaf_of_atom
         # how an event becomes a leaf tuple, and its insert, per atom
@@ -521,9 +635,12 @@ class PatternRuntime:
     # ------------------------------------------------------------------ leaves
 
     @staticmethod
-    def _leaf_tuple(atom, leaf_vars: tuple[str, ...], var_atoms: dict[str, int]) -> tuple[str, str | None]:
-        """Source of the leaf tuple of event ``e`` (fields ``f``) with serial ``s``, and the
-        condition under which it is not inserted (a join value is null), if any."""
+    def _leaf_tuple(atom, leaf_vars: tuple[str, ...], var_atoms: dict[str, int]) -> tuple[list[str], str | None]:
+        """Source lines that set ``t`` to the leaf tuple of event ``e`` (fields ``f``) with
+        serial ``s``, and the condition under which it is not inserted (a join value is
+        null), if any.  A field value is read once and canonicalized only when it is of a
+        type that needs it (``_canon_scalar``: booleans, lists, dicts)."""
+        lines = []
         items = []
         joins = []
         for i, v in enumerate(leaf_vars):
@@ -533,30 +650,32 @@ class PatternRuntime:
             elif attr == TIME_ATTR:
                 items.append("e.ts")
             else:
-                items.append(f"canon(f.get({attr!r}))")
+                x = f"a{i}"
+                lines += [f"{x} = f.get({attr!r})", f"if type({x}) in ODD:", f"    {x} = canon({x})"]
+                items.append(x)
                 if var_atoms.get(v, 0) > 1:
                     joins.append(i)
-        body = "(" + "".join(f"{x}, " for x in items) + ")"
-        return body, (" or ".join(f"t[{i}] is None" for i in joins) or None)
+        lines.append("t = (" + "".join(f"{x}, " for x in items) + ")")
+        return lines, (" or ".join(f"t[{i}] is None" for i in joins) or None)
 
     def _compile_leaf(self, atom: int, leaf: int, var_atoms: dict[str, int]) -> tuple[Callable, Callable]:
         """The atom's extractor (event, serial -> leaf tuple or None) and its insert
-        (event, serial, same -> Delta or None: extraction and update path in one call)."""
+        (event, serial, same -> (leaf tuple, the update path's deltas) or None: extraction
+        and update path in one call)."""
         a = self.pattern.atoms[atom]
         pn = self.plan.nodes[leaf]
         body, null = self._leaf_tuple(a, pn.vars, var_atoms)
         name = self.pattern.name
-        env: dict[str, Any] = {"canon": _canon_scalar}
-        if null:
-            src = f"def ex(e, s):\n    f = e.fields\n    t = {body}\n    return None if {null} else t\n"
-        else:
-            src = f"def ex(e, s):\n    f = e.fields\n    return {body}\n"
-        extract = codegen.define(f"{name}: leaf tuple of {a.alias}", src, "ex", env)
-        lines = ["def insert(e, s, same):", "    f = e.fields", f"    t = {body}"]
+        head = ["    f = e.fields"] + [f"    {line}" for line in body]
+        env: dict[str, Any] = {"canon": _canon_scalar, "ODD": _ODD}
+        tail = [f"    return None if {null} else t"] if null else ["    return t"]
+        extract = codegen.define(f"{name}: leaf tuple of {a.alias}", "\n".join(["def ex(e, s):", *head, *tail]),
+                                 "ex", env)
+        lines = ["def insert(e, s, same):", *head]
         if null:
             lines += [f"    if {null}:", "        return None"]
-        lines += ["    if t == same:", "        t = same", "    return Delta(rt, t, prop(t, 1))"]
-        env = {"canon": _canon_scalar, "Delta": Delta, "rt": self, "prop": self._prop[leaf]}
+        lines += ["    if t == same:", "        t = same", "    return t, prop(t, 1)"]
+        env = {"canon": _canon_scalar, "ODD": _ODD, "prop": self._prop[leaf]}
         insert = codegen.define(f"{name}: insert into {a.alias}", "\n".join(lines), "insert", env)
         return extract, insert
 
@@ -576,113 +695,176 @@ class PatternRuntime:
         for idx in n.stores:
             idx.update(t, delta)
 
-    def _compile_propagation(self, leaf: int) -> Callable[[tuple, int], list | None]:
-        """The update path of one leaf as one generated function (straight-line code).
+    def _compile_propagation(self, start: int) -> Callable[[tuple, int], list | None]:
+        """The update path from node ``start`` (a leaf, or where a fan-out continues) as one
+        generated function of straight-line code.
 
-        Why: it runs for every insert, retraction and expiry, and the leaf-to-root
-        path is fixed by the plan, so each level becomes a few lines (its index
-        updates, then a projection, a guard-side range sum, or a fan-out) instead
-        of a loop that looks the path up again.  The common case stays one tuple all
-        the way up (each step a projection or a guard-side range sum); a non-guard
-        step that fans out continues as a batch (``_propagate_batch``).
+        Why: it runs for every insert, retraction and expiry, and the path to the root is
+        fixed by the plan, so each level becomes a few lines: its index updates inlined
+        (``NodeIndex.update_source``), then a projection, a guard-side range sum (inlined
+        where ``NodeIndex.sum_source`` can), or a fan-out.  A fan-out that reaches one
+        sibling tuple (the common case on partitioned streams) continues as one tuple in
+        the parent's own generated path; two or more continue as a batch
+        (``_propagate_batch``).  Returns the path's deltas, or None when the change does
+        not reach the root (no match changed).
         """
         nodes = self.nodes
         env: dict[str, Any] = {"batch": self._propagate_batch}
-        lines = ["def prop(t, c):", "    path = []"]
-        n = nodes[leaf]
+        lines = [f"def prop(t{start}, c{start}):"]
+        done: list[str] = []  # the path's items so far, built only when the change reaches the root
+
+        def path(*more: str) -> str:
+            return "[" + "".join(f"{x}, " for x in done + list(more)) + "]"
+
+        n = nodes[start]
         while True:
             nid = n.id
-            lines.append(f"    path.append(({nid}, t, c))")
+            t, c = f"t{nid}", f"c{nid}"
+            done.append(f"({nid}, {t}, {c})")
             rho = self.rho[nid]
             if rho is not None:
                 env[f"rho{nid}"] = rho
-                lines += [f"    m = rho{nid}.get(t, 0) + c", "    if m > 0:", f"        rho{nid}[t] = m",
-                          "    elif m == 0:", f"        del rho{nid}[t]", "    else:",
+                lines += [f"    m = rho{nid}.get({t}, 0) + {c}", "    if m > 0:", f"        rho{nid}[{t}] = m",
+                          "    elif m == 0:", f"        del rho{nid}[{t}]", "    else:",
                           "        raise AssertionError('negative multiplicity in the T-reduct')"]
             for j, idx in enumerate(n.stores):
-                env[f"u{nid}_{j}"] = idx.update
-                lines.append(f"    u{nid}_{j}(t, c)")
+                lines += [f"    {line}" for line in idx.update_source(f"{nid}_{j}", t, c, env)]
             p = n.parent
             if p is None:
-                lines.append("    return path")
+                lines.append(f"    return {path()}")
                 break
-            env[f"proj{nid}"] = n.proj
+            proj = _tuple_expr(t, n.proj_pos)
             if n.sibling is None:
                 if n.edge_check is not None:
                     env[f"chk{nid}"] = n.edge_check
-                    lines += [f"    if not chk{nid}(t):", "        return None"]
-                lines.append(f"    t = proj{nid}(t)")
+                    lines += [f"    if not chk{nid}({t}):", "        return None"]
+                lines += [f"    t{p} = {proj}", f"    c{p} = {c}"]
             elif n.is_guard:
                 S = nodes[n.sibling].S
-                if S.summable:
-                    env[f"sum{nid}"] = S.probe_sum
-                    lines.append(f"    s = sum{nid}(t)")
+                inline = S.sum_source(f"s{nid}", t, env)
+                if inline is not None:
+                    lines += [f"    {line}" for line in inline]
+                else:
+                    if S.summable:
+                        env[f"sum{nid}"] = S.probe_sum
+                        lines.append(f"    s = sum{nid}({t})")
+                    else:
+                        env[f"all{nid}"] = S.probe_all
+                        lines.append(f"    s = sum([mu for _u, mu in all{nid}({t})])")
+                    lines += ["    if not s:", "        return None"]
+                lines += [f"    t{p} = {proj}", f"    c{p} = {c} * s"]
+            else:
+                S = nodes[n.sibling].S
+                env[f"up{p}"] = self._prop_from(p)
+                env[f"proj{nid}"] = n.proj
+                found = S.range_source(f"s{nid}", t, env)
+                if found is not None and S.check_pair is None:
+                    # a one-entry group (the common case) continues without building a list
+                    ranged, test = found
+                    _reads, (lo, lo_incl), (hi, hi_incl) = S.fast_bounds
+                    lines += [f"    {line}" for line in ranged]
+                    lines += ["    if type(g) is tuple:", f"        if not ({test}):", "            return None",
+                              f"        rest = up{p}({_tuple_expr('g[1]', n.proj_pos)}, {c} * g[2])",
+                              "        if rest is None:", "            return None", f"        return {path('*rest')}",
+                              f"    us = g.range_items({lo}, {lo_incl}, {hi}, {hi_incl})"]
                 else:
                     env[f"all{nid}"] = S.probe_all
-                    lines.append(f"    s = sum([mu for _u, mu in all{nid}(t)])")
-                lines += ["    if not s:", "        return None", f"    t = proj{nid}(t)", "    c *= s"]
-            else:
-                env[f"all{nid}"] = nodes[n.sibling].S.probe_all
-                lines += ["    dp = {}", f"    for u, mu in all{nid}(t):", f"        k = proj{nid}(u)",
-                          "        dp[k] = dp.get(k, 0) + c * mu", "    d = {k: v for k, v in dp.items() if v}",
+                    lines.append(f"    us = all{nid}({t})")
+                lines += ["    if not us:", "        return None",
+                          "    if len(us) == 1:", "        u, mu = us[0]",
+                          f"        rest = up{p}({_tuple_expr('u', n.proj_pos)}, {c} * mu)", "        if rest is None:",
+                          "            return None", f"        return {path('*rest')}",
+                          "    dp = {}", "    for u, mu in us:", f"        k = proj{nid}(u)",
+                          f"        dp[k] = dp.get(k, 0) + {c} * mu", "    d = {k: v for k, v in dp.items() if v}",
                           "    if not d:", "        return None", f"    rest = batch({p}, d)",
-                          "    if rest is None:", "        return None", "    path.append(rest)", "    return path"]
+                          "    if rest is None:", "        return None", f"    return {path('rest')}"]
                 break
             n = nodes[p]
-        return codegen.define(f"{self.pattern.name}: propagate leaf {leaf}", "\n".join(lines), "prop", env)
+        what = f"leaf {start}" if nodes[start].atom is not None else f"from n{start}"
+        return codegen.define(f"{self.pattern.name}: propagate {what}", "\n".join(lines), "prop", env)
+
+    def _prop_from(self, start: int) -> Callable[[tuple, int], list | None]:
+        """The generated update path from node ``start``, compiled once."""
+        f = self._props.get(start)
+        if f is None:
+            f = self._props[start] = self._compile_propagation(start)
+        return f
 
     def _propagate_batch(self, start: int, d: dict[tuple, int]) -> dict[int, dict[tuple, int]] | None:
-        """Algorithm 7 for a batch of changes entering at node ``start`` (one leaf's path).
+        """Algorithm 7 for a batch of changes entering at node ``start`` (``_compile_batch``)."""
+        f = self._batches.get(start)
+        if f is None:
+            f = self._batches[start] = self._compile_batch(start)
+        return f(d)
+
+    def _compile_batch(self, start: int) -> Callable[[dict[tuple, int]], dict | None]:
+        """Algorithm 7 for a batch of changes entering at node ``start`` (one leaf's path),
+        as one generated function: per node a loop over its delta with the index updates
+        inlined, then one loop computing the parent's delta.
 
         Each node's delta is applied before its contribution to the parent is
         computed against the sibling (only one leaf changes, so the sibling's
         relation is current); the sibling probe is a range seek per delta tuple
         (plus a range sum when the delta side is the guard), which is the
-        running-sum sort-merge of Theorem 5 done through the index.
+        running-sum sort-merge of Theorem 5 done through the index.  Equal parent
+        tuples merge, so a fan-out reaching one parent tuple from many updates it once.
+        Returns the deltas by node, or None when the change does not reach the root.
         """
         nodes = self.nodes
+        env: dict[str, Any] = {}
+        lines = ["def pb(d):", f"    path = {{{start}: d}}"]
         n = nodes[start]
-        path: dict[int, dict[tuple, int]] = {start: d}
         while True:
-            for tt, c in d.items():
-                self._apply(n, tt, c)
-            if n.parent is None:
-                return path
-            dp: dict[tuple, int] = {}
+            nid = n.id
+            lines.append("    for t, c in d.items():")
+            rho = self.rho[nid]
+            if rho is not None:
+                env[f"rho{nid}"] = rho
+                lines += [f"        m = rho{nid}.get(t, 0) + c", "        if m > 0:", f"            rho{nid}[t] = m",
+                          "        elif m == 0:", f"            del rho{nid}[t]", "        else:",
+                          "            raise AssertionError('negative multiplicity in the T-reduct')"]
+            for j, idx in enumerate(n.stores):
+                lines += [f"        {line}" for line in idx.update_source(f"{nid}_{j}", "t", "c", env)]
+            p = n.parent
+            if p is None:
+                lines.append("    return path")
+                break
+            env[f"proj{nid}"] = n.proj
+            lines += ["    dp = {}", "    for t, c in d.items():"]
             if n.sibling is None:
-                check = n.edge_check
-                proj = n.proj
-                for tt, c in d.items():
-                    if check is None or check(tt):
-                        k = proj(tt)
-                        dp[k] = dp.get(k, 0) + c
+                if n.edge_check is not None:
+                    env[f"chk{nid}"] = n.edge_check
+                    lines += [f"        if not chk{nid}(t):", "            continue"]
+                lines += [f"        k = proj{nid}(t)", "        dp[k] = dp.get(k, 0) + c"]
             else:
                 S = nodes[n.sibling].S
-                proj = n.proj
                 if n.is_guard and S.summable:
-                    for tt, c in d.items():
-                        s = S.probe_sum(tt)
-                        if s:
-                            k = proj(tt)
-                            dp[k] = dp.get(k, 0) + c * s
+                    env[f"sum{nid}"] = S.probe_sum
+                    lines.append(f"        s = sum{nid}(t)")
                 elif n.is_guard:
-                    for tt, c in d.items():
-                        s = 0
-                        for _u, mu in S.probe_all(tt):
-                            s += mu
-                        if s:
-                            k = proj(tt)
-                            dp[k] = dp.get(k, 0) + c * s
+                    env[f"all{nid}"] = S.probe_all
+                    lines.append(f"        s = sum([mu for _u, mu in all{nid}(t)])")
+                if n.is_guard:
+                    lines += ["        if s:", f"            k = proj{nid}(t)", "            dp[k] = dp.get(k, 0) + c * s"]
                 else:
-                    for tt, c in d.items():
-                        for u, mu in S.probe_all(tt):
-                            k = proj(u)
-                            dp[k] = dp.get(k, 0) + c * mu
-            d = {k: v for k, v in dp.items() if v}
-            if not d:
-                return None
-            n = nodes[n.parent]
-            path[n.id] = d
+                    found = S.range_source(f"s{nid}", "t", env, miss="continue")
+                    if found is not None and S.check_pair is None:
+                        ranged, test = found
+                        _reads, (lo, lo_incl), (hi, hi_incl) = S.fast_bounds
+                        lines += [f"        {line}" for line in ranged]
+                        lines += ["        if type(g) is tuple:", f"            if {test}:",
+                                  f"                k = {_tuple_expr('g[1]', n.proj_pos)}",
+                                  "                dp[k] = dp.get(k, 0) + c * g[2]", "            continue",
+                                  f"        us = g.range_items({lo}, {lo_incl}, {hi}, {hi_incl})"]
+                    else:
+                        env[f"all{nid}"] = S.probe_all
+                        lines.append(f"        us = all{nid}(t)")
+                    lines += ["        for u, mu in us:", f"            k = {_tuple_expr('u', n.proj_pos)}",
+                              "            dp[k] = dp.get(k, 0) + c * mu"]
+            lines += ["    d = {k: v for k, v in dp.items() if v}", "    if not d:", "        return None",
+                      f"    path[{p}] = d"]
+            n = nodes[p]
+        return codegen.define(f"{self.pattern.name}: propagate a batch from n{start}", "\n".join(lines), "pb", env)
 
     def apply(self, leaf: int, t: tuple, delta: int) -> Delta:
         """Algorithm 7: add ``delta`` (any multiplicity) to tuple ``t`` of leaf node ``leaf``."""
@@ -694,7 +876,12 @@ class PatternRuntime:
 
         ``same`` is the event's tuple in another atom: an equal tuple is shared, not copied.
         """
-        return self.inserter[atom](event, serial, same)
+        r = self.inserter[atom](event, serial, same)
+        return None if r is None else Delta(self, r[0], r[1])
+
+    def changes(self, chain: list) -> Iterator[list]:
+        """The matches an update path's deltas (``chain``, not None) added or removed."""
+        return self._enumerate(_chain_path(chain))
 
     def delete(self, atom: int, t: tuple) -> Delta:
         """Delete a leaf tuple (a retraction); the delta's ``matches()`` are the matches it undoes."""
@@ -855,6 +1042,9 @@ class PatternRuntime:
             for idx in n.stores:
                 total += idx.size()
         return total
+
+
+_ODD = frozenset((bool, list, dict))
 
 
 def _canon_scalar(v):

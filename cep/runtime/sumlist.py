@@ -31,6 +31,27 @@ FLAT_MAX = 256
 LOAD = 256
 
 
+def incr_source(g: str, key: str, item: str, delta: str, size: str) -> list[str]:
+    """Source lines of ``size = g.incr(key, item, delta)`` for generated code, with the two
+    fast paths of a flat map inlined: an append at the end (an event in time order) and the
+    removal of the first entry (window expiry).  Here, beside the layout they read."""
+    return [
+        f"ks = {g}._keys",
+        f"if {delta} > 0 and ks and {key} > ks[-1] and len(ks) < {FLAT_MAX}:",
+        "    ks.append(" + key + ")",
+        f"    {g}._items.append({item})",
+        f"    {g}._weights.append({delta})",
+        f"    {size} = len(ks)",
+        f"elif ks and ks[0] == {key} and {g}._items[0] == {item} and {g}._weights[0] == -{delta}:",
+        "    del ks[0]",
+        f"    del {g}._items[0]",
+        f"    del {g}._weights[0]",
+        f"    {size} = len(ks)",
+        "else:",
+        f"    {size} = {g}.incr({key}, {item}, {delta})",
+    ]
+
+
 class SumSortedMap:
     """Sorted (key, item) entries with integer weights (multiplicities)."""
 
@@ -41,6 +62,26 @@ class SumSortedMap:
         self._items: list = []
         self._weights: list[int] = []
         self._blocks: _Blocked | None = None
+
+    @classmethod
+    def of_two(cls, first: tuple, key, item, weight: int) -> SumSortedMap:
+        """A map of entry ``first`` = (key, item, weight) and a new entry with another item
+        (how a group of one plain triple grows: no search, no call per entry)."""
+        m = cls()
+        k0, i0, w0 = first
+        # appended, not list displays: a list grown by appends from two entries keeps a
+        # smaller allocation than one grown from a display of two (the group's memory)
+        for k, i, w in ((key, item, weight), first) if key < k0 else (first, (key, item, weight)):
+            m._keys.append(k)
+            m._items.append(i)
+            m._weights.append(w)
+        return m
+
+    def only(self) -> tuple | None:
+        """The (key, item, weight) of a map of at most one entry (None: empty)."""
+        if self._blocks is None:
+            return (self._keys[0], self._items[0], self._weights[0]) if self._keys else None
+        return next(self.entries(), None)
 
     def __len__(self) -> int:
         b = self._blocks
@@ -56,43 +97,56 @@ class SumSortedMap:
 
     # ---------------------------------------------------------------- updates
 
-    def incr(self, key, item, delta: int) -> None:
-        """Add ``delta`` to ``item``'s weight under ``key``; a weight of zero removes it."""
+    def incr(self, key, item, delta: int) -> int:
+        """Add ``delta`` to ``item``'s weight under ``key``; a weight of zero removes it.
+
+        Returns the number of entries after the change (the caller shrinks a group of one
+        back to a plain triple without another call)."""
         b = self._blocks
         if b is not None:
             b.incr(key, item, delta)
-            return
+            return b.n
         keys = self._keys
-        if delta > 0 and (not keys or key > keys[-1]):
+        n = len(keys)
+        if delta > 0 and (not n or key > keys[-1]):
             keys.append(key)
             self._items.append(item)
             self._weights.append(delta)
-            if len(keys) > FLAT_MAX:
+            if n >= FLAT_MAX:
                 self._blocks = _Blocked(keys, self._items, self._weights)
                 self._keys, self._items, self._weights = [], [], []
-            return
+            return n + 1
         items = self._items
-        i = bisect_left(keys, key)
-        n = len(keys)
-        while i < n and keys[i] == key:
-            if items[i] == item:
-                w = self._weights[i] + delta
-                if w:
-                    self._weights[i] = w
-                else:
-                    del keys[i]
-                    del items[i]
-                    del self._weights[i]
-                return
-            i += 1
+        if n and keys[0] == key and items[0] == item:
+            # the oldest entry (window expiry removes from the front)
+            i = 0
+        else:
+            i = bisect_left(keys, key)
+            while i < n and keys[i] == key:
+                if items[i] == item:
+                    break
+                i += 1
+            else:
+                i = -1
+        if i >= 0:
+            w = self._weights[i] + delta
+            if w:
+                self._weights[i] = w
+                return n
+            del keys[i]
+            del items[i]
+            del self._weights[i]
+            return n - 1
         if delta <= 0:
             raise KeyError((key, item))
+        i = bisect_right(keys, key)
         keys.insert(i, key)
         items.insert(i, item)
         self._weights.insert(i, delta)
-        if len(keys) > FLAT_MAX:
+        if n >= FLAT_MAX:
             self._blocks = _Blocked(keys, items, self._weights)
             self._keys, self._items, self._weights = [], [], []
+        return n + 1
 
     # ----------------------------------------------------------------- ranges
 
