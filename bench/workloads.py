@@ -182,6 +182,8 @@ where s1.card = big.card and s2.card = big.card and s1.ts < s2.ts and big.ts - s
 CEP_ORACLE = {"card_testing": streams.card_testing_count, "failed_logins": streams.failed_logins_count,
               "impossible_travel": streams.impossible_travel_count,
               "rising_price": streams.rising_price_count, "sensor_drift": streams.sensor_drift_count}
+# where the bench's form differs from the shipped pattern (its oracle and EPL count that form)
+CEP_PATTERN = {"failed_logins": QUERY_DIR / "failed_logins_seq4.pattern"}
 CEP_WINDOW = {"card_testing": 3600, "failed_logins": 600, "impossible_travel": 3600, "rising_price": 300,
               "sensor_drift": 3600}
 CEP_NOTE = {
@@ -230,7 +232,7 @@ def cep_workloads(profile: str, data_dir: Path, only: set[str] | None = None,
         spec = streams.CepStream(kind, n, keys)
         out.append(Workload(epl_variants=variants,
             family="cep", name=f"{name} N={n} keys={keys}", query=name, order="time", n=n,
-            patterns=[PATTERNS_DIR / f"{name}.pattern"], epl=epl,
+            patterns=[CEP_PATTERN.get(name, PATTERNS_DIR / f"{name}.pattern")], epl=epl,
             make_input=lambda spec=spec: streams.write_stream(spec, data_dir),
             expected=CEP_ORACLE[name], cli=(name == "card_testing"), window=CEP_WINDOW[name],
             note=CEP_NOTE[name] + "; Esper: `every` on each element"))

@@ -3,6 +3,7 @@ tiny workload runs end to end through cep (Esper is not needed here)."""
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from pathlib import Path
 
@@ -83,3 +84,16 @@ def test_tiny_workloads_end_to_end_through_cep(tmp_path: Path) -> None:
     report.write_markdown(rows, {}, "test", 0.0, tmp_path / "results.md", [])
     text = (tmp_path / "results.md").read_text()
     assert "q2 tiny" in text and "card tiny" in text
+
+
+@pytest.mark.parametrize("name", sorted(workloads.CEP_ORACLE))
+def test_each_cep_workload_counts_what_its_oracle_counts(name: str, tmp_path: Path) -> None:
+    # the pattern each CEP workload runs and the oracle that checks it must describe the same matches
+    # (a shipped pattern rewritten with new constructs once left the bench comparing different things)
+    (w,) = [x for x in workloads.cep_workloads("quick", tmp_path, only={name})]
+    kind = workloads.CEP_EPL[name][0]
+    w = dataclasses.replace(w, n=3000, make_input=lambda: streams.write_stream(
+        streams.CepStream(kind, 3000, 40), tmp_path))
+    (row,) = harness.run_all([w], {"cep"}, tmp_path, timeout=120, show_progress=False)
+    assert not row.get("error"), row.get("error")
+    assert row["expected"] > 0 and row["composites"] == row["expected"], row
