@@ -190,9 +190,10 @@ NOT_ALIASES = ["n", "m"]
 
 
 @st.composite
-def gap_patterns(draw, name: str = "g") -> str:
+def gap_patterns(draw, name: str = "g", trailing_not: bool = False) -> str:
     """The text of one random pattern of spec section 7: NOT elements in every position
-    (leading, middle, trailing, side by side), strategies, nested SEQ/AND structures."""
+    (leading, middle, trailing, side by side), strategies, nested SEQ/AND structures;
+    ``trailing_not``: the first NOT is the last element."""
     k = draw(st.integers(1, 3))
     aliases = ALIASES[:k]
     types = [draw(st.sampled_from(TYPES[:3])) for _ in range(k)]
@@ -205,10 +206,10 @@ def gap_patterns(draw, name: str = "g") -> str:
             parts[i + 1] = f"D {aliases[i + 1]}"
         parts[i:i + 2] = [f"{op}({parts[i]}, {parts[i + 1]})"]
         nested = True
-    n_not = draw(st.sampled_from([0, 1, 1, 1, 2]))
+    n_not = draw(st.sampled_from([1, 2] if trailing_not else [0, 1, 1, 1, 2]))
     nots = NOT_ALIASES[:n_not]
-    for na in nots:
-        pos = draw(st.integers(0, len(parts)))
+    for n, na in enumerate(nots):
+        pos = len(parts) if trailing_not and n == 0 else draw(st.integers(0, len(parts)))
         parts.insert(pos, f"NOT {draw(st.sampled_from(TYPES[:3]))} {na}")
     strategy = None
     if not nested:
@@ -492,12 +493,12 @@ def dense_kleene_cases(draw, max_len: int = 26) -> Case:
 
 
 @st.composite
-def gap_cases(draw, max_len: int = 24) -> Case:
+def gap_cases(draw, max_len: int = 24, trailing_not: bool = False) -> Case:
     """Section 7 patterns (one, or one with a v1 pattern beside it) over random streams."""
     lateness = draw(st.sampled_from([0, 0, 1, 2, 4]))
     time_unit = draw(st.sampled_from(["s", "s", "s", "ms"]))
     records = draw(streams(lateness, "ts", max_len))
-    text = draw(gap_patterns(name="g0"))
+    text = draw(gap_patterns(name="g0", trailing_not=trailing_not))
     if draw(st.integers(0, 3)) == 0:
         text += draw(st.sampled_from([draw(gap_patterns(name="g1")), draw(patterns(name="p1"))]))
     return Case(text, records, lateness, "ts", time_unit)

@@ -167,6 +167,33 @@ def test_pending_matches_survive_dumps_loads(case: Case, restore_at: int) -> Non
     check_case(case, restore_at)
 
 
+def positive_entries(eng: Engine, ri: int) -> int:
+    """The retained (atom, event) pairs of pattern ``ri``: what its pending store may hold at most."""
+    bits = [1 << j for j, (r, _a) in enumerate(eng._slots) if r == ri]
+    return sum(1 for mask in eng._holders.values() for b in bits if mask & b)
+
+
+@settings(settings.get_profile(PROFILE))
+@given(gap_cases(trailing_not=True))
+def test_pending_state_is_bounded_by_retained_positive_events(case: Case) -> None:
+    """docs/language.md section 7, Decided matches: with a trailing NOT a window's events can form
+    many undecided matches, but the pending store holds one entry per deciding event, so after
+    every record it is at most the retained positive (atom, event) pairs, never the matches."""
+    cps = compile_text(case.text, time_unit=case.time_unit)
+    eng = Engine(cps, lateness=case.lateness)
+    for i, rec in enumerate(case.records, 1):
+        try:
+            eng.push(to_event(rec, i, case.time_field))
+        except LateEventError:
+            continue
+        for ri, store in enumerate(eng.pending):
+            if store is not None:
+                bound = positive_entries(eng, ri)
+                assert len(store) <= bound, (len(store), bound)
+                assert store.stored() <= 2 * bound + 64
+    check_case(case)
+
+
 @settings(settings.get_profile(PROFILE))
 @given(kleene_cases())
 def test_kleene_plus_agrees_with_reference(case: Case) -> None:

@@ -32,7 +32,7 @@ from cep.event import Event, Output, match_id_fn
 from cep.lang.gcq import TIME_ATTR, CompiledPattern
 from cep.runtime.gaps import GapChecks, GapIndex, KleeneIndex
 from cep.runtime.iedyn import PatternRuntime
-from cep.runtime.pending import PendingMatches, is_decided
+from cep.runtime.pending import PendingDecisions, is_decided
 from cep.runtime.state import StateError, decode_state, encode_state
 from cep.values import canon
 
@@ -112,7 +112,7 @@ class Engine:
         self.gap_route: dict[str, list[tuple[GapIndex, Any, int]]] = {}
         self._gap_of_bit: dict[int, GapIndex] = {}
         self.checks: list[GapChecks | None] = []
-        self.pending: list[PendingMatches | None] = []
+        self.pending: list[PendingDecisions | None] = []
         for ri, cp in enumerate(self.patterns):
             if not cp.decided:
                 self.checks.append(None)
@@ -129,8 +129,9 @@ class Engine:
                 self._pattern_mask[ri] |= bit
                 for t in ix.spec.types:
                     self.gap_route.setdefault(t, []).append((ix, flt, bit))
-            self.checks.append(GapChecks(cp, plans, indexes, self.events))
-            self.pending.append(PendingMatches())
+            checks = GapChecks(cp, plans, indexes, self.events)
+            self.checks.append(checks)
+            self.pending.append(PendingDecisions(checks.trailing))
         self._decided = [ri for ri, c in enumerate(self.checks) if c is not None]
         # the partition key of a match, read from its first event (a generated function: per output)
         self._key_fns: list[Any] = []
@@ -240,50 +241,79 @@ class Engine:
     # ------------------------------------------------------- decided matches
 
     def _decide(self) -> list[Output]:
-        """Emit the pending matches the current watermark decides whose gaps are empty.
+        """Emit the matches the current watermark decides whose gaps hold: for each deciding
+        event it has passed (``cep.runtime.pending``), the matches that event decides.
 
-        Runs before expiry, so every event a pending gap may contain is still indexed.
+        Runs before expiry, so every event a pending gap may contain is still indexed, and so
+        is every event of those matches (each is at most ``w`` older than the decision time).
         """
         outs: list[Output] = []
         wm = self.watermark
         for ri in self._decided:
             pending = self.pending[ri]
-            heap = pending._heap  # type: ignore[union-attr]
-            if not heap or heap[0][0] > wm:  # the common case: nothing due yet
+            if not pending.due(wm):  # type: ignore[union-attr]  # the common case: nothing due yet
                 continue
             checks = self.checks[ri]
-            for serials in pending.pop_decided(wm):  # type: ignore[union-attr]
-                events = [self.events[s] for s in serials]
+            for atom, serial in pending.pop_decided(wm):  # type: ignore[union-attr]
+                for events in self._decided_by(ri, atom, serial):
+                    aggs = checks.evaluate(events)  # type: ignore[union-attr]
+                    if aggs is not None:
+                        outs.append(self._output_events(ri, events, "+", aggs))
+        return outs
+
+    def _decided_by(self, ri: int, atom: int, serial: int) -> list[list[Event]]:
+        """The current matches of pattern ``ri`` whose deciding event is ``serial`` as ``atom``."""
+        rt = self.runtimes[ri]
+        event = self.events[serial]
+        t = rt.extract[atom](event, serial)
+        if rt.k == 1:  # the event is the match (it reached the root when it was inserted)
+            check = rt.residual_check
+            return [[event]] if check is None or check([t]) else []
+        decider = self.checks[ri].decider  # type: ignore[union-attr]
+        out = []
+        for slots in rt.matches_with(atom, t):
+            events = rt.events_of(slots, self.events)
+            if decider(events) == atom:
+                out.append(events)
+        return out
+
+    def _complete(self, ri: int, ai: int, serial: int, delta: Any, outs: list[Output]) -> None:
+        """The new positive matches of a pattern with gaps (those ``delta`` adds with the event
+        ``serial`` as atom ``ai``): emit the decided ones whose gaps hold; the others wait
+        for the watermark, as one pending entry for their deciding event."""
+        checks = self.checks[ri]
+        pending = self.pending[ri]
+        wm = self.watermark
+        if checks.deciders == (ai,):  # type: ignore[union-attr]  # the new event decides every new match
+            time = self.events[serial].ts + checks.offset  # type: ignore[union-attr]
+            if not is_decided(time, checks.trailing, wm):  # type: ignore[union-attr]
+                if delta.chain:
+                    self._wait(pending, ai, serial, time)  # type: ignore[arg-type]
+                return
+        rt = self.runtimes[ri]
+        for slots in list(delta.matches()):
+            events = rt.events_of(slots, self.events)
+            d = checks.decider(events)  # type: ignore[union-attr]
+            time = events[d].ts + checks.offset  # type: ignore[union-attr]
+            if is_decided(time, checks.trailing, wm):  # type: ignore[union-attr]
                 aggs = checks.evaluate(events)  # type: ignore[union-attr]
                 if aggs is not None:
                     outs.append(self._output_events(ri, events, "+", aggs))
-        return outs
+            else:
+                self._wait(pending, d, rt.serials_of(slots)[d], time)  # type: ignore[arg-type]
 
-    def _complete(self, ri: int, slots: list, outs: list[Output]) -> None:
-        """A new positive match of a pattern with gaps: emit it if decided, else let it wait."""
-        serials = self.runtimes[ri].serials_of(slots)
-        events = [self.events[s] for s in serials]
-        checks = self.checks[ri]
-        time, strict = checks.decision_time(events)  # type: ignore[union-attr]
-        if is_decided(time, strict, self.watermark):
-            aggs = checks.evaluate(events)  # type: ignore[union-attr]
-            if aggs is not None:
-                outs.append(self._output_events(ri, events, "+", aggs))
-            return
-        pending = self.pending[ri]
-        pending.add(serials, time, strict)  # type: ignore[union-attr]
-        if len(pending) > self.stats["peak_pending"]:  # type: ignore[arg-type]
-            self.stats["peak_pending"] = len(pending)  # type: ignore[arg-type]
+    def _wait(self, pending: PendingDecisions, atom: int, serial: int, time: Any) -> None:
+        pending.add(atom, serial, time)
+        if len(pending) > self.stats["peak_pending"]:
+            self.stats["peak_pending"] = len(pending)
 
     def _undo(self, ri: int, slots: list, outs: list[Output]) -> None:
-        """A positive match lost an event: forget it if pending; if it was decided, its
-        gaps are frozen (inserts and retractions there are late), so re-checking them
-        tells whether its ``+`` was emitted and needs a ``-``."""
-        serials = self.runtimes[ri].serials_of(slots)
-        if self.pending[ri].discard(serials):  # type: ignore[union-attr]
-            return
-        events = [self.events[s] for s in serials]
-        aggs = self.checks[ri].evaluate(events)  # type: ignore[union-attr]
+        """A positive match lost an event.  Undecided, it was never emitted (its deciding
+        event's entry finds it gone when the watermark comes); decided, its gaps are frozen
+        (inserts and retractions there are late), so re-checking them tells whether its
+        ``+`` was emitted and needs a ``-``."""
+        events = self.runtimes[ri].events_of(slots, self.events)
+        aggs = self._decided_aggregates(self.checks[ri], events)  # type: ignore[arg-type]
         if aggs is not None:
             outs.append(self._output_events(ri, events, "-", aggs))
 
@@ -328,8 +358,7 @@ class Engine:
                     for slots in delta.matches():
                         outs.append(self._output(ri, slots, "+"))
                 else:
-                    for slots in list(delta.matches()):
-                        self._complete(ri, slots, outs)
+                    self._complete(ri, _ai, serial, delta, outs)
         if not mask:
             del self.events[serial]
             return outs
@@ -350,6 +379,10 @@ class Engine:
         if len(self.events) > stats["peak_retained"]:
             stats["peak_retained"] = len(self.events)
         return outs
+
+    def _atom_bit(self, ri: int, ai: int) -> int:
+        """The holder bit of atom ``ai`` of pattern ``ri``."""
+        return 1 << self._slots.index((ri, ai))
 
     def _leaf_tuples(self, serial: int, mask: int):
         """(pattern, atom, leaf tuple) of each atom holding an event, in insertion order."""
@@ -398,6 +431,7 @@ class Engine:
                 for slots in delta.matches():
                     outs.append(self._output(ri, slots, "-"))
             else:
+                self.pending[ri].discard(ai, serial)  # type: ignore[union-attr]
                 for slots in list(delta.matches()):
                     self._undo(ri, slots, outs)
         del self.events[serial]
@@ -569,10 +603,14 @@ class Engine:
                 (d is None) != (p is None) for d, p in zip(pending, eng.pending, strict=True)):
             raise StateError("corrupted engine state: its pending matches do not fit these patterns")
         for ri, data in enumerate(pending):
-            if data is not None:
-                if any(s not in eng.events for serials, _t, _strict in data for s in serials):
+            store = eng.pending[ri]
+            if data is None or store is None:
+                continue
+            offset = eng.checks[ri].offset  # type: ignore[union-attr]
+            for atom, serial in data:
+                if atom >= len(eng.patterns[ri].atoms) or not eng._holders.get(serial, 0) & eng._atom_bit(ri, atom):
                     raise StateError("corrupted engine state: a pending match names an event it does not hold")
-                eng.pending[ri] = PendingMatches.from_data(data)
+                store.add(atom, serial, eng.events[serial].ts + offset)
         eng.stats = state["stats"]
         eng.matches_emitted = state["matches_emitted"]
         return eng

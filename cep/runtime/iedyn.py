@@ -631,21 +631,25 @@ class PatternRuntime:
             n = nodes[p]
         return codegen.define(f"{self.pattern.name}: propagate leaf {leaf}", "\n".join(lines), "prop", env)
 
-    def _propagate_batch(self, start: int, d: dict[tuple, int]) -> dict[int, dict[tuple, int]] | None:
+    def _propagate_batch(self, start: int, d: dict[tuple, int],
+                         apply: bool = True) -> dict[int, dict[tuple, int]] | None:
         """Algorithm 7 for a batch of changes entering at node ``start`` (one leaf's path).
 
         Each node's delta is applied before its contribution to the parent is
         computed against the sibling (only one leaf changes, so the sibling's
         relation is current); the sibling probe is a range seek per delta tuple
         (plus a range sum when the delta side is the guard), which is the
-        running-sum sort-merge of Theorem 5 done through the index.
+        running-sum sort-merge of Theorem 5 done through the index.  With
+        ``apply`` False nothing is changed: the path is what the change would be
+        (each step reads only the sibling, which is off the path).
         """
         nodes = self.nodes
         n = nodes[start]
         path: dict[int, dict[tuple, int]] = {start: d}
         while True:
-            for tt, c in d.items():
-                self._apply(n, tt, c)
+            if apply:
+                for tt, c in d.items():
+                    self._apply(n, tt, c)
             if n.parent is None:
                 return path
             dp: dict[tuple, int] = {}
@@ -706,6 +710,13 @@ class PatternRuntime:
             self._prop_of_atom[atom](tuples[0], -1)
         else:
             self._propagate_batch(self._leaf_of_atom[atom], dict.fromkeys(tuples, -1))
+
+    def matches_with(self, atom: int, t: tuple) -> Iterator[list]:
+        """The current matches whose ``atom`` is the (stored) leaf tuple ``t``: the delta
+        enumeration of its insert, computed without changing any index (the decision of
+        pending matches, docs/language.md section 7, Decided matches)."""
+        path = self._propagate_batch(self._leaf_of_atom[atom], {t: 1}, apply=False)
+        return iter(()) if path is None else self._enumerate(path)
 
     # ------------------------------------------------------------- enumeration
 
