@@ -86,8 +86,10 @@ class GapIndex:
 
     def remove(self, key: Any, ts: Any, serial: int) -> None:
         group = self.groups[key]
-        i = bisect_left(group, (ts, serial))
-        del group[i]
+        if group[0][1] == serial:  # expiry in time order: the key's oldest entry
+            del group[0]
+        else:
+            del group[bisect_left(group, (ts, serial))]
         if not group:
             del self.groups[key]
 
@@ -195,6 +197,14 @@ class GapChecks:
                 lines.append("        break")
         lines.append("    return False")
         self._exists = _compile(f"{cp.name}: gap check", "\n".join(lines) + "\n", env, "exists_in_gaps")
+        if not self.repetitions and self.agg_condition is None:
+            # only anti-joins: the check is the whole evaluation (one call per decided match)
+            simple = [ln.replace("return True", "return None").replace("return False", "return NO_AGGREGATES")
+                      for ln in lines]
+            simple[0] = "def evaluate(m):"
+            env["NO_AGGREGATES"] = ()
+            self.evaluate = _compile(f"{cp.name}: gap check", "\n".join(simple) + "\n", env,  # type: ignore[method-assign]
+                                     "evaluate")
         self._compile_decider(cp, plans, env)
         dt = ends[0] if len(ends) == 1 else f"max({', '.join(ends)})"
         # (t, strict): decided once watermark >= t (> t if strict); middle and leading gaps end at
