@@ -147,6 +147,24 @@ def test_pending_state_is_one_entry_per_deciding_event_not_per_match():
     assert len(eng.advance_watermark(102)) == 50 and eng.pending_count() == 0
 
 
+def test_a_restart_keeps_one_entry_per_deciding_event_and_decides_every_match():
+    """Format 3: the state holds the deciding event, and the restored engine finds its matches
+    (those still holding: a retraction and a NOT event after the save change them)."""
+    cps = compile_text("PATTERN p SEQ(A a, B b, NOT C c) WHERE c.k = b.k WITHIN 100")
+    eng = Engine(cps, lateness=10)
+    eng.push(ev("A", 1))
+    for t in range(2, 12):
+        eng.push(ev("B", t, k=t))
+    data = eng.dumps()
+    assert b'"pending":[[[0,0]]]' in data  # one deciding event (the A), ten undecided matches
+    again = Engine.loads(data, cps)
+    assert again.pending_count() == 1 and again.next_decision_time() == 101
+    assert again.push(Event("B", 5, {"type": "B", "ts": 5, "k": 5}, "5", "-")) == []  # before its decision
+    again.push(ev("C", 20, k=3))  # in the gap of the match with B k=3
+    got = again.advance_watermark(102)
+    assert sorted(o.match["b"]["k"] for o in got) == [2, 4, 6, 7, 8, 9, 10, 11]
+
+
 def test_pending_matches_are_checked_when_a_state_is_loaded():
     cps = compile_text("PATTERN p SEQ(A a, NOT B b) WITHIN 10")
     eng = Engine(cps)
