@@ -145,6 +145,10 @@ def test_pending_state_is_one_entry_per_deciding_event_not_per_match():
     assert eng.pending_count() == 1 and eng.next_decision_time() == 101
     assert eng.advance_watermark(101) == []
     assert len(eng.advance_watermark(102)) == 50 and eng.pending_count() == 0
+    eng.push(ev("C", 200))
+    assert eng.retained_events == 1 and eng.state_size() > 0
+    eng.advance_watermark(math.inf)  # the end of a bounded input: nothing is retained
+    assert eng.retained_events == 0 and eng.state_size() == 0
 
 
 def test_a_restart_keeps_one_entry_per_deciding_event_and_decides_every_match():
