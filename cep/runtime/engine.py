@@ -531,7 +531,7 @@ class Engine:
                 due.append(heapq.heappop(heap)[1])
             if due:
                 self._expire_serials(ri, qmask, due)
-        if wm > self._gap_expire_at or wm == math.inf:  # (the end of a bounded input drops them all)
+        if wm > self._gap_expire_at:
             self._expire_gaps(wm)
 
     def _expire_serials(self, ri: int, pmask: int, serials: list[int]) -> None:
