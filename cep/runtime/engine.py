@@ -118,7 +118,7 @@ class Engine:
         # be re-checked.
         self.gap_route: dict[str, list[tuple[GapIndex, Any, int, Any, Any]]] = {}
         self._gap_of_bit: dict[int, GapIndex] = {}
-        self._gap_expiry: list[tuple[GapIndex, int, deque, list, Any]] = []
+        self._gap_expiry: list[tuple[GapIndex, int, deque, list, Any, Any]] = []
         self.checks: list[GapChecks | None] = []
         self.pending: list[PendingDecisions | None] = []
         for ri, cp in enumerate(self.patterns):
@@ -137,12 +137,13 @@ class Engine:
                 bit = 1 << (len(self._slots) + len(self._gap_of_bit))
                 self._gap_of_bit[bit] = ix
                 self._pattern_mask[ri] |= bit
+                # a plain sorted index's groups, appended to and expired inline (the common,
+                # in-order case)
+                groups = None if isinstance(ix, KleeneIndex) else ix.groups
                 order = None
                 if horizon is not None:
                     order = (deque(), [], horizon)
-                    self._gap_expiry.append((ix, bit, *order))
-                # a plain sorted index's groups, appended to inline (the common, in-order case)
-                groups = None if isinstance(ix, KleeneIndex) else ix.groups
+                    self._gap_expiry.append((ix, bit, *order, groups))
                 for t in ix.spec.types:
                     self.gap_route.setdefault(t, []).append((ix, flt, bit, order, groups))
             checks = GapChecks(cp, plans, indexes, self.events)
@@ -335,8 +336,9 @@ class Engine:
         pending.add(atom, serial, time)
         if time <= self._decide_at:
             self._note_decision(time, pending.strict)
-        if len(pending) > self.stats["peak_pending"]:
-            self.stats["peak_pending"] = len(pending)
+        n = len(pending.live)
+        if n > self.stats["peak_pending"]:
+            self.stats["peak_pending"] = n
 
     def _undo(self, ri: int, slots: list, outs: list[Output]) -> None:
         """A positive match lost an event.  Undecided, it was never emitted (its deciding
@@ -380,7 +382,7 @@ class Engine:
         an event no index or atom holds any more is forgotten."""
         holders = self._holders
         soonest: Any = math.inf
-        for ix, bit, queue, heap, horizon in self._gap_expiry:
+        for ix, bit, queue, heap, horizon, groups in self._gap_expiry:
             limit = wm - horizon
             due = []
             while queue and queue[0][0] < limit:
@@ -390,7 +392,11 @@ class Engine:
             for ts, serial, key in due:
                 mask = holders.get(serial, 0)
                 if mask & bit:  # else retracted meanwhile
-                    ix.remove(key, ts, serial)
+                    group = None if groups is None else groups[key]
+                    if group is not None and len(group) > 1 and group[0][1] == serial:
+                        del group[0]
+                    else:
+                        ix.remove(key, ts, serial)
                     mask ^= bit
                     if mask:
                         holders[serial] = mask
