@@ -28,7 +28,15 @@ import test_reference_selfcheck
 from cephelp import PATTERNS
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from strategies import Case, and_within_cases, cases, dense_kleene_cases, gap_cases, kleene_cases
+from strategies import (
+    Case,
+    and_within_cases,
+    cases,
+    dense_kleene_cases,
+    gap_cases,
+    kleene_cases,
+    streams,
+)
 
 from cep.errors import LateEventError  # noqa: E402
 from cep.event import Event, match_id  # noqa: E402
@@ -165,6 +173,58 @@ def test_gaps_strategies_and_nesting_agree_with_reference(case: Case) -> None:
 @given(gap_cases(), st.integers(1, 26))
 def test_pending_matches_survive_dumps_loads(case: Case, restore_at: int) -> None:
     check_case(case, restore_at)
+
+
+def positive_entries(eng: Engine, ri: int) -> int:
+    """The retained (atom, event) pairs of pattern ``ri``: what its pending store may hold at most."""
+    bits = [1 << j for j, (r, _a) in enumerate(eng._slots) if r == ri]
+    return sum(1 for mask in eng._holders.values() for b in bits if mask & b)
+
+
+@settings(settings.get_profile(PROFILE))
+@given(gap_cases(trailing_not=True))
+def test_pending_state_is_bounded_by_retained_positive_events(case: Case) -> None:
+    """docs/language.md section 7, Decided matches: with a trailing NOT a window's events can form
+    many undecided matches, but the pending store holds one entry per deciding event, so after
+    every record it is at most the retained positive (atom, event) pairs, never the matches."""
+    cps = compile_text(case.text, time_unit=case.time_unit)
+    eng = Engine(cps, lateness=case.lateness)
+    for i, rec in enumerate(case.records, 1):
+        try:
+            eng.push(to_event(rec, i, case.time_field))
+        except LateEventError:
+            continue
+        for ri, store in enumerate(eng.pending):
+            if store is not None:
+                bound = positive_entries(eng, ri)
+                assert len(store) <= bound, (len(store), bound)
+                assert store.stored() <= 2 * bound + 64
+    check_case(case)
+
+
+# patterns whose matches are decided by different atoms (a nested AND next to the latest gap
+# end): each match must be emitted from exactly one deciding event, ties included
+SEVERAL_DECIDERS = [
+    "PATTERN g SEQ(AND(A a, D b), C c, NOT B n) WITHIN 4",
+    "PATTERN g SEQ(AND(A a, D b), NOT B n) WITHIN 3",
+    "PATTERN g SEQ(A a, NOT B n, AND(C c, D d)) WITHIN 5",
+    "PATTERN g SEQ(A a, NOT B n, AND(C c, D d)) WHERE n.x = a.x",
+    "PATTERN g SEQ(NOT B n, AND(A a, D d), C c) WITHIN 4",
+    "PATTERN g SEQ(AND(A a, D b), NOT C n, B c, NOT C m) PARTITION BY s WITHIN 5",
+]
+
+
+@st.composite
+def several_decider_cases(draw) -> Case:
+    lateness = draw(st.sampled_from([0, 1, 2, 4]))
+    records = draw(streams(lateness, "ts", 24))
+    return Case(draw(st.sampled_from(SEVERAL_DECIDERS)) + "\n", records, lateness, "ts", "s")
+
+
+@settings(settings.get_profile(PROFILE))
+@given(several_decider_cases())
+def test_matches_with_several_possible_deciding_events_are_emitted_once(case: Case) -> None:
+    check_case(case)
 
 
 @settings(settings.get_profile(PROFILE))

@@ -8,6 +8,8 @@ the store's order and plain-data form.
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from cep.event import Event
@@ -15,7 +17,7 @@ from cep.lang.compiler import compile_text
 from cep.plan.gaps import plan_gaps
 from cep.runtime.engine import Engine
 from cep.runtime.gaps import GapChecks, GapIndex
-from cep.runtime.pending import PendingMatches, is_decided
+from cep.runtime.pending import PendingDecisions, is_decided
 from cep.runtime.state import StateError
 
 
@@ -105,17 +107,66 @@ def test_scan_check_tests_the_residual_on_candidates_in_the_gap():
 
 
 def test_pending_store_pops_in_decision_order_and_skips_discarded():
-    p = PendingMatches()
-    p.add((1, 2), 20, False)
-    p.add((3, 4), 10, True)
-    p.add((5, 6), 10, False)
-    assert p.discard((1, 2)) and not p.discard((1, 2))
+    p = PendingDecisions(strict=False)
+    p.add(0, 1, 20)
+    p.add(0, 1, 20)  # one entry per deciding event, however many matches it decides
+    p.add(1, 3, 10)  # out of time order: the heap beside the queue
+    p.add(1, 5, 10)
+    p.add(0, 7, 30)
+    assert len(p) == 4 and p.next_time() == 10
+    p.discard(0, 1)
+    p.discard(0, 1)
     assert p.pop_decided(9) == []
-    assert p.pop_decided(10) == [(5, 6)]  # (10, strict) needs a watermark past 10
-    assert p.to_data() == [[[3, 4], 10, True]]
-    q = PendingMatches.from_data(p.to_data())
-    assert q.pop_decided(11) == [(3, 4)] and len(q) == 0
+    assert p.pop_decided(20) == [(1, 3), (1, 5)]  # (0, 1) was discarded
+    assert p.to_data() == [[0, 7]]
+    q = PendingDecisions(strict=True)
+    q.add(0, 7, 30)
+    assert q.pop_decided(30) == [] and q.pop_decided(31) == [(0, 7)] and len(q) == 0 and q.next_time() is None
     assert is_decided(5, False, 5) and not is_decided(5, True, 5) and not is_decided(5, False, None)
+
+
+def test_pending_store_drops_retracted_entries_it_holds():
+    p = PendingDecisions(strict=True)
+    for s in range(200):
+        p.add(0, s, 100 + s)
+    for s in range(190):
+        p.discard(0, s)
+    assert len(p) == 10 and p.stored() <= 2 * 10 + 64
+    assert p.pop_decided(math.inf) == [(0, s) for s in range(190, 200)]
+
+
+def test_pending_state_is_one_entry_per_deciding_event_not_per_match():
+    """SEQ(A a, B b, NOT C c): one A and fifty Bs are fifty undecided matches, one pending entry."""
+    cps = compile_text("PATTERN p SEQ(A a, B b, NOT C c) WITHIN 100")
+    eng = Engine(cps)
+    eng.push(ev("A", 1))
+    for t in range(2, 52):
+        assert eng.push(ev("B", t)) == []
+    assert eng.pending_count() == 1 and eng.next_decision_time() == 101
+    assert eng.advance_watermark(101) == []
+    assert len(eng.advance_watermark(102)) == 50 and eng.pending_count() == 0
+    eng.push(ev("C", 200))
+    assert eng.retained_events == 1 and eng.state_size() > 0
+    eng.advance_watermark(math.inf)  # the end of a bounded input: nothing is retained
+    assert eng.retained_events == 0 and eng.state_size() == 0
+
+
+def test_a_restart_keeps_one_entry_per_deciding_event_and_decides_every_match():
+    """Format 3: the state holds the deciding event, and the restored engine finds its matches
+    (those still holding: a retraction and a NOT event after the save change them)."""
+    cps = compile_text("PATTERN p SEQ(A a, B b, NOT C c) WHERE c.k = b.k WITHIN 100")
+    eng = Engine(cps, lateness=10)
+    eng.push(ev("A", 1))
+    for t in range(2, 12):
+        eng.push(ev("B", t, k=t))
+    data = eng.dumps()
+    assert b'"pending":[[[0,0]]]' in data  # one deciding event (the A), ten undecided matches
+    again = Engine.loads(data, cps)
+    assert again.pending_count() == 1 and again.next_decision_time() == 101
+    assert again.push(Event("B", 5, {"type": "B", "ts": 5, "k": 5}, "5", "-")) == []  # before its decision
+    again.push(ev("C", 20, k=3))  # in the gap of the match with B k=3
+    got = again.advance_watermark(102)
+    assert sorted(o.match["b"]["k"] for o in got) == [2, 4, 6, 7, 8, 9, 10, 11]
 
 
 def test_pending_matches_are_checked_when_a_state_is_loaded():
@@ -124,10 +175,13 @@ def test_pending_matches_are_checked_when_a_state_is_loaded():
     eng.push(ev("A", 1))
     assert eng.pending_count() == 1 and eng.next_decision_time() == 11
     data = eng.dumps()
+    assert b'"pending":[[[0,0]]]' in data
     again = Engine.loads(data, cps)
-    assert again.pending_count() == 1
+    assert again.pending_count() == 1 and again.next_decision_time() == 11
     assert [o.op for o in again.advance_watermark(12)] == ["+"]
     with pytest.raises(StateError, match="pending"):
-        Engine.loads(data.replace(b'"pending":[[[[0],11,true]]]', b'"pending":[[[[7],11,true]]]'), cps)
+        Engine.loads(data.replace(b'"pending":[[[0,0]]]', b'"pending":[[[0,7]]]'), cps)
     with pytest.raises(StateError, match="pending"):
-        Engine.loads(data.replace(b'"pending":[[[[0],11,true]]]', b'"pending":[[["x"]]]'), cps)
+        Engine.loads(data.replace(b'"pending":[[[0,0]]]', b'"pending":[[[1,0]]]'), cps)
+    with pytest.raises(StateError, match="pending"):
+        Engine.loads(data.replace(b'"pending":[[[0,0]]]', b'"pending":[[["x"]]]'), cps)

@@ -107,6 +107,8 @@ def test_other_format_and_wrong_shapes_are_refused():
             Engine.loads(head + b"\n" + json.dumps(d).encode(), cps)
 
     refused({**doc, "format": 99}, "format 99")
+    refused({**doc, "format": 2}, "format 2 cannot be read .* start without the old state")  # pending per match
+    refused({**doc, "pending": [[[[0], 11, True]]]}, "a pending match")  # format 2's entry in a format 3 document
     refused({**doc, "events": [[0, "Txn", "soon", {}, "1", "+"]]}, "event time")
     refused({**doc, "events": [[0, "Txn", 1, {"a": [1]}, "1", "+"]]}, "field 'a'")
     refused({**doc, "events": [[0, "Txn", 1, {}, "1", "*"]]}, "op")

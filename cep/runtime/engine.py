@@ -22,6 +22,7 @@ the index layout.
 from __future__ import annotations
 
 import heapq
+import math
 from collections import deque
 from collections.abc import Iterator, Sequence
 from typing import Any
@@ -32,7 +33,7 @@ from cep.event import Event, Output, match_id_fn
 from cep.lang.gcq import TIME_ATTR, CompiledPattern
 from cep.runtime.gaps import GapChecks, GapIndex, KleeneIndex
 from cep.runtime.iedyn import PatternRuntime
-from cep.runtime.pending import PendingMatches, is_decided
+from cep.runtime.pending import PendingDecisions, is_decided
 from cep.runtime.state import StateError, decode_state, encode_state
 from cep.values import canon
 
@@ -108,11 +109,18 @@ class Engine:
                 self.route.setdefault(atom.type, []).append((ri, ai, atom.filter, bit, self.runtimes[ri].inserter[ai]))
         self._atom_bits = (1 << len(self._slots)) - 1
         # gap elements (docs/language.md section 7): per pattern, sorted indexes of the gap types' events
-        # (each index one more bit of an event's holders), the checks, and the undecided matches
-        self.gap_route: dict[str, list[tuple[GapIndex, Any, int]]] = {}
+        # (each index one more bit of an event's holders), the checks, and the undecided matches.
+        # A windowed pattern's gap index expires its own entries (``_expire_gaps``): per index, its
+        # (ts, serial, key) in arrival order (a deque while times do not decrease, a heap for the
+        # rest), so an event only a gap keeps costs no leaf tuple, batch or key recomputation.
+        # The horizon is w, or 2w with a leading gap: a retained match's leading gap reaches back
+        # to its last event's time - w (section 7, NOT elements), so its emitted matches can still
+        # be re-checked.
+        self.gap_route: dict[str, list[tuple[GapIndex, Any, int, Any, Any]]] = {}
         self._gap_of_bit: dict[int, GapIndex] = {}
+        self._gap_expiry: list[tuple[GapIndex, int, deque, list, Any, Any]] = []
         self.checks: list[GapChecks | None] = []
-        self.pending: list[PendingMatches | None] = []
+        self.pending: list[PendingDecisions | None] = []
         for ri, cp in enumerate(self.patterns):
             if not cp.decided:
                 self.checks.append(None)
@@ -122,16 +130,31 @@ class Engine:
             specs, plans = list(pp.gap_indexes), list(pp.gaps)
             indexes = [KleeneIndex(spec, cp.name, self.events) if spec.kleene else GapIndex(spec, cp.name)
                        for spec in specs]
+            horizon = None if cp.within is None else (
+                2 * cp.within if any(g.kind == "leading" for g in cp.gaps) else cp.within)
             for ix in indexes:
                 flt = next(pl.gap.filter for pl in plans if pl.index == ix.spec.id)
                 bit = 1 << (len(self._slots) + len(self._gap_of_bit))
                 self._gap_of_bit[bit] = ix
                 self._pattern_mask[ri] |= bit
+                # a plain sorted index's groups, appended to and expired inline (the common,
+                # in-order case)
+                groups = None if isinstance(ix, KleeneIndex) else ix.groups
+                order = None
+                if horizon is not None:
+                    order = (deque(), [], horizon)
+                    self._gap_expiry.append((ix, bit, *order, groups))
                 for t in ix.spec.types:
-                    self.gap_route.setdefault(t, []).append((ix, flt, bit))
-            self.checks.append(GapChecks(cp, plans, indexes, self.events))
-            self.pending.append(PendingMatches())
+                    self.gap_route.setdefault(t, []).append((ix, flt, bit, order, groups))
+            checks = GapChecks(cp, plans, indexes, self.events)
+            self.checks.append(checks)
+            self.pending.append(PendingDecisions(checks.trailing))
         self._decided = [ri for ri, c in enumerate(self.checks) if c is not None]
+        # the earliest pending decision: due once the watermark passes it (reaches it, if not strict)
+        self._decide_at: Any = math.inf
+        self._decide_strict = True
+        # no gap-index entry expires before this watermark (the same kind of bound)
+        self._gap_expire_at: Any = math.inf
         # the partition key of a match, read from its first event (a generated function: per output)
         self._key_fns: list[Any] = []
         for cp in self.patterns:
@@ -143,10 +166,8 @@ class Engine:
                                                     f"def key(e):\n    return ({items})\n", "key"))
             else:
                 self._key_fns.append(_no_key)
-        # expiry queues: (queue, pattern, the pattern's holder bits it expires), each with its
-        # horizon.  An event is kept while ts >= watermark - w; the gap indexes of a pattern with
-        # a leading gap keep theirs for 2w, since a retained match's leading gap reaches back to
-        # its last event's time - w (docs/language.md section 7, NOT elements), so its emitted matches can still be re-checked
+        # expiry queues: (queue, pattern, the pattern's atom bits it expires), each with its
+        # horizon: an event is kept while ts >= watermark - w (gap indexes expire their own)
         self._windowed: list[tuple[int, int, int]] = []
         self._windows: list[Any] = []
         # per queue: (bit, leaf tuple, update path) of each atom it expires
@@ -154,15 +175,8 @@ class Engine:
         for ri, cp in enumerate(self.patterns):
             if cp.within is None:
                 continue
-            gap_bits = self._pattern_mask[ri] & ~self._atom_bits
-            if any(g.kind == "leading" for g in cp.gaps):
-                self._windowed.append((len(self._windows), ri, self._pattern_mask[ri] & ~gap_bits))
-                self._windows.append(cp.within)
-                self._windowed.append((len(self._windows), ri, gap_bits))
-                self._windows.append(2 * cp.within)
-            else:
-                self._windowed.append((len(self._windows), ri, self._pattern_mask[ri]))
-                self._windows.append(cp.within)
+            self._windowed.append((len(self._windows), ri, self._pattern_mask[ri] & self._atom_bits))
+            self._windows.append(cp.within)
         for _qi, ri, qmask in self._windowed:
             rt = self.runtimes[ri]
             self._expirers.append([(1 << j, rt.extract[ai], rt._prop_of_atom[ai])
@@ -201,7 +215,8 @@ class Engine:
             self.max_ts = ts
             if self.own_watermark:
                 self.watermark = ts - self.lateness
-                if self._decided:
+                wm = self.watermark
+                if wm > self._decide_at or (wm == self._decide_at and not self._decide_strict):
                     decided = self._decide()
                 self._expire()
         outs = self._retract(event) if event.op == "-" else self._insert(event)
@@ -238,7 +253,7 @@ class Engine:
             self.watermark = watermark
             if self.own_watermark and (self.max_ts is None or watermark + self.lateness > self.max_ts):
                 self.max_ts = watermark + self.lateness
-            if self._decided:
+            if watermark > self._decide_at or (watermark == self._decide_at and not self._decide_strict):
                 outs = self._decide()
             self._expire()
         return outs
@@ -246,65 +261,157 @@ class Engine:
     # ------------------------------------------------------- decided matches
 
     def _decide(self) -> list[Output]:
-        """Emit the pending matches the current watermark decides whose gaps are empty.
+        """Emit the matches the current watermark decides whose gaps hold: for each deciding
+        event it has passed (``cep.runtime.pending``), the matches that event decides.
 
-        Runs before expiry, so every event a pending gap may contain is still indexed.
+        Runs before expiry, so every event a pending gap may contain is still indexed, and so
+        is every event of those matches (each is at most ``w`` older than the decision time).
         """
         outs: list[Output] = []
         wm = self.watermark
         for ri in self._decided:
             pending = self.pending[ri]
-            heap = pending._heap  # type: ignore[union-attr]
-            if not heap or heap[0][0] > wm:  # the common case: nothing due yet
-                continue
             checks = self.checks[ri]
-            for serials in pending.pop_decided(wm):  # type: ignore[union-attr]
-                events = [self.events[s] for s in serials]
+            for atom, serial in pending.pop_decided(wm):  # type: ignore[union-attr]
+                for events in self._decided_by(ri, atom, serial):
+                    aggs = checks.evaluate(events)  # type: ignore[union-attr]
+                    if aggs is not None:
+                        outs.append(self._output_events(ri, events, "+", aggs))
+        self._next_decision()
+        return outs
+
+    def _next_decision(self) -> None:
+        """Recompute the earliest pending decision (``_decide_at``, ``_decide_strict``)."""
+        self._decide_at = math.inf
+        self._decide_strict = True
+        for ri in self._decided:
+            pending = self.pending[ri]
+            t = pending.next_time()  # type: ignore[union-attr]
+            if t is not None:
+                self._note_decision(t, pending.strict)  # type: ignore[union-attr]
+
+    def _note_decision(self, time: Any, strict: bool) -> None:
+        if time < self._decide_at:
+            self._decide_at = time
+            self._decide_strict = strict
+        elif time == self._decide_at and not strict:
+            self._decide_strict = False
+
+    def _decided_by(self, ri: int, atom: int, serial: int) -> list[list[Event]]:
+        """The current matches of pattern ``ri`` whose deciding event is ``serial`` as ``atom``."""
+        rt = self.runtimes[ri]
+        event = self.events[serial]
+        if rt.k == 1:  # the event is the match (it reached the root when it was inserted)
+            check = rt.residual_check
+            return [[event]] if check is None or check([rt.extract[atom](event, serial)]) else []
+        t = rt.extract[atom](event, serial)
+        decider = self.checks[ri].decider  # type: ignore[union-attr]
+        out = []
+        for slots in rt.matches_with(atom, t):
+            events = rt.events_of(slots, self.events)
+            if decider(events) == atom:
+                out.append(events)
+        return out
+
+    def _complete(self, ri: int, ai: int, serial: int, chain: list, outs: list[Output]) -> None:
+        """The new positive matches of a pattern with gaps (those the update path ``chain`` adds
+        with the event ``serial`` as atom ``ai``): emit the decided ones whose gaps hold; the
+        others wait for the watermark, as one pending entry for their deciding event."""
+        checks = self.checks[ri]
+        pending = self.pending[ri]
+        wm = self.watermark
+        if checks.deciders == (ai,):  # type: ignore[union-attr]  # the new event decides every new match
+            time = self.events[serial].ts + checks.offset  # type: ignore[union-attr]
+            if wm is None or (wm <= time if checks.trailing else wm < time):  # type: ignore[union-attr]
+                self._wait(pending, ai, serial, time)  # type: ignore[arg-type]
+                return
+        rt = self.runtimes[ri]
+        for slots in list(rt.changes(chain)):
+            events = rt.events_of(slots, self.events)
+            d = checks.decider(events)  # type: ignore[union-attr]
+            time = events[d].ts + checks.offset  # type: ignore[union-attr]
+            if is_decided(time, checks.trailing, wm):  # type: ignore[union-attr]
                 aggs = checks.evaluate(events)  # type: ignore[union-attr]
                 if aggs is not None:
                     outs.append(self._output_events(ri, events, "+", aggs))
-        return outs
+            else:
+                self._wait(pending, d, rt.serials_of(slots)[d], time)  # type: ignore[arg-type]
 
-    def _complete(self, ri: int, slots: list, outs: list[Output]) -> None:
-        """A new positive match of a pattern with gaps: emit it if decided, else let it wait."""
-        serials = self.runtimes[ri].serials_of(slots)
-        events = [self.events[s] for s in serials]
-        checks = self.checks[ri]
-        time, strict = checks.decision_time(events)  # type: ignore[union-attr]
-        if is_decided(time, strict, self.watermark):
-            aggs = checks.evaluate(events)  # type: ignore[union-attr]
-            if aggs is not None:
-                outs.append(self._output_events(ri, events, "+", aggs))
-            return
-        pending = self.pending[ri]
-        pending.add(serials, time, strict)  # type: ignore[union-attr]
-        if len(pending) > self.stats["peak_pending"]:  # type: ignore[arg-type]
-            self.stats["peak_pending"] = len(pending)  # type: ignore[arg-type]
+    def _wait(self, pending: PendingDecisions, atom: int, serial: int, time: Any) -> None:
+        pending.add(atom, serial, time)
+        if time <= self._decide_at:
+            self._note_decision(time, pending.strict)
+        n = len(pending.live)
+        if n > self.stats["peak_pending"]:
+            self.stats["peak_pending"] = n
 
     def _undo(self, ri: int, slots: list, outs: list[Output]) -> None:
-        """A positive match lost an event: forget it if pending; if it was decided, its
-        gaps are frozen (inserts and retractions there are late), so re-checking them
-        tells whether its ``+`` was emitted and needs a ``-``."""
-        serials = self.runtimes[ri].serials_of(slots)
-        if self.pending[ri].discard(serials):  # type: ignore[union-attr]
-            return
-        events = [self.events[s] for s in serials]
-        aggs = self.checks[ri].evaluate(events)  # type: ignore[union-attr]
+        """A positive match lost an event.  Undecided, it was never emitted (its deciding
+        event's entry finds it gone when the watermark comes); decided, its gaps are frozen
+        (inserts and retractions there are late), so re-checking them tells whether its
+        ``+`` was emitted and needs a ``-``."""
+        events = self.runtimes[ri].events_of(slots, self.events)
+        aggs = self._decided_aggregates(self.checks[ri], events)  # type: ignore[arg-type]
         if aggs is not None:
             outs.append(self._output_events(ri, events, "-", aggs))
 
     def _gap_insert(self, event: Event, serial: int) -> int:
-        """Index the event in every gap index it qualifies for; returns their bits."""
+        """Index the event in every gap index it qualifies for (and in the index's expiry
+        order); returns their bits."""
         mask = 0
-        for ix, flt, bit in self.gap_route.get(event.type, ()):
+        ts = event.ts
+        for ix, flt, bit, order, groups in self.gap_route.get(event.type, ()):
             if flt is not None and not flt(event):
                 continue
             key = ix.key_of(event)
             if key is None:
                 continue
-            ix.add(key, event.ts, serial)
+            group = None if groups is None else groups.get(key)
+            if group is not None and group[-1][0] <= ts:
+                group.append((ts, serial))
+            else:
+                ix.add(key, ts, serial)
             mask |= bit
+            if order is not None:
+                queue, heap, horizon = order
+                if not queue or queue[-1][0] <= ts:
+                    queue.append((ts, serial, key))
+                else:
+                    heapq.heappush(heap, (ts, serial, key))
+                if ts + horizon < self._gap_expire_at:
+                    self._gap_expire_at = ts + horizon
         return mask
+
+    def _expire_gaps(self, wm: Any) -> None:
+        """Drop the gap-index entries that fell out of their horizon (before ``wm - horizon``);
+        an event no index or atom holds any more is forgotten."""
+        holders = self._holders
+        soonest: Any = math.inf
+        for ix, bit, queue, heap, horizon, groups in self._gap_expiry:
+            limit = wm - horizon
+            due = []
+            while queue and queue[0][0] < limit:
+                due.append(queue.popleft())
+            while heap and heap[0][0] < limit:
+                due.append(heapq.heappop(heap))
+            for ts, serial, key in due:
+                mask = holders.get(serial, 0)
+                if mask & bit:  # else retracted meanwhile
+                    group = None if groups is None else groups[key]
+                    if group is not None and len(group) > 1 and group[0][1] == serial:
+                        del group[0]
+                    else:
+                        ix.remove(key, ts, serial)
+                    mask ^= bit
+                    if mask:
+                        holders[serial] = mask
+                    else:
+                        self._forget(serial)
+            if queue and queue[0][0] + horizon < soonest:
+                soonest = queue[0][0] + horizon
+            if heap and heap[0][0] + horizon < soonest:
+                soonest = heap[0][0] + horizon
+        self._gap_expire_at = soonest
 
     def _gap_remove(self, event: Event, serial: int, mask: int) -> None:
         for bit, ix in self._gap_of_bit.items():
@@ -318,7 +425,7 @@ class Engine:
         elif serial >= self._serial:
             self._serial = serial + 1
         self.events[serial] = event
-        mask = self._gap_insert(event, serial) if self.gap_route else 0
+        mask = self._gap_insert(event, serial) if event.type in self.gap_route else 0
         outs: list[Output] = []
         t = None
         for ri, _ai, flt, bit, insert in self.route.get(event.type, ()):
@@ -330,13 +437,11 @@ class Engine:
             t, chain = r
             mask |= bit
             if chain is not None and emit:  # the change reached the root: matches changed
-                changes = self.runtimes[ri].changes(chain)
                 if self.checks[ri] is None:
-                    for slots in changes:
+                    for slots in self.runtimes[ri].changes(chain):
                         outs.append(self._output(ri, slots, "+"))
                 else:
-                    for slots in list(changes):
-                        self._complete(ri, slots, outs)
+                    self._complete(ri, _ai, serial, chain, outs)
         if not mask:
             del self.events[serial]
             return outs
@@ -358,6 +463,10 @@ class Engine:
             stats["peak_retained"] = len(self.events)
         return outs
 
+    def _atom_bit(self, ri: int, ai: int) -> int:
+        """The holder bit of atom ``ai`` of pattern ``ri``."""
+        return 1 << self._slots.index((ri, ai))
+
     def _leaf_tuples(self, serial: int, mask: int):
         """(pattern, atom, leaf tuple) of each atom holding an event, in insertion order."""
         event = self.events[serial]
@@ -371,7 +480,7 @@ class Engine:
             j += 1
 
     def _would_keep(self, event: Event) -> bool:
-        for ix, flt, _bit in self.gap_route.get(event.type, ()):
+        for ix, flt, *_ in self.gap_route.get(event.type, ()):
             if (flt is None or flt(event)) and ix.key_of(event) is not None:
                 return True
         for ri, ai, flt, _bit, _insert in self.route.get(event.type, ()):
@@ -405,6 +514,7 @@ class Engine:
                 for slots in delta.matches():
                     outs.append(self._output(ri, slots, "-"))
             else:
+                self.pending[ri].discard(ai, serial)  # type: ignore[union-attr]
                 for slots in list(delta.matches()):
                     self._undo(ri, slots, outs)
         del self.events[serial]
@@ -437,6 +547,8 @@ class Engine:
                 self._expire_one(qi, qmask, due[0])
             elif due:
                 self._expire_serials(ri, qmask, due)
+        if wm > self._gap_expire_at:
+            self._expire_gaps(wm)
 
     def _expire_one(self, qi: int, pmask: int, serial: int) -> None:
         """``_expire_serials`` for one event: each holder's leaf tuple through its update path."""
@@ -446,12 +558,9 @@ class Engine:
         if not m:
             return  # already retracted
         event = self.events[serial]
-        if m & self._atom_bits:
-            for bit, extract, prop in self._expirers[qi]:
-                if m & bit:
-                    prop(extract(event, serial), -1)
-        if m & ~self._atom_bits:
-            self._gap_remove(event, serial, m)
+        for bit, extract, prop in self._expirers[qi]:  # atoms only: gap indexes expire their own
+            if m & bit:
+                prop(extract(event, serial), -1)
         mask &= ~pmask
         if mask:
             holders[serial] = mask
@@ -468,11 +577,8 @@ class Engine:
             mask = holders.get(serial, 0)
             if not mask & pmask:
                 continue  # already retracted
-            if mask & pmask & self._atom_bits:
-                for _ri, ai, t in self._leaf_tuples(serial, mask & pmask):
-                    batches.setdefault(ai, []).append(t)
-            if mask & pmask & ~self._atom_bits:
-                self._gap_remove(self.events[serial], serial, mask & pmask)
+            for _ri, ai, t in self._leaf_tuples(serial, mask & pmask):
+                batches.setdefault(ai, []).append(t)
             mask &= ~pmask
             if mask:
                 holders[serial] = mask
@@ -601,10 +707,15 @@ class Engine:
                 (d is None) != (p is None) for d, p in zip(pending, eng.pending, strict=True)):
             raise StateError("corrupted engine state: its pending matches do not fit these patterns")
         for ri, data in enumerate(pending):
-            if data is not None:
-                if any(s not in eng.events for serials, _t, _strict in data for s in serials):
+            store = eng.pending[ri]
+            if data is None or store is None:
+                continue
+            offset = eng.checks[ri].offset  # type: ignore[union-attr]
+            for atom, serial in data:
+                if atom >= len(eng.patterns[ri].atoms) or not eng._holders.get(serial, 0) & eng._atom_bit(ri, atom):
                     raise StateError("corrupted engine state: a pending match names an event it does not hold")
-                eng.pending[ri] = PendingMatches.from_data(data)
+                store.add(atom, serial, eng.events[serial].ts + offset)
+        eng._next_decision()
         eng.stats = state["stats"]
         eng.matches_emitted = state["matches_emitted"]
         return eng

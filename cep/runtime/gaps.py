@@ -86,8 +86,10 @@ class GapIndex:
 
     def remove(self, key: Any, ts: Any, serial: int) -> None:
         group = self.groups[key]
-        i = bisect_left(group, (ts, serial))
-        del group[i]
+        if group[0][1] == serial:  # expiry in time order: the key's oldest entry
+            del group[0]
+        else:
+            del group[bisect_left(group, (ts, serial))]
         if not group:
             del self.groups[key]
 
@@ -195,11 +197,76 @@ class GapChecks:
                 lines.append("        break")
         lines.append("    return False")
         self._exists = _compile(f"{cp.name}: gap check", "\n".join(lines) + "\n", env, "exists_in_gaps")
+        if not self.repetitions and self.agg_condition is None:
+            # only anti-joins: the check is the whole evaluation (one call per decided match)
+            simple = [ln.replace("return True", "return None").replace("return False", "return NO_AGGREGATES")
+                      for ln in lines]
+            simple[0] = "def evaluate(m):"
+            env["NO_AGGREGATES"] = ()
+            self.evaluate = _compile(f"{cp.name}: gap check", "\n".join(simple) + "\n", env,  # type: ignore[method-assign]
+                                     "evaluate")
+        self._compile_decider(cp, plans, env)
         dt = ends[0] if len(ends) == 1 else f"max({', '.join(ends)})"
         # (t, strict): decided once watermark >= t (> t if strict); middle and leading gaps end at
         # their right neighbour's earliest time, a trailing gap at min positive ts + within (docs/language.md section 7, Decided matches)
         self.decision_time = _compile(f"{cp.name}: decision time", f"def decision_time(m):\n    return {dt}\n",
                                       env, "decision_time")
+
+    def _compile_decider(self, cp: CompiledPattern, plans: list[GapPlan], env: dict[str, Any]) -> None:
+        """The deciding event of a match: the positive event whose gap end is the latest.
+
+        A gap ends at the earliest time of its ``before`` atoms (or, trailing, at the
+        earliest positive time plus ``w``), so a match's decision time is the time of one
+        of its events (plus ``w`` when the pattern has a trailing gap, which then ends
+        last: every other gap ends by the latest time, at most ``first + w``).  Pending
+        state is kept per deciding event (``cep.runtime.pending``), so the choice must be
+        a function of the match: ties go to the lowest atom.  Which atoms can decide is
+        known from the pattern: a gap whose ``before`` atoms each follow one of another
+        gap's (transitively, in the SEQ order) always ends later, and within one gap only
+        an atom with no predecessor there can be the earliest.
+
+        Sets ``trailing`` (decided strictly after the time), ``offset`` (``w`` or 0: the
+        decision time is the deciding event's ts plus it), ``deciders`` (the atoms that
+        can decide) and ``decider(m) -> atom``.
+        """
+        k = len(cp.atoms)
+        after: list[set[int]] = [set() for _ in range(k)]  # i -> the atoms after i (transitively)
+        for i, j in cp.order:
+            after[i].add(j)
+        changed = True
+        while changed:
+            changed = False
+            for i in range(k):
+                more = set().union(*(after[j] for j in after[i])) - after[i]
+                if more:
+                    after[i] |= more
+                    changed = True
+
+        def earliest_candidates(atoms: Sequence[int]) -> tuple[int, ...]:
+            return tuple(sorted(j for j in atoms if not any(j in after[i] for i in atoms)))
+
+        self.trailing = any(not plan.gap.before for plan in plans)
+        self.offset = cp.within if self.trailing else 0
+        if self.trailing:
+            sets = [earliest_candidates(range(k))]
+        else:
+            ends = list(dict.fromkeys(tuple(sorted(plan.gap.before)) for plan in plans))
+            # h ends later than g when each of h's atoms follows one of g's
+            sets = [earliest_candidates(g) for g in ends
+                    if not any(h != g and all(any(j in after[i] for i in g) for j in h) for h in ends)]
+            sets = list(dict.fromkeys(sets))
+        self.deciders = tuple(sorted(set().union(*sets)))
+        lines = ["def decider(m):"]
+        for n, cands in enumerate(sets):
+            lines += [f"    v = m[{cands[0]}].ts", f"    x = {cands[0]}"]
+            for c in cands[1:]:
+                lines += [f"    if m[{c}].ts < v:", f"        v = m[{c}].ts", f"        x = {c}"]
+            if n == 0:
+                lines += ["    best = v", "    a = x"]
+            else:
+                lines += ["    if v > best or (v == best and x < a):", "        best = v", "        a = x"]
+        lines.append("    return a")
+        self.decider = _compile(f"{cp.name}: deciding event", "\n".join(lines) + "\n", env, "decider")
 
     def holds(self, match: Sequence[Any]) -> bool:
         return self.evaluate(match) is not None

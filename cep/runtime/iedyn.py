@@ -894,6 +894,63 @@ class PatternRuntime:
         else:
             self._propagate_batch(self._leaf_of_atom[atom], dict.fromkeys(tuples, -1))
 
+    def _path_of(self, start: int, d: dict[tuple, int]) -> dict[int, dict[tuple, int]] | None:
+        """The deltas by node that the changes ``d`` entering at node ``start`` would make, changing
+        nothing: Algorithm 7's path without its index updates (``_compile_batch`` applies them).
+
+        Why a loop of its own: a decided match is found from its deciding event (``matches_with``)
+        while that event is in the indexes, so the path is read, never applied; each step reads
+        only the sibling, which is off the path.  Runs once per decision, not per event.
+        """
+        nodes = self.nodes
+        n = nodes[start]
+        path: dict[int, dict[tuple, int]] = {start: d}
+        while True:
+            if n.parent is None:
+                return path
+            dp: dict[tuple, int] = {}
+            if n.sibling is None:
+                check = n.edge_check
+                proj = n.proj
+                for tt, c in d.items():
+                    if check is None or check(tt):
+                        k = proj(tt)
+                        dp[k] = dp.get(k, 0) + c
+            else:
+                S = nodes[n.sibling].S
+                proj = n.proj
+                if n.is_guard and S.summable:
+                    for tt, c in d.items():
+                        s = S.probe_sum(tt)
+                        if s:
+                            k = proj(tt)
+                            dp[k] = dp.get(k, 0) + c * s
+                elif n.is_guard:
+                    for tt, c in d.items():
+                        s = 0
+                        for _u, mu in S.probe_all(tt):
+                            s += mu
+                        if s:
+                            k = proj(tt)
+                            dp[k] = dp.get(k, 0) + c * s
+                else:
+                    for tt, c in d.items():
+                        for u, mu in S.probe_all(tt):
+                            k = proj(u)
+                            dp[k] = dp.get(k, 0) + c * mu
+            d = {k: v for k, v in dp.items() if v}
+            if not d:
+                return None
+            n = nodes[n.parent]
+            path[n.id] = d
+
+    def matches_with(self, atom: int, t: tuple) -> Iterator[list]:
+        """The current matches whose ``atom`` is the (stored) leaf tuple ``t``: the delta
+        enumeration of its insert, computed without changing any index (the decision of
+        pending matches, docs/language.md section 7, Decided matches)."""
+        path = self._path_of(self._leaf_of_atom[atom], {t: 1})
+        return iter(()) if path is None else self._enumerate(path)
+
     # ------------------------------------------------------------- enumeration
 
     def all_matches(self) -> Iterator[list]:

@@ -1,18 +1,30 @@
-"""Matches waiting to be decided (docs/language.md section 7, Decided matches), ordered by the time that decides them.
+"""Undecided matches, kept per deciding event (docs/language.md section 7, Decided matches).
 
-Why its own store: a match of a pattern with gap elements is emitted only once
-the watermark has passed the end of its gaps, so an insert can never falsify an
-emitted match.  Until then it waits here, keyed by its positive events' serials
-(unique per event, so a match is one entry), in a heap on its decision time: a
-watermark advance pops exactly the matches it decides, in time order.  A
-retraction of a positive event removes its pending matches (lazily: the heap
-entry is skipped when popped).  The state is plain data (lists of ints and
-numbers) for the engine's checkpoint.
+Why per event, not per match: a match of a pattern with gap elements is emitted
+only once the watermark has passed the end of its gaps (its decision time), so
+an insert can never falsify an emitted match.  Stored one entry per match, a
+trailing ``NOT`` could hold one window's *matches* waiting, which is not bounded
+by the window's events.  But a match's decision time is always one of its
+positive events' time (plus ``w`` for a trailing gap): the event whose gap end
+is the latest, its *deciding* event (``GapChecks.decider``; ties go to the
+lowest atom, so every match has exactly one).  So the store keeps one entry per
+deciding event, ``(atom, serial)``, ordered by decision time; when the
+watermark passes it, the engine enumerates the matches that event decides (a
+delta enumeration through the T-reduct, ``PatternRuntime.matches_with``) and
+checks their gaps then.  An event decides at most once per atom it plays, so the
+store is bounded by the retained positive events, whatever the matches.
+
+Order: decision times arrive in order on in-order input, so they go to a deque
+(appends and pops at the ends); an earlier time goes to a heap beside it.  A
+retracted event's entry is dropped from ``live`` at once and skipped when its
+queue slot is popped.  The state is plain data: ``[atom, serial]`` pairs (the
+time is the event's, recomputed when a state is loaded).
 """
 
 from __future__ import annotations
 
 import heapq
+from collections import deque
 from typing import Any
 
 
@@ -23,50 +35,89 @@ def is_decided(time: Any, strict: bool, watermark: Any) -> bool:
     return watermark > time if strict else watermark >= time
 
 
-class PendingMatches:
-    """Undecided matches of one pattern: serials tuple -> decision time."""
+class PendingDecisions:
+    """One pattern's deciding events of undecided matches: ``(atom, serial) -> decision time``.
 
-    def __init__(self) -> None:
-        self.live: dict[tuple[int, ...], tuple[Any, bool]] = {}
-        self._heap: list[tuple[Any, bool, tuple[int, ...]]] = []  # (the engine peeks at [0][0])
+    ``strict``: the pattern's matches are decided once the watermark is past their time
+    (a trailing gap), else once it reaches it.
+    """
+
+    def __init__(self, strict: bool) -> None:
+        self.strict = strict
+        self.live: dict[tuple[int, int], Any] = {}
+        self._queue: deque[tuple[Any, int, int]] = deque()  # (time, atom, serial), times non-decreasing
+        self._heap: list[tuple[Any, int, int]] = []  # the entries that came out of time order
 
     def __len__(self) -> int:
         return len(self.live)
 
-    def add(self, serials: tuple[int, ...], time: Any, strict: bool) -> None:
-        self.live[serials] = (time, strict)
-        heapq.heappush(self._heap, (time, strict, serials))
+    def stored(self) -> int:
+        """Entries held, including retracted ones not yet skipped (a memory measure)."""
+        return len(self._queue) + len(self._heap)
+
+    def add(self, atom: int, serial: int, time: Any) -> None:
+        """The event ``serial`` (playing ``atom``) decides an undecided match at ``time``."""
+        key = (atom, serial)
+        if key in self.live:
+            return
+        self.live[key] = time
+        q = self._queue
+        if not q or q[-1][0] <= time:
+            q.append((time, atom, serial))
+        else:
+            heapq.heappush(self._heap, (time, atom, serial))
 
     def next_time(self) -> Any:
-        """The earliest pending decision time (a stale entry may make it earlier, never later)."""
-        return self._heap[0][0]
+        """The earliest pending decision time (a retracted entry may make it earlier, never later);
+        None when nothing is pending."""
+        if not self.live:
+            return None
+        q, h = self._queue, self._heap
+        if q and h:
+            return min(q[0][0], h[0][0])
+        return q[0][0] if q else h[0][0]
 
-    def discard(self, serials: tuple[int, ...]) -> bool:
-        """Forget a match (one of its events was retracted); False if it was not pending."""
-        return self.live.pop(serials, None) is not None
+    def due(self, watermark: Any) -> bool:
+        """Whether this watermark decides an entry (cheap: the common answer is no)."""
+        q, h = self._queue, self._heap
+        if self.strict:
+            return bool((q and watermark > q[0][0]) or (h and watermark > h[0][0]))
+        return bool((q and watermark >= q[0][0]) or (h and watermark >= h[0][0]))
 
-    def pop_decided(self, watermark: Any) -> list[tuple[int, ...]]:
-        """The pending matches this watermark decides, in decision-time order."""
-        out: list[tuple[int, ...]] = []
-        heap = self._heap
-        live = self.live
-        while heap and is_decided(heap[0][0], heap[0][1], watermark):
-            time, strict, serials = heapq.heappop(heap)
-            if live.get(serials) == (time, strict):
-                del live[serials]
-                out.append(serials)
-        if len(heap) > 2 * len(live) + 64:  # many discarded entries: rebuild
-            self._heap = [(t, s, k) for k, (t, s) in live.items()]
-            heapq.heapify(self._heap)
+    def discard(self, atom: int, serial: int) -> None:
+        """The event left (a retraction): it decides nothing any more."""
+        if self.live.pop((atom, serial), None) is not None and self.stored() > 2 * len(self.live) + 64:
+            self._rebuild()
+
+    def pop_decided(self, watermark: Any) -> list[tuple[int, int]]:
+        """The entries this watermark decides, ``(atom, serial)`` in decision-time order."""
+        out: list[tuple[int, int]] = []
+        q, h, live = self._queue, self._heap, self.live
+        strict = self.strict
+        while True:
+            if q and (not h or q[0] <= h[0]):
+                time, atom, serial = q[0]
+                if not (watermark > time if strict else watermark >= time):
+                    break
+                q.popleft()
+            elif h:
+                time, atom, serial = h[0]
+                if not (watermark > time if strict else watermark >= time):
+                    break
+                heapq.heappop(h)
+            else:
+                break
+            key = (atom, serial)
+            if key in live:
+                del live[key]
+                out.append(key)
         return out
 
-    def to_data(self) -> list[list[Any]]:
-        """Plain data: ``[[serial, ...], time, strict]`` per pending match."""
-        return [[list(k), t, s] for k, (t, s) in self.live.items()]
+    def _rebuild(self) -> None:
+        entries = sorted((t, a, s) for (a, s), t in self.live.items())
+        self._queue = deque(entries)
+        self._heap = []
 
-    @classmethod
-    def from_data(cls, data: list[list[Any]]) -> PendingMatches:
-        p = cls()
-        for serials, time, strict in data:
-            p.add(tuple(serials), time, bool(strict))
-        return p
+    def to_data(self) -> list[list[int]]:
+        """Plain data: ``[atom, serial]`` per entry."""
+        return [[a, s] for a, s in self.live]

@@ -10,17 +10,19 @@ then checks the exact shape of every part (``decode_state`` below), so a corrupt
 truncated, foreign or crafted state is one ``StateError`` with a reason, never
 an exception from deep inside the engine.
 
-Document (format 2)::
+Document (format 3)::
 
-    {"format": 2,
+    {"format": 3,
      "patterns": [signature, ...],          # what the state was saved with
      "lateness": number, "max_ts": number|null, "watermark": number|null,
      "serial": int,                          # the next event serial
      "events": [[serial, type, ts, {field: scalar}, pos, op], ...],
      "stats": {name: int}, "matches_emitted": {pattern: {"+": int, "-": int}},
-     "pending": [null | [[[serial, ...], decision time, strict], ...], ...]}  # per pattern (docs/language.md section 7, Decided matches)
+     "pending": [null | [[atom, serial], ...], ...]}  # per pattern: deciding events (docs/language.md section 7, Decided matches)
 
-Format 1 was a pickle and is refused (it cannot be read safely).
+Format 1 was a pickle and is refused (it cannot be read safely).  Format 2 kept pending
+matches one per match; it is refused with the reason (start without the old state, or
+finish the old run with the cep that wrote it).
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ from typing import Any
 from cep.event import Event
 
 STATE_MAGIC = b"CEPSTATE"
-STATE_FORMAT = 2
+STATE_FORMAT = 3
 _HEADER = STATE_MAGIC + b"\n"
 _CONSTANTS = {"Infinity": math.inf, "-Infinity": -math.inf, "NaN": math.nan}
 
@@ -74,7 +76,7 @@ def decode_state(data: bytes) -> dict[str, Any]:
     fmt = doc.get("format")
     if fmt != STATE_FORMAT:
         raise StateError(f"engine state format {_short(fmt)} cannot be read by this cep "
-                         f"(it reads format {STATE_FORMAT})")
+                         f"(it reads format {STATE_FORMAT}): start without the old state")
     return {
         "patterns": _list_of(doc, "patterns", str),
         "lateness": _number(doc, "lateness"),
@@ -89,14 +91,12 @@ def decode_state(data: bytes) -> dict[str, Any]:
     }
 
 
-def _pending(x: Any) -> list[list[Any]]:
-    """One pattern's pending (undecided) matches: ``[[serial, ...], decision time, strict]`` each."""
+def _pending(x: Any) -> list[list[int]]:
+    """One pattern's deciding events of undecided matches: ``[atom, serial]`` each."""
     if type(x) is not list:
         raise _bad("pending", x)
     for m in x:
-        if (type(m) is not list or len(m) != 3 or type(m[0]) is not list
-                or not all(type(s) is int and s >= 0 for s in m[0]) or not _is_number(m[1])
-                or type(m[2]) is not bool):
+        if type(m) is not list or len(m) != 2 or not all(type(v) is int and v >= 0 for v in m):
             raise _bad("a pending match", m)
     return x
 
