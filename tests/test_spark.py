@@ -280,6 +280,9 @@ def test_late_records_are_counted_and_written(spark, tmp_path):
     assert [o["match"]["celsius"] for o in got] == [80]  # the late smoke does not pair with the heat at +450
     assert read_dir_output(tmp_path / "late") == [late[0]]
     assert metrics_total(q, "late_records") == 1 and metrics_total(q, "late:smoke_then_heat") == 1
+    # the state step has an event-time timeout, yet Spark dropped nothing before cep saw it
+    assert [op["numRowsDroppedByWatermark"] for p in q.recentProgress
+            for op in json.loads(p.json)["stateOperators"]] in ([0], [0, 0])
 
 
 def test_bad_records_skipped_are_reported(spark, tmp_path):
@@ -534,6 +537,83 @@ def test_streaming_watermark_decides_pending_matches(spark, tmp_path):
     assert content(got) == content(decided_by_stream)
 
 
+def test_a_trailing_not_is_decided_by_other_keys_rows_through_a_timer(spark, tmp_path):
+    """A key group that gets no more rows still decides its pending match when Spark's watermark, carried by
+    other keys' rows in a later micro-batch, passes the match's gap (an event-time timeout fires it)."""
+    import os
+    import zlib
+
+    from cep.connectors.spark import _canon_key
+    from cep.connectors.spark_cli import build_parser, start_query
+
+    pat = "patterns/unshipped_orders.pattern"
+    groups = 64
+
+    def group(order_id: int) -> int:
+        return zlib.crc32(_canon_key([order_id]).encode()) % groups
+
+    a = 1
+    b = next(i for i in range(2, 100) if group(i) != group(a))  # B's rows never reach A's key group
+    c = next(i for i in range(b + 1, 200) if group(i) not in (group(a), group(b)))
+    t0, day = 1_700_000_000, 86400
+    first = [{"type": "Order", "ts": t0, "order_id": a, "customer": "A"},
+             {"type": "Order", "ts": t0 + 10, "order_id": c, "customer": "C"},
+             {"type": "Shipment", "ts": t0 + 3600, "order_id": c}]
+    second = [{"type": "Order", "ts": t0 + 3 * day, "order_id": b, "customer": "B"}]
+    d = tmp_path / "in"
+    d.mkdir()
+    for k, (name, evs) in enumerate([("a.jsonl", first), ("b.jsonl", second)]):
+        f = write_jsonl(d / name, evs)
+        os.utime(f, (t0 + k * 100, t0 + k * 100))  # one file a micro-batch, in this order
+    args = build_parser().parse_args([pat, "-i", str(d), "-o", str(tmp_path / "out"), "--lateness", "1 h",
+                                      "--key-groups", str(groups), "--checkpoint", str(tmp_path / "ck"),
+                                      "--available-now", "--max-per-batch", "1"])
+    q = start_query(spark, args)
+    q.awaitTermination()
+    assert q.exception() is None
+    got = read_dir_output(tmp_path / "out")
+    ref = [json.loads(x) for x in run_cep("run", pat, "-i", str(write_jsonl(tmp_path / "all.jsonl", first + second)),
+                                          "-q").stdout.splitlines()]
+    want = [o for o in ref if o["match"]["order_id"] == a]  # B is decided only by the end of the file
+    assert len(want) == 1 and len(ref) == 2
+    assert content(got) == content(want)
+    data_batches = [p for p in q.recentProgress if p["numInputRows"] > 0]
+    assert len(data_batches) == 2  # A's group got rows only in the first
+
+
+def test_single_element_patterns_run_keyed_over_micro_batches_like_cep_run(spark, tmp_path):
+    """A pattern whose positive part is one element (repetition or NOT around it) is partitioned by its gaps'
+    key: several key groups, several micro-batches, and the composite events of ``cep run``."""
+    import os
+
+    from cep.connectors.spark import drain
+    from cep.connectors.spark_cli import build_parser, query_spec, start_query
+
+    for name in ("failed_logins", "unshipped_orders"):
+        pat = str(ROOT / "patterns" / f"{name}.pattern")
+        lines = (ROOT / "examples" / name / "input.jsonl").read_text().splitlines()
+        events = sorted((json.loads(x) for x in lines if x.strip()), key=lambda e: e["ts"])
+        files = split_files(events, tmp_path / name / "in", 3)
+        for k, f in enumerate(files):
+            os.utime(f, (1_700_000_000 + k * 100, 1_700_000_000 + k * 100))
+        args = build_parser().parse_args([pat, "-i", str(tmp_path / name / "in"), "-o", str(tmp_path / name / "out"),
+                                          "--checkpoint", str(tmp_path / name / "ck"), "--available-now",
+                                          "--max-per-batch", "1", "--key-groups", "8", "--lateness", "30 d"])
+        q = start_query(spark, args)
+        q.awaitTermination()
+        assert q.exception() is None
+        got = read_dir_output(tmp_path / name / "out")
+        # a lateness longer than the input: the watermark passes few gaps or none; the rest is decided by the end
+        # of the input, which a streaming query has not got: ``drain`` decides them from the checkpoint's state
+        want = [json.loads(x) for x in (ROOT / "examples" / name / "expected.jsonl").read_text().splitlines()]
+        assert want, name
+        drained = [json.loads(r.value) for r in drain(spark, str(tmp_path / name / "ck"), query_spec(args)).collect()]
+        assert drained, name
+        assert content(got + drained) == content(want), name
+        groups = {r.key.kg for r in spark.read.format("statestore").load(str(tmp_path / name / "ck")).collect()}
+        assert len(groups) > 1, name  # keyed: the pending matches sit in several key groups
+
+
 KLEENE = ["failed_logins", "card_testing_run", "overheating_run"]
 
 
@@ -546,7 +626,13 @@ def test_repeated_types_are_routed_like_the_match_key():
                        "PARTITION BY sensor WITHIN 1 h")
     assert partition_attrs(cp) == {"Reading": ("sensor",)}
     cp, = compile_text("PATTERN p SEQ(Login{3,} f, Login ok) PARTITION BY user WITHIN 10 min")
-    assert partition_attrs(cp) is None  # one positive element has no partition variable: one group
+    assert partition_attrs(cp) == {"Login": ("user",)}  # one positive element: keyed by its gaps' equalities
+    cp, = compile_text("PATTERN p SEQ(Order o, NOT Shipment s) WHERE s.order_id = o.order_id WITHIN 2 days")
+    assert partition_attrs(cp) == {"Order": ("order_id",), "Shipment": ("order_id",)}
+    cp, = compile_text("PATTERN p SEQ(Login{3,} f, Login ok) WITHIN 10 min")
+    assert partition_attrs(cp) is None  # no equality with the gap: one group
+    cp, = compile_text("PATTERN p SEQ(A a, NOT B b, NOT C c) WHERE b.x = a.x AND c.y = a.y WITHIN 10")
+    assert partition_attrs(cp) is None  # the gaps equate different attributes: one group
     cp, = compile_text("PATTERN p SEQ(A a, B+ b, C c) WHERE c.y = a.x")
     assert partition_attrs(cp) is None  # any B may be repeated: one group
 
