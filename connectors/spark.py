@@ -81,6 +81,7 @@ class PatternSpec:
     on_error: str = "fail"  # fail | skip
     key_groups: int = 64  # hash buckets of partition key values; fixed for the life of a checkpoint
     names: list[str] = field(default_factory=list)
+    match_column: bool = True  # False: ``match`` is null (``cep spark`` writes only ``value``; saves a JSON per output)
 
     def cache_id(self) -> tuple:
         return (tuple(self.sources), self.time_unit, self.type_field, self.time_field, self.op_field,
@@ -360,7 +361,7 @@ def _rows(spec: PatternSpec, g: int, outs: list) -> list[tuple]:
     for o in outs:
         line = encode_output(o).decode().rstrip("\n")
         kb = key_fn(o) if key_fn is not None else None
-        rows.append((o.pattern, o.op, o.id, dumps_exact(o.match).decode(),
+        rows.append((o.pattern, o.op, o.id, dumps_exact(o.match).decode() if spec.match_column else None,
                      kb.decode() if kb is not None else None, line))
     return rows
 

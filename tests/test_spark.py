@@ -614,6 +614,14 @@ def test_a_trailing_not_is_decided_by_other_keys_rows_through_a_timer(spark, tmp
     assert content(got) == content(want)
     data_batches = [p for p in q.recentProgress if p["numInputRows"] > 0]
     assert len(data_batches) == 2  # A's group got rows only in the first
+    # --drain: what the end of the input decides (B's order: no shipment can come any more)
+    from cep.connectors.spark_cli import drain_to
+
+    args.drain = str(tmp_path / "drained")
+    assert drain_to(spark, args) == 1
+    drained = [json.loads(line) for f in sorted((tmp_path / "drained").glob("part-*"))
+               for line in f.read_text().splitlines()]
+    assert content(got + drained) == content(ref)
 
 
 def test_single_element_patterns_run_keyed_over_micro_batches_like_cep_run(spark, tmp_path):
