@@ -101,6 +101,28 @@ def spark_child(args: argparse.Namespace) -> None:
 
     batch_ms: list[int] = []
     cpu: list[float] = []
+    from pyspark.sql.streaming import StreamingQueryListener
+
+    class CpuAtProgress(StreamingQueryListener):
+        """The process tree's CPU seconds at each micro-batch's end: per-batch CPU, steady state apart."""
+
+        def __init__(self) -> None:
+            self.marks: list[tuple[int, float]] = []  # (source rows: files here, CPU seconds at the batch's end)
+
+        def onQueryStarted(self, event) -> None:
+            self.marks = []
+
+        def onQueryProgress(self, event) -> None:
+            self.marks.append((event.progress.numInputRows, tree_cpu_seconds(os.getpid())))
+
+        def onQueryIdle(self, event) -> None:
+            pass
+
+        def onQueryTerminated(self, event) -> None:
+            pass
+
+    listener = CpuAtProgress()
+    spark.streams.addListener(listener)
 
     def run(inp: str, tag: str, out: str | None = None) -> tuple[float, int, int]:
         extra = ["--max-per-batch", str(args.files_per_batch)] if args.files_per_batch else []
@@ -132,6 +154,10 @@ def spark_child(args: argparse.Namespace) -> None:
         steady = batch_ms[1:]
         row["steady_events_per_s"] = round(per_batch * len(steady) / (sum(steady) / 1000))
         row["median_batch_s"] = round(sorted(steady)[len(steady) // 2] / 1000, 2)
+        data = [m for m in listener.marks if m[0] > 0]
+        if len(data) > 1:  # CPU from the end of the first data batch to the end of the last one
+            row["steady_cpu_s"] = round(data[-1][1] - data[0][1], 1)
+            row["steady_events_per_cpu_s"] = round(per_batch * (len(data) - 1) / (data[-1][1] - data[0][1]))
     print(json.dumps(row), flush=True)
     if args.bootstrap:
         from kafka import KafkaAdminClient
@@ -291,7 +317,8 @@ def main(argv: list[str] | None = None) -> int:
     for r in results:
         if "steady_events_per_s" in r:
             print(f"| {r['path']} (steady state, median batch {r['median_batch_s']} s) | {r['cores']} | "
-                  f"{r['partitions']} | {len(r['batch_ms']) - 1} | - | - | - | - | {r['steady_events_per_s']:,} | - | - |")
+                  f"{r['partitions']} | {len(r['batch_ms']) - 1} | - | - | - | - | {r['steady_events_per_s']:,} | "
+                  f"{r.get('steady_cpu_s', '-')} | {r.get('steady_events_per_cpu_s', '-')} |")
         print(f"| {r['path']} | {r.get('cores', '-')} | {r.get('partitions', '-')} | {r.get('batches', '-')} | "
               f"{r['events']} | {r.get('outputs', '-') if r.get('outputs', -1) >= 0 else '-'} | "
               f"{r.get('late', '-')} | {r['seconds']} | {r['events_per_s']:,} | {r.get('cpu_s', '-')} | "
