@@ -355,6 +355,18 @@ def test_cli_bad_record_is_one_located_line_exit_3(tmp_path):
     assert "at org.apache" not in r.stderr and "Traceback" not in r.stderr
 
 
+def test_drain_without_an_end_of_input_is_refused_before_spark_starts(tmp_path, capsys):
+    from cep.connectors.spark_cli import main
+
+    (tmp_path / "in").mkdir()
+    code = main([str(ROOT / "patterns" / "unshipped_orders.pattern"), "-i", str(tmp_path / "in"), "-o",
+                 str(tmp_path / "out"), "--checkpoint", str(tmp_path / "ck"), "--drain", str(tmp_path / "d")])
+    assert code == 1
+    assert capsys.readouterr().err == ("cep spark: error: --drain needs --available-now (or until=end): a query "
+                                       "that runs on has no end of input\n")
+    assert not (tmp_path / "ck").exists()
+
+
 def test_checkpoint_of_other_patterns_or_key_groups_is_refused(tmp_path):
     """Checked before Spark starts: one line, exit 1."""
     from cep.connectors.spark import check_checkpoint, pattern_spec
