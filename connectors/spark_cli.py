@@ -204,6 +204,9 @@ def drain_to(spark, args: argparse.Namespace) -> int:
     (a Kafka topic, at least once; or a directory, replaced, committed by its ``_SUCCESS``); their number."""
     from cep.connectors.spark import drain
 
+    commits = Path(args.checkpoint) / "commits"
+    if not commits.is_dir() or not any(p.name.isdigit() for p in commits.iterdir()):
+        return 0  # no micro-batch committed: no state, nothing pending
     drained = drain(spark, args.checkpoint, query_spec(args)).persist()
     try:
         if _is_kafka(args.drain):
