@@ -46,24 +46,93 @@ def write_dir(d: Path, events: list[dict], files: int) -> None:
         (d / f"part{i:03d}.jsonl").write_text("".join(json.dumps(e) + "\n" for e in events[i * size:(i + 1) * size]))
 
 
+def tree_cpu_seconds(root: int) -> float:
+    """CPU seconds (user + system) of a process and every live descendant, reaped children included.
+
+    Why: on a shared machine wall time says little about "per core"; the CPU time that the driver, the JVMs
+    and the Python workers spent is what a core-for-core comparison with ``cep run`` needs.
+    """
+    tick = os.sysconf("SC_CLK_TCK")
+    children: dict[int, list[int]] = {}
+    stats: dict[int, list[str]] = {}
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            raw = Path(f"/proc/{d}/stat").read_text()
+        except OSError:
+            continue
+        fields = raw[raw.rindex(")") + 2:].split()  # after "pid (comm) "
+        stats[int(d)] = fields
+        children.setdefault(int(fields[1]), []).append(int(d))
+    total, todo = 0, [root]
+    while todo:
+        pid = todo.pop()
+        f = stats.get(pid)
+        if f is not None:  # utime stime cutime cstime: fields 14-17 of stat, 12-15 after "pid (comm) "
+            total += int(f[11]) + int(f[12]) + int(f[13]) + int(f[14])
+        todo.extend(children.get(pid, []))
+    return total / tick
+
+
+def spark_home_for_cluster(work: Path) -> str:
+    """PySpark's directory as SPARK_HOME, by symbolic links: local-cluster workers write into SPARK_HOME/work."""
+    import pyspark
+
+    d = work / "spark-home"
+    if not d.exists():
+        d.mkdir()
+        for entry in Path(pyspark.__file__).parent.iterdir():
+            if entry.name != "work":
+                (d / entry.name).symlink_to(entry)
+    return str(d)
+
+
 def spark_child(args: argparse.Namespace) -> None:
     """One Spark configuration (runs in its own process): warm up, then time the full query."""
     from cep.connectors.spark import make_session
     from cep.connectors.spark_cli import build_parser, start_query
 
     work = Path(args.work)
-    spark = make_session(f"local[{args.cores}]", args.partitions, kafka=bool(args.bootstrap), app="cep-bench")
+    master = args.cores if not args.cores.isdigit() else f"local[{args.cores}]"
+    if master.startswith("local-cluster"):
+        os.environ["SPARK_HOME"] = spark_home_for_cluster(work)
+    spark = make_session(master, args.partitions, kafka=bool(args.bootstrap), app="cep-bench")
 
     batch_ms: list[int] = []
+    cpu: list[float] = []
+    from pyspark.sql.streaming import StreamingQueryListener
+
+    class CpuAtProgress(StreamingQueryListener):
+        """The process tree's CPU seconds at each micro-batch's end: per-batch CPU, steady state apart."""
+
+        def __init__(self) -> None:
+            self.marks: list[tuple[int, float]] = []  # (source rows: files here, CPU seconds at the batch's end)
+
+        def onQueryStarted(self, event) -> None:
+            self.marks = []
+
+        def onQueryProgress(self, event) -> None:
+            self.marks.append((event.progress.numInputRows, tree_cpu_seconds(os.getpid())))
+
+        def onQueryIdle(self, event) -> None:
+            pass
+
+        def onQueryTerminated(self, event) -> None:
+            pass
+
+    listener = CpuAtProgress()
+    spark.streams.addListener(listener)
 
     def run(inp: str, tag: str, out: str | None = None) -> tuple[float, int, int]:
         extra = ["--max-per-batch", str(args.files_per_batch)] if args.files_per_batch else []
         a = build_parser().parse_args([PATTERN, "-i", str(inp), "-o", out or str(work / f"out-{tag}"),
                                        "--checkpoint", str(work / f"ck-{tag}"), "--available-now", *extra])
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), tree_cpu_seconds(os.getpid())
         q = start_query(spark, a)
         q.awaitTermination()
         el = time.perf_counter() - t0
+        cpu[:] = [tree_cpu_seconds(os.getpid()) - c0]
         if q.exception() is not None:
             raise SystemExit(f"query failed: {q.exception()}")
         batch_ms[:] = [json.loads(p.json)["durationMs"]["triggerExecution"] for p in q.recentProgress
@@ -75,15 +144,20 @@ def spark_child(args: argparse.Namespace) -> None:
 
     run(str(work / "warm"), f"warm-{args.cores}-{args.partitions}")
     el, batches, outs = run(str(work / "in"), f"main-{args.cores}-{args.partitions}")
-    row = {"path": "spark files->files", "cores": args.cores, "partitions": args.partitions,
+    row = {"path": "spark files->files", "cores": master, "partitions": args.partitions,
            "events": args.events, "batches": batches, "outputs": outs, "seconds": round(el, 2),
-           "events_per_s": round(args.events / el), "batch_ms": batch_ms}
+           "events_per_s": round(args.events / el), "cpu_s": round(cpu[0], 1),
+           "events_per_cpu_s": round(args.events / cpu[0]), "batch_ms": batch_ms}
     if args.files_per_batch and len(batch_ms) > 1:
         # steady state: every micro-batch after the first (which pays worker start and JIT)
         per_batch = args.events / args.files * args.files_per_batch
         steady = batch_ms[1:]
         row["steady_events_per_s"] = round(per_batch * len(steady) / (sum(steady) / 1000))
         row["median_batch_s"] = round(sorted(steady)[len(steady) // 2] / 1000, 2)
+        data = [m for m in listener.marks if m[0] > 0]
+        if len(data) > 1:  # CPU from the end of the first data batch to the end of the last one
+            row["steady_cpu_s"] = round(data[-1][1] - data[0][1], 1)
+            row["steady_events_per_cpu_s"] = round(per_batch * (len(data) - 1) / (data[-1][1] - data[0][1]))
     print(json.dumps(row), flush=True)
     if args.bootstrap:
         from kafka import KafkaAdminClient
@@ -104,10 +178,17 @@ def spark_child(args: argparse.Namespace) -> None:
 def _timed_cli(args: list[str], root: Path) -> tuple[float, str]:
     """Wall time and stderr of one ``cep`` process run from the checkout ``root``."""
     env = {**os.environ, "PYTHONPATH": str(root) + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    t0 = time.perf_counter()
+    import resource
+
+    t0, ru0 = time.perf_counter(), resource.getrusage(resource.RUSAGE_CHILDREN)
     r = subprocess.run([sys.executable, "-m", "cep.cli", *args], check=True, cwd=root, env=env,
                        capture_output=True, text=True)
+    ru1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    CLI_CPU[:] = [ru1.ru_utime + ru1.ru_stime - ru0.ru_utime - ru0.ru_stime]
     return time.perf_counter() - t0, r.stderr
+
+
+CLI_CPU: list[float] = [0.0]  # CPU seconds of the last ``_timed_cli`` process
 
 
 def _late(stderr: str) -> int | None:
@@ -127,7 +208,8 @@ def cli_rows(events: list[dict], work: Path, broker, tin: str, lateness: str, ro
                          root)
     outs = sum(1 for _ in open(work / "cli.out"))
     rows.append({"path": f"cep run file->file{tag}", "events": len(events), "outputs": outs, "late": _late(err),
-                 "seconds": round(el, 2), "events_per_s": round(len(events) / el)})
+                 "seconds": round(el, 2), "events_per_s": round(len(events) / el),
+                 "cpu_s": round(CLI_CPU[0], 1), "events_per_cpu_s": round(len(events) / CLI_CPU[0])})
     if broker is not None:
         src = f"kafka://{broker.bootstrap}/{tin}?from=earliest&until=end"
         el, err = _timed_cli(["run", PATTERN, "-i", src, "-o", str(work / "cli-kafka.out"), "--lateness", lateness],
@@ -167,7 +249,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--keys", type=int, default=1000)
     ap.add_argument("--files", type=int, default=12, help="input files (one micro-batch reads all of them)")
     ap.add_argument("--files-per-batch", type=int, default=0, help="files per micro-batch (0: all in one)")
-    ap.add_argument("--cores", default="1,2", help="comma list of local cores")
+    ap.add_argument("--cores", default="1,2",
+                    help="comma list of local cores, or masters (local-cluster[2,1,1024]; ';' separates them)")
     ap.add_argument("--partitions", default="2,8", help="comma list of state partitions")
     ap.add_argument("--no-spark", action="store_true")
     ap.add_argument("--no-kafka", action="store_true")
@@ -182,7 +265,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--topic", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.child:
-        args.cores, args.partitions = int(args.cores), int(args.partitions)
+        args.partitions = int(args.partitions)
         spark_child(args)
         return 0
 
@@ -201,7 +284,9 @@ def main(argv: list[str] | None = None) -> int:
                 write_dir(work / "warm", make_events(2000, args.keys, seed=2), 2)
                 env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
                 kafka_args = ["--bootstrap", broker.bootstrap, "--topic", tin] if broker else []
-                for c in args.cores.split(","):
+                masters = args.cores.split(";") if ";" in args.cores or "[" in args.cores else \
+                    args.cores.split(",")
+                for c in masters:
                     for p in args.partitions.split(","):
                         r = subprocess.run([sys.executable, "-m", "bench.spark_bench", "--child", "--cores", c,
                                             "--partitions", p, "--events", str(args.events), "--work", str(work),
@@ -227,15 +312,17 @@ def main(argv: list[str] | None = None) -> int:
         finally:
             if broker is not None:
                 broker.stop()
-    print("\n| path | local cores | state partitions | micro-batches | events | outputs | late | seconds | events/s |\n"
-          "|---|---|---|---|---|---|---|---|---|")
+    print("\n| path | master | state partitions | micro-batches | events | outputs | late | seconds | events/s | "
+          "CPU s | events per CPU s |\n|---|---|---|---|---|---|---|---|---|---|---|")
     for r in results:
         if "steady_events_per_s" in r:
             print(f"| {r['path']} (steady state, median batch {r['median_batch_s']} s) | {r['cores']} | "
-                  f"{r['partitions']} | {len(r['batch_ms']) - 1} | - | - | - | {r['steady_events_per_s']:,} |")
+                  f"{r['partitions']} | {len(r['batch_ms']) - 1} | - | - | - | - | {r['steady_events_per_s']:,} | "
+                  f"{r.get('steady_cpu_s', '-')} | {r.get('steady_events_per_cpu_s', '-')} |")
         print(f"| {r['path']} | {r.get('cores', '-')} | {r.get('partitions', '-')} | {r.get('batches', '-')} | "
               f"{r['events']} | {r.get('outputs', '-') if r.get('outputs', -1) >= 0 else '-'} | "
-              f"{r.get('late', '-')} | {r['seconds']} | {r['events_per_s']:,} |")
+              f"{r.get('late', '-')} | {r['seconds']} | {r['events_per_s']:,} | {r.get('cpu_s', '-')} | "
+              f"{r.get('events_per_cpu_s', '-')} |")
     return 0
 
 

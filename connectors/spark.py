@@ -81,6 +81,7 @@ class PatternSpec:
     on_error: str = "fail"  # fail | skip
     key_groups: int = 64  # hash buckets of partition key values; fixed for the life of a checkpoint
     names: list[str] = field(default_factory=list)
+    match_column: bool = True  # False: ``match`` is null (``cep spark`` writes only ``value``; saves a JSON per output)
 
     def cache_id(self) -> tuple:
         return (tuple(self.sources), self.time_unit, self.type_field, self.time_field, self.op_field,
@@ -139,7 +140,7 @@ def partition_attrs(cp) -> dict[str, tuple[str, ...]] | None:
     not be enough).
     """
     if not cp.partition_vars:
-        return None
+        return gap_keyed_attrs(cp)
     by_type: dict[str, tuple[str, ...]] = {}
     for atom in cp.atoms:
         attrs = cp.key_attrs(atom)
@@ -164,6 +165,33 @@ def partition_attrs(cp) -> dict[str, tuple[str, ...]] | None:
             prev = by_type.setdefault(t, tuple(attrs_list))
             if prev != tuple(attrs_list):
                 return None
+    return by_type
+
+
+def gap_keyed_attrs(cp) -> dict[str, tuple[str, ...]] | None:
+    """Per event type, the routing attributes of a pattern with one positive element; None: one group.
+
+    Such a pattern has no partition variable (a variable shared by every positive element), but each match depends
+    only on gap events (NOT, repetition, strategies) equal to its element on the gap's key equalities
+    (``PARTITION BY`` gives them): routing the element by the attributes every gap equates, and each gap's events
+    by the attributes equated with them, brings a match and every event it depends on into one key group.
+    """
+    if len(cp.atoms) != 1 or not cp.gaps:
+        return None
+    common: set[str] | None = None
+    for gap in cp.gaps:
+        sources = {src for _ai, src in gap.key_sources}
+        common = sources if common is None else common & sources
+    if not common:
+        return None
+    attrs = tuple(sorted(common))
+    by_type = {cp.atoms[0].type: attrs}
+    for gap in cp.gaps:
+        by_source = {src: gattr for gattr, (_ai, src) in zip(gap.key_attrs, gap.key_sources, strict=True)}
+        gattrs = tuple(by_source[a] for a in attrs)
+        for t in gap.types:
+            if by_type.setdefault(t, gattrs) != gattrs:
+                return None  # an event's key would depend on the role it plays
     return by_type
 
 
@@ -333,7 +361,7 @@ def _rows(spec: PatternSpec, g: int, outs: list) -> list[tuple]:
     for o in outs:
         line = encode_output(o).decode().rstrip("\n")
         kb = key_fn(o) if key_fn is not None else None
-        rows.append((o.pattern, o.op, o.id, dumps_exact(o.match).decode(),
+        rows.append((o.pattern, o.op, o.id, dumps_exact(o.match).decode() if spec.match_column else None,
                      kb.decode() if kb is not None else None, line))
     return rows
 
@@ -382,6 +410,10 @@ def _save(spec: PatternSpec, g: int, kg: int, state, eng) -> None:
         _ENGINES.popitem(last=False)
 
 
+def _forget_engine(spec: PatternSpec, g: int, kg: int) -> None:
+    _ENGINES.pop((spec.cache_id(), g, kg), None)
+
+
 def spark_delay_ms(spec: PatternSpec) -> int:
     """The ``withWatermark`` delay: the lateness in whole milliseconds (Spark's watermark unit), rounded up."""
     return int(-(-spec.lateness * TIME_US[spec.time_unit] // 1000))
@@ -409,15 +441,32 @@ def spark_watermark_after(spec: PatternSpec, max_ts: int | float) -> int:
     return evt_us // 1000 - spark_delay_ms(spec)
 
 
+def timer_ms(spec: PatternSpec, decision_time: int | float) -> int:
+    """The event-time timeout (Spark ms) after which Spark's watermark decides a match due at ``decision_time``.
+
+    Spark calls a timed-out group once its watermark is *above* the timeout; the engine decides a match once its
+    watermark (``engine_watermark``) is at (or, for a strict gap end, above) the decision time. The smallest
+    Spark watermark ``W`` with ``engine_watermark(W) > decision_time`` covers both cases, so the timeout is
+    ``W - 1``, clamped to the time range Spark's column holds.
+    """
+    factor = TIME_US[spec.time_unit]
+    lateness_us = int(round(spec.lateness * factor))
+    if decision_time == math.inf:
+        return SPARK_TIME_RANGE_US[1] // 1000
+    need_us = decision_time * factor + SPARK_TIME_OFFSET_US + lateness_us  # (W + delay) * 1000 must pass this
+    w = math.floor(need_us / 1000) + 1 - spark_delay_ms(spec)
+    return max(1, min(w - 1, SPARK_TIME_RANGE_US[1] // 1000))
+
+
 def _handler(spec: PatternSpec):
     """applyInPandasWithState: one key group's engine in the state store, under Spark's global watermark.
 
-    No Spark-side late-row filter runs before this function (Spark filters only under an event-time timeout),
-    so every row reaches the engine, and a late one is counted and reported (a ``late`` row) rather than
-    dropped unseen. No timeout: Spark would run endless no-data batches for a processing-time timeout (so
-    ``availableNow`` never ends), and an event-time timeout brings Spark's late-row filter back. A key group
-    expires its events when it next gets rows; an idle one keeps its state meanwhile (there are at most
-    key groups x patterns of them).
+    Spark's late-row filter is off (see ``detect``), so every row reaches the engine, and a late one is counted
+    and reported (a ``late`` row) rather than dropped unseen. A group with pending matches (gap elements) sets an
+    event-time timeout at its next decision time, so Spark calls it when the watermark passes that time even if
+    the group gets no more rows (the watermark is carried by other keys' rows; with ``availableNow`` the final
+    no-data batch fires it too). A key group expires its events when it is next called; an idle one without
+    pending matches keeps its state meanwhile (there are at most key groups x patterns of them).
     """
 
     def fn(key, pdfs, state) -> Iterator[Any]:
@@ -447,9 +496,12 @@ def _handler(spec: PatternSpec):
         if eng.retained_events == 0:
             if state.exists:
                 state.remove()
-            _ENGINES.pop((spec.cache_id(), g, kg), None)
+            _forget_engine(spec, g, kg)
         else:
             _save(spec, g, kg, state, eng)
+            due = eng.next_decision_time()
+            if due is not None:
+                state.setTimeoutTimestamp(max(timer_ms(spec, due), state.getCurrentWatermarkMs(), 1))
         if rows:
             yield pd.DataFrame(rows, columns=OUT_COLS)
 
@@ -596,13 +648,63 @@ def detect(
         lo, hi = SPARK_TIME_RANGE_US
         evt = F.timestamp_micros(F.least(F.greatest(F.col("tus") + F.lit(SPARK_TIME_OFFSET_US), F.lit(lo)),
                                          F.lit(hi)))
-        routed = routed.withColumn("evt", evt).withWatermark("evt", f"{spark_delay_ms(spec)} milliseconds")
+        delay = spark_delay_ms(spec)
+        routed = routed.withColumn("evt", evt).withWatermark("evt", f"{delay} milliseconds")
+        # Under an event-time timeout Spark drops the rows whose watermark column is below the watermark before
+        # the stateful function sees them, and counts them only as numRowsDroppedByWatermark. cep must see them
+        # (late rows are counted per pattern and written to the late output), so the column the state step sees
+        # as the watermark column is a constant at the top of the time range, marked with the watermark's
+        # metadata: no row is below it, while the watermark itself still comes from ``evt`` above.
+        keep = [c for c in routed.columns if c != "evt"]
+        top = F.timestamp_micros(F.lit(SPARK_TIME_RANGE_US[1])).alias(
+            "evt", metadata={WATERMARK_DELAY_KEY: delay})
+        routed = routed.select(*keep, top)
         out = routed.groupBy("g", "kg").applyInPandasWithState(
-            _handler(spec), OUT_SCHEMA, STATE_SCHEMA, "append", GroupStateTimeout.NoTimeout)
+            _handler(spec), OUT_SCHEMA, STATE_SCHEMA, "append", GroupStateTimeout.EventTimeTimeout)
         out = out.observe(METRICS, *metric_columns(spec))
     return typed_match(out if side_outputs else out.where(F.col("op").isin("+", "-")), match_schema)
 
 
+def drain(spark, checkpoint: str, patterns, **kw: Any):
+    """The composite events that the end of the input would decide: a static DataFrame (columns as ``detect``).
+
+    Why: a streaming query has no end, so Spark never sends the final watermark that Flink's bounded sources emit
+    (``MAX_WATERMARK``); matches whose gaps reach past the last watermark (a trailing ``NOT``, a repetition
+    closing the input) stay pending in the state store when an ``availableNow`` query stops. This reads the
+    checkpoint's state store as of its last committed micro-batch (Spark's ``statestore`` source) and moves each
+    key group's engine to +infinity, as the end of a file does for ``cep run``. It writes nothing back: the
+    checkpoint is unchanged, and it declares the input ended (as Flink's ``stop --drain``) -- a query resumed
+    later on the checkpoint may still emit these matches again (same ids) or, if later records fall in their
+    gaps, never emit them.
+    ``patterns``: as for ``detect`` (the checkpoint's patterns and options; ``kw``: ``detect``'s options).
+    """
+    spec = patterns if isinstance(patterns, PatternSpec) else pattern_spec(patterns, **kw)
+    states = spark.read.format("statestore").load(checkpoint)
+    rows = states.selectExpr("key.g AS g", "key.kg AS kg", "value.groupState.nonce AS nonce",
+                             "value.groupState.blob AS blob")
+    return rows.mapInPandas(_drain_batches(spec), OUT_SCHEMA).where("op IN ('+', '-')")
+
+
+def _drain_batches(spec: PatternSpec):
+    def fn(batches: Iterator[Any]) -> Iterator[Any]:
+        import pandas as pd
+
+        from cep.runtime.engine import Engine
+
+        cps = spec.compile()
+        for pdf in batches:
+            rows: list[tuple] = []
+            for g, blob in zip(pdf["g"], pdf["blob"], strict=True):
+                if blob is None:
+                    continue
+                eng = Engine.loads(bytes(blob), [cps[int(g)]])
+                rows += _rows(spec, int(g), eng.advance_watermark(math.inf))
+            yield pd.DataFrame(rows, columns=OUT_COLS)
+
+    return fn
+
+
+WATERMARK_DELAY_KEY = "spark.watermarkDelayMs"  # Spark's column metadata marking an event-time watermark column
 METRICS = "cep"  # the name of the observed metrics on the streaming query's progress
 
 

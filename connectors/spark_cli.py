@@ -50,6 +50,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="with --on-error skip: write bad-record reports here (kafka://... or a directory)")
     p.add_argument("--available-now", action="store_true",
                    help="process what is available now, then stop (implied by until=end in a Kafka URL)")
+    p.add_argument("--drain", default=None, metavar="TARGET",
+                   help="with --available-now: afterwards, decide the matches still pending as the end of the "
+                        "input would (NOT, repetition, strategies) and write them to TARGET (kafka://... or a "
+                        "directory); declares the input ended, as Flink's stop --drain")
     p.add_argument("--trigger-interval", default="1 second", help="micro-batch interval when running on")
     p.add_argument("--max-per-batch", type=int, default=None,
                    help="admission limit per micro-batch (Kafka records, or files for a directory)")
@@ -176,18 +180,42 @@ def query_spec(args: argparse.Namespace):
                         on_error=args.on_error, key_groups=args.key_groups)
 
 
+def runs_to_end(args: argparse.Namespace) -> bool:
+    """Whether the query stops once the input available now is read (``--available-now``, or ``until=end``)."""
+    return args.available_now or (_is_kafka(args.input) and "until=end" in args.input)
+
+
 def start_query(spark, args: argparse.Namespace):
     """Build and start the streaming query (used by main and by tests/benchmarks with their own session)."""
     from cep.connectors.spark import check_checkpoint, detect
 
     spec = query_spec(args)
     check_checkpoint(args.checkpoint, spec)
+    spec.match_column = False  # the targets take ``value`` (and ``key``) only
     events = read_input(spark, args.input, args.max_per_batch)
     out = detect(events, spec, side_outputs=True)
-    until_end = _is_kafka(args.input) and "until=end" in args.input
-    trigger = {"availableNow": True} if (args.available_now or until_end) else {
+    trigger = {"availableNow": True} if runs_to_end(args) else {
         "processingTime": args.trigger_interval}
     return write_output(out, args.output, args.checkpoint, trigger, args.late_output, args.errors)
+
+
+def drain_to(spark, args: argparse.Namespace) -> int:
+    """After an ``availableNow`` query: the pending matches the end of the input decides, to ``args.drain``
+    (a Kafka topic, at least once; or a directory, replaced, committed by its ``_SUCCESS``); their number."""
+    from cep.connectors.spark import drain
+
+    commits = Path(args.checkpoint) / "commits"
+    if not commits.is_dir() or not any(p.name.isdigit() for p in commits.iterdir()):
+        return 0  # no micro-batch committed: no state, nothing pending
+    drained = drain(spark, args.checkpoint, query_spec(args)).persist()
+    try:
+        if _is_kafka(args.drain):
+            write_rows(drained, args.drain, 0)
+        else:
+            drained.select("value").write.mode("overwrite").text(args.drain)
+        return drained.count()
+    finally:
+        drained.unpersist()
 
 
 class Progress:
@@ -275,6 +303,10 @@ def main(argv: list[str] | None = None) -> int:
 
     from cep.errors import PatternError
 
+    if args.drain is not None and not runs_to_end(args):
+        err.write("cep spark: error: --drain needs --available-now (or until=end): a query that runs on has no "
+                  "end of input\n")
+        return EXIT_OTHER
     try:
         spec = query_spec(args)  # pattern errors and a checkpoint of other patterns, before Spark starts
         check_checkpoint(args.checkpoint, spec)
@@ -317,8 +349,9 @@ def main(argv: list[str] | None = None) -> int:
             err.write(f"cep spark: error: the query failed: {failure_line(text)}\n")
             return EXIT_OTHER
         unit = " (files, for a directory input)" if not _is_kafka(args.input) else ""
-        err.write(f"cep spark: {progress.summary(spec.names)}{unit}; {el:.1f} s; {parts} state partitions; "
-                  f"checkpoint {args.checkpoint}\n")
+        drained = f"; {drain_to(spark, args)} drained to {args.drain}" if args.drain is not None else ""
+        err.write(f"cep spark: {progress.summary(spec.names)}{unit}{drained}; {el:.1f} s; {parts} state "
+                  f"partitions; checkpoint {args.checkpoint}\n")
         return EXIT_OK
     except KeyboardInterrupt:
         err.write("cep spark: interrupted; the checkpoint resumes the query\n")

@@ -280,6 +280,10 @@ def test_late_records_are_counted_and_written(spark, tmp_path):
     assert [o["match"]["celsius"] for o in got] == [80]  # the late smoke does not pair with the heat at +450
     assert read_dir_output(tmp_path / "late") == [late[0]]
     assert metrics_total(q, "late_records") == 1 and metrics_total(q, "late:smoke_then_heat") == 1
+    # the state step has an event-time timeout, yet Spark dropped nothing before cep saw it
+    dropped = [op["numRowsDroppedByWatermark"] for p in q.recentProgress
+               for op in json.loads(p.json)["stateOperators"]]
+    assert dropped and set(dropped) == {0}
 
 
 def test_bad_records_skipped_are_reported(spark, tmp_path):
@@ -303,6 +307,40 @@ def test_bad_records_skipped_are_reported(spark, tmp_path):
     assert metrics_total(q, "bad_records") == 1
 
 
+def test_late_and_bad_records_go_to_kafka_topics(spark, kafka_broker, tmp_path):
+    """``--late-output`` and ``--errors`` as Kafka topics (real broker): each late record once, as read, and the
+    bad record's report, beside the composite events in their own topic."""
+    from cep.connectors.spark_cli import build_parser, start_query
+    from kafka import KafkaProducer
+
+    t0 = 1_700_000_000
+    first = [{"type": "Smoke", "ts": t0, "area": "lab", "detector": "D-1"},
+             {"type": "Temperature", "ts": t0 + 10, "area": "lab", "celsius": 80},
+             {"type": "Temperature", "ts": t0 + 500, "area": "hall", "celsius": 20}]
+    late = {"type": "Smoke", "ts": t0 + 100, "area": "hall", "detector": "D-2"}  # the watermark is t0 + 440
+    values = [json.dumps(e).encode() for e in first] + [json.dumps(late).encode(), b'{"type": "Smoke", "ts": }']
+    tin, tout, tlate, terr = (new_topic(kafka_broker, n, partitions=1) for n in ("in", "out", "late", "err"))
+    p = KafkaProducer(bootstrap_servers=kafka_broker.bootstrap, acks="all")
+    for v in values:
+        p.send(tin, value=v)
+    p.flush(timeout=60)
+    p.close()
+    k = f"kafka://{kafka_broker.bootstrap}"
+    args = build_parser().parse_args([str(ROOT / "patterns" / "smoke_then_heat.pattern"),
+                                      "-i", f"{k}/{tin}?from=earliest&until=end", "-o", f"{k}/{tout}",
+                                      "--late-output", f"{k}/{tlate}", "--errors", f"{k}/{terr}",
+                                      "--on-error", "skip", "--max-per-batch", "3", "--lateness", "60 s",
+                                      "--checkpoint", str(tmp_path / "ck")])
+    q = start_query(spark, args)
+    q.awaitTermination()
+    assert q.exception() is None
+    assert [v["match"]["celsius"] for _, v in consume_all(kafka_broker, tout)] == [80]
+    assert [v for _, v in consume_all(kafka_broker, tlate)] == [late]
+    (errors,) = [v for _, v in consume_all(kafka_broker, terr)]
+    assert errors["pos"] == f"{tin}/0/4" and errors["record"] == '{"type": "Smoke", "ts": }'
+    assert metrics_total(q, "late_records") == 1 and metrics_total(q, "bad_records") == 1
+
+
 def test_cli_bad_record_is_one_located_line_exit_3(tmp_path):
     """A subprocess ``cep spark`` (its own Spark): exit 3 and one line naming the record, no Java trace."""
     d = tmp_path / "in"
@@ -315,6 +353,18 @@ def test_cli_bad_record_is_one_located_line_exit_3(tmp_path):
     ours = [ln for ln in r.stderr.splitlines() if ln.startswith("cep")]
     assert len(ours) == 1 and "a.jsonl:2" in ours[0] and "JSON" in ours[0], r.stderr[-3000:]
     assert "at org.apache" not in r.stderr and "Traceback" not in r.stderr
+
+
+def test_drain_without_an_end_of_input_is_refused_before_spark_starts(tmp_path, capsys):
+    from cep.connectors.spark_cli import main
+
+    (tmp_path / "in").mkdir()
+    code = main([str(ROOT / "patterns" / "unshipped_orders.pattern"), "-i", str(tmp_path / "in"), "-o",
+                 str(tmp_path / "out"), "--checkpoint", str(tmp_path / "ck"), "--drain", str(tmp_path / "d")])
+    assert code == 1
+    assert capsys.readouterr().err == ("cep spark: error: --drain needs --available-now (or until=end): a query "
+                                       "that runs on has no end of input\n")
+    assert not (tmp_path / "ck").exists()
 
 
 def test_checkpoint_of_other_patterns_or_key_groups_is_refused(tmp_path):
@@ -534,6 +584,91 @@ def test_streaming_watermark_decides_pending_matches(spark, tmp_path):
     assert content(got) == content(decided_by_stream)
 
 
+def test_a_trailing_not_is_decided_by_other_keys_rows_through_a_timer(spark, tmp_path):
+    """A key group that gets no more rows still decides its pending match when Spark's watermark, carried by
+    other keys' rows in a later micro-batch, passes the match's gap (an event-time timeout fires it)."""
+    import os
+    import zlib
+
+    from cep.connectors.spark import _canon_key
+    from cep.connectors.spark_cli import build_parser, start_query
+
+    pat = "patterns/unshipped_orders.pattern"
+    groups = 64
+
+    def group(order_id: int) -> int:
+        return zlib.crc32(_canon_key([order_id]).encode()) % groups
+
+    a = 1
+    b = next(i for i in range(2, 100) if group(i) != group(a))  # B's rows never reach A's key group
+    c = next(i for i in range(b + 1, 200) if group(i) not in (group(a), group(b)))
+    t0, day = 1_700_000_000, 86400
+    first = [{"type": "Order", "ts": t0, "order_id": a, "customer": "A"},
+             {"type": "Order", "ts": t0 + 10, "order_id": c, "customer": "C"},
+             {"type": "Shipment", "ts": t0 + 3600, "order_id": c}]
+    second = [{"type": "Order", "ts": t0 + 3 * day, "order_id": b, "customer": "B"}]
+    d = tmp_path / "in"
+    d.mkdir()
+    for k, (name, evs) in enumerate([("a.jsonl", first), ("b.jsonl", second)]):
+        f = write_jsonl(d / name, evs)
+        os.utime(f, (t0 + k * 100, t0 + k * 100))  # one file a micro-batch, in this order
+    args = build_parser().parse_args([pat, "-i", str(d), "-o", str(tmp_path / "out"), "--lateness", "1 h",
+                                      "--key-groups", str(groups), "--checkpoint", str(tmp_path / "ck"),
+                                      "--available-now", "--max-per-batch", "1"])
+    q = start_query(spark, args)
+    q.awaitTermination()
+    assert q.exception() is None
+    got = read_dir_output(tmp_path / "out")
+    ref = [json.loads(x) for x in run_cep("run", pat, "-i", str(write_jsonl(tmp_path / "all.jsonl", first + second)),
+                                          "-q").stdout.splitlines()]
+    want = [o for o in ref if o["match"]["order_id"] == a]  # B is decided only by the end of the file
+    assert len(want) == 1 and len(ref) == 2
+    assert content(got) == content(want)
+    data_batches = [p for p in q.recentProgress if p["numInputRows"] > 0]
+    assert len(data_batches) == 2  # A's group got rows only in the first
+    # --drain: what the end of the input decides (B's order: no shipment can come any more)
+    from cep.connectors.spark_cli import drain_to
+
+    args.drain = str(tmp_path / "drained")
+    assert drain_to(spark, args) == 1
+    drained = [json.loads(line) for f in sorted((tmp_path / "drained").glob("part-*"))
+               for line in f.read_text().splitlines()]
+    assert content(got + drained) == content(ref)
+
+
+def test_single_element_patterns_run_keyed_over_micro_batches_like_cep_run(spark, tmp_path):
+    """A pattern whose positive part is one element (repetition or NOT around it) is partitioned by its gaps'
+    key: several key groups, several micro-batches, and the composite events of ``cep run``."""
+    import os
+
+    from cep.connectors.spark import drain
+    from cep.connectors.spark_cli import build_parser, query_spec, start_query
+
+    for name in ("failed_logins", "unshipped_orders"):
+        pat = str(ROOT / "patterns" / f"{name}.pattern")
+        lines = (ROOT / "examples" / name / "input.jsonl").read_text().splitlines()
+        events = sorted((json.loads(x) for x in lines if x.strip()), key=lambda e: e["ts"])
+        files = split_files(events, tmp_path / name / "in", 3)
+        for k, f in enumerate(files):
+            os.utime(f, (1_700_000_000 + k * 100, 1_700_000_000 + k * 100))
+        args = build_parser().parse_args([pat, "-i", str(tmp_path / name / "in"), "-o", str(tmp_path / name / "out"),
+                                          "--checkpoint", str(tmp_path / name / "ck"), "--available-now",
+                                          "--max-per-batch", "1", "--key-groups", "8", "--lateness", "30 d"])
+        q = start_query(spark, args)
+        q.awaitTermination()
+        assert q.exception() is None
+        got = read_dir_output(tmp_path / name / "out")
+        # a lateness longer than the input: the watermark passes few gaps or none; the rest is decided by the end
+        # of the input, which a streaming query has not got: ``drain`` decides them from the checkpoint's state
+        want = [json.loads(x) for x in (ROOT / "examples" / name / "expected.jsonl").read_text().splitlines()]
+        assert want, name
+        drained = [json.loads(r.value) for r in drain(spark, str(tmp_path / name / "ck"), query_spec(args)).collect()]
+        assert drained, name
+        assert content(got + drained) == content(want), name
+        groups = {r.key.kg for r in spark.read.format("statestore").load(str(tmp_path / name / "ck")).collect()}
+        assert len(groups) > 1, name  # keyed: the pending matches sit in several key groups
+
+
 KLEENE = ["failed_logins", "card_testing_run", "overheating_run"]
 
 
@@ -546,7 +681,13 @@ def test_repeated_types_are_routed_like_the_match_key():
                        "PARTITION BY sensor WITHIN 1 h")
     assert partition_attrs(cp) == {"Reading": ("sensor",)}
     cp, = compile_text("PATTERN p SEQ(Login{3,} f, Login ok) PARTITION BY user WITHIN 10 min")
-    assert partition_attrs(cp) is None  # one positive element has no partition variable: one group
+    assert partition_attrs(cp) == {"Login": ("user",)}  # one positive element: keyed by its gaps' equalities
+    cp, = compile_text("PATTERN p SEQ(Order o, NOT Shipment s) WHERE s.order_id = o.order_id WITHIN 2 days")
+    assert partition_attrs(cp) == {"Order": ("order_id",), "Shipment": ("order_id",)}
+    cp, = compile_text("PATTERN p SEQ(Login{3,} f, Login ok) WITHIN 10 min")
+    assert partition_attrs(cp) is None  # no equality with the gap: one group
+    cp, = compile_text("PATTERN p SEQ(A a, NOT B b, NOT C c) WHERE b.x = a.x AND c.y = a.y WITHIN 10")
+    assert partition_attrs(cp) is None  # the gaps equate different attributes: one group
     cp, = compile_text("PATTERN p SEQ(A a, B+ b, C c) WHERE c.y = a.x")
     assert partition_attrs(cp) is None  # any B may be repeated: one group
 
