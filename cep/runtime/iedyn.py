@@ -721,14 +721,7 @@ class PatternRuntime:
             nid = n.id
             t, c = f"t{nid}", f"c{nid}"
             done.append(f"({nid}, {t}, {c})")
-            rho = self.rho[nid]
-            if rho is not None:
-                env[f"rho{nid}"] = rho
-                lines += [f"    m = rho{nid}.get({t}, 0) + {c}", "    if m > 0:", f"        rho{nid}[{t}] = m",
-                          "    elif m == 0:", f"        del rho{nid}[{t}]", "    else:",
-                          "        raise AssertionError('negative multiplicity in the T-reduct')"]
-            for j, idx in enumerate(n.stores):
-                lines += [f"    {line}" for line in idx.update_source(f"{nid}_{j}", t, c, env)]
+            lines += [f"    {line}" for line in self._node_update_source(n, t, c, env)]
             p = n.parent
             if p is None:
                 lines.append(f"    return {path()}")
@@ -783,6 +776,21 @@ class PatternRuntime:
         what = f"leaf {start}" if nodes[start].atom is not None else f"from n{start}"
         return codegen.define(f"{self.pattern.name}: propagate {what}", "\n".join(lines), "prop", env)
 
+    def _node_update_source(self, n: _Node, t: str, c: str, env: dict[str, Any]) -> list[str]:
+        """Generated lines (unindented) that add ``c`` to tuple ``t`` of node ``n``: its T-reduct
+        multiplicity and every index it stores; shared by the one-tuple and the batch update paths."""
+        nid = n.id
+        lines: list[str] = []
+        rho = self.rho[nid]
+        if rho is not None:
+            env[f"rho{nid}"] = rho
+            lines += [f"m = rho{nid}.get({t}, 0) + {c}", "if m > 0:", f"    rho{nid}[{t}] = m",
+                      "elif m == 0:", f"    del rho{nid}[{t}]", "else:",
+                      "    raise AssertionError('negative multiplicity in the T-reduct')"]
+        for j, idx in enumerate(n.stores):
+            lines += idx.update_source(f"{nid}_{j}", t, c, env)
+        return lines
+
     def _prop_from(self, start: int) -> Callable[[tuple, int], list | None]:
         """The generated update path from node ``start``, compiled once."""
         f = self._props.get(start)
@@ -817,14 +825,7 @@ class PatternRuntime:
         while True:
             nid = n.id
             lines.append("    for t, c in d.items():")
-            rho = self.rho[nid]
-            if rho is not None:
-                env[f"rho{nid}"] = rho
-                lines += [f"        m = rho{nid}.get(t, 0) + c", "        if m > 0:", f"            rho{nid}[t] = m",
-                          "        elif m == 0:", f"            del rho{nid}[t]", "        else:",
-                          "            raise AssertionError('negative multiplicity in the T-reduct')"]
-            for j, idx in enumerate(n.stores):
-                lines += [f"        {line}" for line in idx.update_source(f"{nid}_{j}", "t", "c", env)]
+            lines += [f"        {line}" for line in self._node_update_source(n, "t", "c", env)]
             p = n.parent
             if p is None:
                 lines.append("    return path")
