@@ -60,7 +60,7 @@ def test_core_runner_agrees_with_oracle_on_inclusive_window(tmp_path: Path) -> N
 def test_where_time_goes_phases_and_batching_agree(tmp_path: Path) -> None:
     from bench import where_time_goes as wtg
 
-    path = streams.write_stream(streams.CepStream("cards", 3000, 5), tmp_path)
+    path = streams.write_stream(streams.CepStream("cards", 1500, 5), tmp_path)
     pattern = Path(fraud.workloads.PATTERNS_DIR / "card_testing.pattern")
     recs = [orjson.loads(line) for line in path.read_bytes().splitlines()]
     from cep.runtime.engine import Engine
@@ -72,5 +72,5 @@ def test_where_time_goes_phases_and_batching_agree(tmp_path: Path) -> None:
     assert len(out.read_bytes().splitlines()) == streams.card_testing_count(recs) > 0
     assert set(ph["ns"]) == set(wtg.PHASES) and all(ph["calls"][p] > 0 for p in wtg.PHASES)
     assert Engine.push is push  # and unwrapped afterwards
-    bat = wtg.proto_batched(pattern, path, 3000, [7, 64], repeat=1)
+    bat = wtg.proto_batched(pattern, path, 1500, [7, 64], repeat=1)
     assert len({b["count"] for b in bat}) == 1 and bat[0]["count"] > 0
