@@ -46,6 +46,7 @@ from pathlib import Path
 
 from bench import side_by_side
 from bench.side_by_side import Comparison, EsperForm
+from bench.streams import max_window_occupancy
 from cep.event import Event
 from cep.lang.compiler import compile_text
 from cep.runtime.engine import Engine
@@ -303,14 +304,7 @@ def esper_only(args: argparse.Namespace) -> int:
 
 def fullest_window(records: list[dict], types: set[str], w: float) -> int:
     """The most events of these types within any closed window of length w."""
-    ts = [r["ts"] for r in records if r["type"] in types]
-    best = 0
-    j = 0
-    for i, t in enumerate(ts):
-        while ts[j] < t - w:
-            j += 1
-        best = max(best, i - j + 1)
-    return best
+    return max_window_occupancy([r for r in records if r["type"] in types], w)
 
 
 def main(argv: list[str] | None = None) -> int:
