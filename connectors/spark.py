@@ -680,8 +680,7 @@ def drain(spark, checkpoint: str, patterns, **kw: Any):
     """
     spec = patterns if isinstance(patterns, PatternSpec) else pattern_spec(patterns, **kw)
     states = spark.read.format("statestore").load(checkpoint)
-    rows = states.selectExpr("key.g AS g", "key.kg AS kg", "value.groupState.nonce AS nonce",
-                             "value.groupState.blob AS blob")
+    rows = states.selectExpr("key.g AS g", "value.groupState.blob AS blob")
     return rows.mapInPandas(_drain_batches(spec), OUT_SCHEMA).where("op IN ('+', '-')")
 
 

@@ -681,20 +681,6 @@ class PatternRuntime:
 
     # ----------------------------------------------------------------- updates
 
-    def _apply(self, n: _Node, t: tuple, delta: int) -> None:
-        """rho_n += delta on one tuple, in the node's indexes (and its GMR where kept)."""
-        rho = self.rho[n.id]
-        if rho is not None:
-            m = rho.get(t, 0) + delta
-            if m > 0:
-                rho[t] = m
-            elif m == 0:
-                del rho[t]
-            else:  # pragma: no cover - deletions of absent tuples are refused upstream
-                raise AssertionError("negative multiplicity in the T-reduct")
-        for idx in n.stores:
-            idx.update(t, delta)
-
     def _compile_propagation(self, start: int) -> Callable[[tuple, int], list | None]:
         """The update path from node ``start`` (a leaf, or where a fan-out continues) as one
         generated function of straight-line code.
