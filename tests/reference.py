@@ -33,6 +33,8 @@ numbers).
 
 from __future__ import annotations
 
+import dataclasses
+
 import itertools
 import math
 from collections import Counter
@@ -213,7 +215,7 @@ def _calls(e: ast.Expr) -> list[ast.Call]:
     if isinstance(e, ast.Call):
         return [e]
     out: list[ast.Call] = []
-    for v in vars(e).values():
+    for v in (getattr(e, f.name) for f in dataclasses.fields(e)):
         for x in (v if isinstance(v, tuple) else (v,)):
             if isinstance(x, (ast.Neg, ast.Arith, ast.Compare, ast.InList, ast.And, ast.Or, ast.Not, ast.Call)):
                 out.extend(_calls(x))
@@ -345,7 +347,7 @@ def _mentions(e: ast.Expr) -> set[str]:
     if isinstance(e, ast.Attr):
         return {e.alias}
     out: set[str] = set()
-    for v in vars(e).values():
+    for v in (getattr(e, f.name) for f in dataclasses.fields(e)):
         if isinstance(v, tuple):
             for x in v:
                 if isinstance(x, (ast.Literal, ast.Attr, ast.Neg, ast.Arith, ast.Compare, ast.InList,

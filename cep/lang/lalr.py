@@ -18,8 +18,10 @@ end_col, start_pos, end_pos, depth)``: for a token ``kind`` is its terminal and
 ``value`` its text; for a rule ``kind`` is the rule's alias (or name) and
 ``value`` what its action returned; ``depth`` is the node's depth in the tree
 Lark would have built (tokens 0).  The positions are those Lark's
-``propagate_positions`` gives.  A node whose children reach ``builder.max_depth``
-is reported once through ``builder.too_deep(span)``: the one Lark's tree walked
+``propagate_positions`` gives; an action gets its node's as a ready
+``cep.lang.ast.Loc`` (every AST node holds one, so the loop builds it once,
+without a helper call per node).  A node whose children reach ``builder.max_depth``
+is reported once through ``builder.too_deep(loc)``: the one Lark's tree walked
 from the right meets first (the deepest-reaching node that starts last).
 ``walk_tree`` feeds the same actions from a
 Lark tree: the fallback when this loop rejects a text Lark accepts (it should
@@ -35,9 +37,10 @@ from typing import Any
 from lark import Lark, Token, Tree
 from lark.parsers.lalr_analysis import Shift
 
+from cep.lang.ast import Loc
+
 Entry = tuple  # (kind, value, line, col, end_line, end_col, start_pos, end_pos, depth)
-Span = tuple  # (line, col, end_line, end_col, start_pos, end_pos)
-Action = Callable[[list, Span], Any]
+Action = Callable[[list, Loc], Any]
 
 
 class Rejected(Exception):
@@ -124,7 +127,7 @@ class TableParser:
         if len(scanner._mres) != 1 or lexer.callback:
             raise ValueError("the grammar's terminals do not fit one regex without callbacks")
         self._regex = _token_regex(scanner.terminals, lexer.ignore_types)
-        self._newline_types = frozenset(lexer.newline_types)
+        self._newline_types = frozenset(lexer.newline_types) - lexer.ignore_types
         rules: dict[Any, int] = {}
         self._rules: list[_Rule] = []
         self._states: list[dict[str, int]] = [{} for _ in range(max(table.states) + 1)]
@@ -149,37 +152,41 @@ class TableParser:
         rules = self._rules
         states = self._states
         units = self._units
-        newline_types = self._newline_types
+        newline_types = self._newline_types  # (the terminals a newline can be part of)
         count = text.count
         rfind = text.rfind
         ss = [self._start[start]]  # states
         vs: list[Entry] = []  # entries, one per state above the first
         end_state = self._end[start]
         max_depth = builder.max_depth  # type: ignore[attr-defined]
-        deepest: list[Span] = []
+        deepest: list[tuple[int, Loc]] = []  # (start_pos, loc) of each node whose children reach max_depth
         line, line_start, pos = 1, 0, 0
-        for m in self._regex.finditer(text):
-            if m.start() != pos:
+        match = self._regex.scanner(text).match  # each match starts where the last one ended
+        while True:
+            m = match()
+            if m is None:
                 raise Rejected
             kind = m.lastgroup
             i = m.lastindex
-            start_pos, pos = m.span(i)
+            start_pos, end_pos = m.span(i)
             if kind == "_END":
                 kind = "$END"
                 tok = None
             else:
-                n = count("\n", m.start(), start_pos)  # skipped blanks and comments
-                if n:
-                    line += n
-                    line_start = rfind("\n", 0, start_pos) + 1
+                if start_pos != pos:  # blanks and comments skipped
+                    n = count("\n", pos, start_pos)
+                    if n:
+                        line += n
+                        line_start = rfind("\n", 0, start_pos) + 1
                 col = start_pos - line_start + 1
                 tok_line = line
                 if kind in newline_types:
-                    n = count("\n", start_pos, pos)
+                    n = count("\n", start_pos, end_pos)
                     if n:
                         line += n
-                        line_start = rfind("\n", 0, pos) + 1
-                tok = (kind, m.group(i), tok_line, col, line, pos - line_start + 1, start_pos, pos, 0)
+                        line_start = rfind("\n", 0, end_pos) + 1
+                tok = (kind, m.group(i), tok_line, col, line, end_pos - line_start + 1, start_pos, end_pos, 0)
+            pos = end_pos
             while True:
                 top = ss[-1]
                 act = states[top].get(kind)  # type: ignore[arg-type]
@@ -226,17 +233,17 @@ class TableParser:
                 if rule.splice:
                     entry = ("_", kids, first[2], first[3], last[4], last[5], first[6], last[7], depth)
                 else:
-                    span = (first[2], first[3], last[4], last[5], first[6], last[7])
+                    loc = Loc(first[2], first[3], last[4], last[5])
                     if depth == max_depth:
-                        deepest.append(span)
-                    entry = (rule.name, actions[-1 - act](kids, span), *span, depth + 1)  # type: ignore[misc]
+                        deepest.append((first[6], loc))
+                    entry = (rule.name, actions[-1 - act](kids, loc),  # type: ignore[misc]
+                             first[2], first[3], last[4], last[5], first[6], last[7], depth + 1)
                 goto = states[ss[-1]][rule.origin]
                 if tok is None and goto == end_state:
                     _report_depth(builder, deepest)
                     return entry[1]
                 ss.append(goto)
                 vs.append(entry)
-        raise Rejected  # (the end of the text is always matched: not reached)
 
     def _after_units(self, below: int, top: int, kind: str) -> int:
         """The state after every `?rule: other` reduction ``kind`` triggers above ``below``."""
@@ -247,9 +254,9 @@ class TableParser:
             top = self._states[below][self._rules[-1 - act].origin]
 
 
-def _report_depth(builder: object, deepest: list[Span]) -> None:
+def _report_depth(builder: object, deepest: list[tuple[int, Loc]]) -> None:
     if deepest:
-        builder.too_deep(max(deepest, key=lambda s: s[4]))  # type: ignore[attr-defined]
+        builder.too_deep(max(deepest, key=lambda d: d[0])[1])  # type: ignore[attr-defined]
 
 
 def walk_tree(root: Tree, builder: object) -> Any:
@@ -259,7 +266,7 @@ def walk_tree(root: Tree, builder: object) -> Any:
     deep tree), children last to first, as the parser's builder always went.
     """
     done: dict[int, Entry] = {}
-    deepest: list[Span] = []
+    deepest: list[tuple[int, Loc]] = []
     max_depth = builder.max_depth  # type: ignore[attr-defined]
     stack: list[Tree] = [root]
     while stack:
@@ -280,10 +287,11 @@ def walk_tree(root: Tree, builder: object) -> Any:
                 e = (c.type, str(c), c.line, c.column, c.end_line, c.end_column, c.start_pos, c.end_pos, 0)
             kids.append(e)
         m = node.meta
-        span = (m.line, m.column, m.end_line, m.end_column, m.start_pos, m.end_pos)
+        loc = Loc(m.line, m.column, m.end_line, m.end_column)
         if depth == max_depth:
-            deepest.append(span)
-        value = getattr(builder, "b_" + node.data)(kids, span)
-        done[id(node)] = (str(node.data), value, *span, depth + 1)
+            deepest.append((m.start_pos, loc))
+        value = getattr(builder, "b_" + node.data)(kids, loc)
+        done[id(node)] = (str(node.data), value, m.line, m.column, m.end_line, m.end_column, m.start_pos,
+                          m.end_pos, depth + 1)
     _report_depth(builder, deepest)
     return done[id(root)][1]

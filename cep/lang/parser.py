@@ -111,6 +111,7 @@ def item_text(source: str) -> str:
 
 
 _WORD_RE = re.compile(r"(?<![.\w])\w+")
+_PLAIN_ATTR_RE = re.compile(r"\w+\.\w+")  # an attribute item without blanks: item_text leaves it as it is
 
 
 def _upper_keyword(m: re.Match) -> str:
@@ -150,11 +151,6 @@ def _unescape(token: str) -> str:
 def _tok_loc(t: tuple) -> ast.Loc:
     """A token entry's location (``cep.lang.lalr``)."""
     return ast.Loc(t[2], t[3], t[4], t[5])
-
-
-def _loc(sp: tuple) -> ast.Loc:
-    """A node's location from its span ``(line, col, end_line, end_col, ...)``."""
-    return ast.Loc(sp[0], sp[1], sp[2], sp[3])
 
 
 # --------------------------------------------------------------- syntax errors
@@ -257,8 +253,7 @@ class _Builder:
 
     ``kids`` are the rule's children as Lark's tree would hold them, each an
     entry ``(kind, value, line, col, end_line, end_col, start_pos, end_pos,
-    depth)`` (a token's value is its text); ``sp`` is the node's own span
-    ``(line, col, end_line, end_col, start_pos, end_pos)``.
+    depth)`` (a token's value is its text); ``loc`` is the node's own location.
     """
 
     max_depth = MAX_DEPTH
@@ -272,31 +267,31 @@ class _Builder:
     def error(self, loc: ast.Loc, msg: str) -> None:
         self.issues.append(Issue(loc, msg))
 
-    def too_deep(self, sp: tuple) -> None:
-        self.error(_loc(sp), f"nested too deeply (more than {MAX_DEPTH} levels)")
+    def too_deep(self, loc: ast.Loc) -> None:
+        self.error(loc, f"nested too deeply (more than {MAX_DEPTH} levels)")
 
     # --------------------------------------------------------------- patterns
-    def b_start(self, kids: list, sp: tuple) -> list[ast.Pattern]:
+    def b_start(self, kids: list, loc: ast.Loc) -> list[ast.Pattern]:
         return [k[1] for k in kids]
 
-    def b_expr_only(self, kids: list, sp: tuple) -> ast.Expr:
+    def b_expr_only(self, kids: list, loc: ast.Loc) -> ast.Expr:
         return kids[0][1]
 
-    def b_pattern(self, kids: list, sp: tuple) -> ast.Pattern:
+    def b_pattern(self, kids: list, loc: ast.Loc) -> ast.Pattern:
         _kw, name, structure, *clauses = kids
         got: dict[str, object] = {}
         first: dict[str, ast.Loc] = {}
         for clause in clauses:
             kind, kw, value = clause[1]
-            loc = _tok_loc(kw)
+            kw_loc = _tok_loc(kw)
             if kind in first:
                 f = first[kind]
                 self.error(
-                    loc,
+                    kw_loc,
                     f"{CLAUSE_NAMES[kind]} clause is given twice (first at line {f.line}, col {f.col})",
                 )
                 continue
-            first[kind] = loc
+            first[kind] = kw_loc
             got[kind] = value
         partition = got.get("partition", ((), ()))
         p = ast.Pattern(
@@ -307,7 +302,7 @@ class _Builder:
             within=got.get("within"),  # type: ignore[arg-type]
             emit=got.get("emit"),  # type: ignore[arg-type]
             using=got.get("using"),  # type: ignore[arg-type]
-            loc=_loc(sp),
+            loc=loc,
             file=self.file,
             partition_locs=partition[1],  # type: ignore[index]
             using_loc=first.get("using", ast.NOLOC),
@@ -315,56 +310,54 @@ class _Builder:
         self.name_locs[id(p)] = _tok_loc(name)
         return p
 
-    def b_structure(self, kids: list, sp: tuple) -> ast.Structure:
+    def b_structure(self, kids: list, loc: ast.Loc) -> ast.Structure:
         op, *elements = kids
-        return ast.Structure(op[1].upper(), tuple(e[1] for e in elements), _loc(sp))
+        return ast.Structure(op[1].upper(), tuple(e[1] for e in elements), loc)
 
-    def _element(self, sp: tuple, type_: tuple, alias: tuple, kind: str) -> ast.Element:
-        return ast.Element(type_[1], alias[1], kind, None, _loc(sp), _tok_loc(alias))
+    def b_el_event(self, kids: list, loc: ast.Loc) -> ast.Element:
+        t, a = kids
+        return ast.Element(t[1], a[1], "event", None, loc, ast.Loc(a[2], a[3], a[4], a[5]))
 
-    def b_el_event(self, kids: list, sp: tuple) -> ast.Element:
-        return self._element(sp, kids[0], kids[1], "event")
+    def b_el_not(self, kids: list, loc: ast.Loc) -> ast.Element:
+        return ast.Element(kids[1][1], kids[2][1], "not", None, loc, _tok_loc(kids[2]))
 
-    def b_el_not(self, kids: list, sp: tuple) -> ast.Element:
-        return self._element(sp, kids[1], kids[2], "not")
+    def b_el_kleene(self, kids: list, loc: ast.Loc) -> ast.Element:
+        return ast.Element(kids[0][1], kids[2][1], "kleene", None, loc, _tok_loc(kids[2]))
 
-    def b_el_kleene(self, kids: list, sp: tuple) -> ast.Element:
-        return self._element(sp, kids[0], kids[2], "kleene")
-
-    def _quantified(self, kids: list, sp: tuple, lo: tuple, hi: tuple | None, bounded: bool) -> ast.Element:
+    def _quantified(self, kids: list, loc: ast.Loc, lo: tuple, hi: tuple | None, bounded: bool) -> ast.Element:
         alias = kids[-1]
         low = self.number(lo)
         high = (self.number(hi) if hi is not None else low) if bounded else None
-        return ast.Element(kids[0][1], alias[1], "kleene", None, _loc(sp), _tok_loc(alias), low, high)
+        return ast.Element(kids[0][1], alias[1], "kleene", None, loc, _tok_loc(alias), low, high)
 
-    def b_el_exactly(self, kids: list, sp: tuple) -> ast.Element:
-        return self._quantified(kids, sp, kids[1], None, True)
+    def b_el_exactly(self, kids: list, loc: ast.Loc) -> ast.Element:
+        return self._quantified(kids, loc, kids[1], None, True)
 
-    def b_el_at_least(self, kids: list, sp: tuple) -> ast.Element:
-        return self._quantified(kids, sp, kids[1], None, False)
+    def b_el_at_least(self, kids: list, loc: ast.Loc) -> ast.Element:
+        return self._quantified(kids, loc, kids[1], None, False)
 
-    def b_el_between(self, kids: list, sp: tuple) -> ast.Element:
-        return self._quantified(kids, sp, kids[1], kids[2], True)
+    def b_el_between(self, kids: list, loc: ast.Loc) -> ast.Element:
+        return self._quantified(kids, loc, kids[1], kids[2], True)
 
-    def b_el_nested(self, kids: list, sp: tuple) -> ast.Element:
+    def b_el_nested(self, kids: list, loc: ast.Loc) -> ast.Element:
         s = kids[0][1]
         return ast.Element("", "", "nested", s, s.loc, ast.NOLOC)
 
     # ---------------------------------------------------------------- clauses
-    def b_where_clause(self, kids: list, sp: tuple):
+    def b_where_clause(self, kids: list, loc: ast.Loc):
         return ("where", kids[0], kids[1][1])
 
-    def b_partition_clause(self, kids: list, sp: tuple):
+    def b_partition_clause(self, kids: list, loc: ast.Loc):
         names = kids[2:]
         return ("partition", kids[0], (tuple(n[1] for n in names), tuple(_tok_loc(n) for n in names)))
 
-    def b_within_clause(self, kids: list, sp: tuple):
+    def b_within_clause(self, kids: list, loc: ast.Loc):
         return ("within", kids[0], kids[1][1])
 
-    def b_emit_clause(self, kids: list, sp: tuple):
+    def b_emit_clause(self, kids: list, loc: ast.Loc):
         return ("emit", kids[0], tuple(k[1] for k in kids[1:]))
 
-    def b_using_clause(self, kids: list, sp: tuple):
+    def b_using_clause(self, kids: list, loc: ast.Loc):
         name = kids[1][1]
         if name.lower() not in STRATEGIES:
             self.error(
@@ -373,7 +366,7 @@ class _Builder:
             )
         return ("using", kids[0], name.lower())
 
-    def b_duration(self, kids: list, sp: tuple) -> ast.Duration:
+    def b_duration(self, kids: list, loc: ast.Loc) -> ast.Duration:
         negative = kids[0][0] == "MINUS"
         toks = kids[1:] if negative else kids
         value = self.number(toks[0])
@@ -388,17 +381,19 @@ class _Builder:
                     _tok_loc(toks[1]),
                     f"unknown duration unit '{u}'{hint(u, DURATION_UNITS)}; use {UNIT_HELP}",
                 )
-        return ast.Duration(value, unit, _loc(sp))
+        return ast.Duration(value, unit, loc)
 
-    def b_item_expr(self, kids: list, sp: tuple) -> ast.EmitItem:
+    def b_item_expr(self, kids: list, loc: ast.Loc) -> ast.EmitItem:
         src = kids[0]
-        text = item_text(self.text[src[6] : src[7]])
+        text = self.text[src[6] : src[7]]
+        if src[0] != "attr" or _PLAIN_ATTR_RE.fullmatch(text) is None:  # (`a.b` as written is its own text)
+            text = item_text(text)
         name = kids[2][1] if len(kids) == 3 else None
-        return ast.EmitItem(src[1], name, text, None, _loc(sp))
+        return ast.EmitItem(src[1], name, text, None, loc)
 
-    def b_item_star(self, kids: list, sp: tuple) -> ast.EmitItem:
+    def b_item_star(self, kids: list, loc: ast.Loc) -> ast.EmitItem:
         alias = kids[0][1]
-        return ast.EmitItem(None, None, f"{alias}.*", alias, _loc(sp))
+        return ast.EmitItem(None, None, f"{alias}.*", alias, loc)
 
     # ------------------------------------------------------------ expressions
     def number(self, tok: tuple) -> int | float:
@@ -412,62 +407,62 @@ class _Builder:
             return 0
         return v
 
-    def b_number(self, kids: list, sp: tuple) -> ast.Literal:
-        return ast.Literal(self.number(kids[0]), _loc(sp))
+    def b_number(self, kids: list, loc: ast.Loc) -> ast.Literal:
+        return ast.Literal(self.number(kids[0]), loc)
 
-    def b_string(self, kids: list, sp: tuple) -> ast.Literal:
-        return ast.Literal(_unescape(kids[0][1]), _loc(sp))
+    def b_string(self, kids: list, loc: ast.Loc) -> ast.Literal:
+        return ast.Literal(_unescape(kids[0][1]), loc)
 
-    def b_true(self, kids: list, sp: tuple) -> ast.Literal:
-        return ast.Literal(True, _loc(sp))
+    def b_true(self, kids: list, loc: ast.Loc) -> ast.Literal:
+        return ast.Literal(True, loc)
 
-    def b_false(self, kids: list, sp: tuple) -> ast.Literal:
-        return ast.Literal(False, _loc(sp))
+    def b_false(self, kids: list, loc: ast.Loc) -> ast.Literal:
+        return ast.Literal(False, loc)
 
-    def b_null(self, kids: list, sp: tuple) -> ast.Literal:
-        return ast.Literal(None, _loc(sp))
+    def b_null(self, kids: list, loc: ast.Loc) -> ast.Literal:
+        return ast.Literal(None, loc)
 
-    def b_attr(self, kids: list, sp: tuple) -> ast.Attr:
-        return ast.Attr(kids[0][1], kids[1][1], _loc(sp))
+    def b_attr(self, kids: list, loc: ast.Loc) -> ast.Attr:
+        return ast.Attr(kids[0][1], kids[1][1], loc)
 
-    def b_attr_name(self, kids: list, sp: tuple) -> str:
+    def b_attr_name(self, kids: list, loc: ast.Loc) -> str:
         return kids[0][1]
 
-    def b_bare(self, kids: list, sp: tuple) -> ast.Attr:
-        return ast.Attr(kids[0][1], "", _loc(sp))
+    def b_bare(self, kids: list, loc: ast.Loc) -> ast.Attr:
+        return ast.Attr(kids[0][1], "", loc)
 
-    def b_call(self, kids: list, sp: tuple) -> ast.Call:
-        return ast.Call(kids[0][1].lower(), tuple(k[1] for k in kids[1:]), _loc(sp))
+    def b_call(self, kids: list, loc: ast.Loc) -> ast.Call:
+        return ast.Call(kids[0][1].lower(), tuple(k[1] for k in kids[1:]), loc)
 
-    def b_paren(self, kids: list, sp: tuple) -> ast.Expr:
+    def b_paren(self, kids: list, loc: ast.Loc) -> ast.Expr:
         return kids[0][1]
 
-    def b_neg(self, kids: list, sp: tuple) -> ast.Expr:
+    def b_neg(self, kids: list, loc: ast.Loc) -> ast.Expr:
         kind, operand = kids[1][0], kids[1][1]
         if kind == "number" and isinstance(operand, ast.Literal):
-            return ast.Literal(-operand.value, _loc(sp))  # type: ignore[operator]
-        return ast.Neg(operand, _loc(sp))
+            return ast.Literal(-operand.value, loc)  # type: ignore[operator]
+        return ast.Neg(operand, loc)
 
-    def b_arith(self, kids: list, sp: tuple) -> ast.Arith:
-        return ast.Arith(kids[1][1], kids[0][1], kids[2][1], _loc(sp))
+    def b_arith(self, kids: list, loc: ast.Loc) -> ast.Arith:
+        return ast.Arith(kids[1][1], kids[0][1], kids[2][1], loc)
 
-    def b_compare(self, kids: list, sp: tuple) -> ast.Compare:
-        return ast.Compare(_COMPOPS[kids[1][1]], kids[0][1], kids[2][1], _loc(sp))
+    def b_compare(self, kids: list, loc: ast.Loc) -> ast.Compare:
+        return ast.Compare(_COMPOPS[kids[1][1]], kids[0][1], kids[2][1], loc)
 
-    def b_in_list(self, kids: list, sp: tuple) -> ast.InList:
-        return ast.InList(kids[0][1], tuple(k[1] for k in kids[2:]), False, _loc(sp))
+    def b_in_list(self, kids: list, loc: ast.Loc) -> ast.InList:
+        return ast.InList(kids[0][1], tuple(k[1] for k in kids[2:]), False, loc)
 
-    def b_not_in_list(self, kids: list, sp: tuple) -> ast.InList:
-        return ast.InList(kids[0][1], tuple(k[1] for k in kids[3:]), True, _loc(sp))
+    def b_not_in_list(self, kids: list, loc: ast.Loc) -> ast.InList:
+        return ast.InList(kids[0][1], tuple(k[1] for k in kids[3:]), True, loc)
 
-    def b_not_(self, kids: list, sp: tuple) -> ast.Not:
-        return ast.Not(kids[1][1], _loc(sp))
+    def b_not_(self, kids: list, loc: ast.Loc) -> ast.Not:
+        return ast.Not(kids[1][1], loc)
 
-    def b_and_(self, kids: list, sp: tuple) -> ast.And:
-        return ast.And(kids[0][1], kids[2][1], _loc(sp))
+    def b_and_(self, kids: list, loc: ast.Loc) -> ast.And:
+        return ast.And(kids[0][1], kids[2][1], loc)
 
-    def b_or_(self, kids: list, sp: tuple) -> ast.Or:
-        return ast.Or(kids[0][1], kids[2][1], _loc(sp))
+    def b_or_(self, kids: list, loc: ast.Loc) -> ast.Or:
+        return ast.Or(kids[0][1], kids[2][1], loc)
 
 
 # ------------------------------------------------------------------ the driver
