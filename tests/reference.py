@@ -34,7 +34,6 @@ numbers).
 from __future__ import annotations
 
 import dataclasses
-
 import itertools
 import math
 from collections import Counter

@@ -18,7 +18,8 @@ What goes where (thesis section 4.1, issue 2):
 
 Expressions are compiled to Python functions once, here (``cep.lang.expr``),
 except inside ``without_code()`` (``cep check``), where the same query is built
-without them.
+without them.  ``cep.lang.expr`` and ``cep.codegen`` are imported where code is
+generated, so checking does not load them (start-up counts: issue 12).
 """
 
 from __future__ import annotations
@@ -29,11 +30,9 @@ from contextvars import ContextVar
 from dataclasses import replace
 from typing import Any
 
-from cep import codegen
 from cep.errors import Diagnostic
 from cep.lang import ast
 from cep.lang.checker import attr_refs, conjuncts
-from cep.lang.expr import compile_condition, compile_expr, linear_form
 from cep.lang.gcq import (
     ID_ATTR,
     TIME_ATTR,
@@ -46,6 +45,7 @@ from cep.lang.gcq import (
     Predicate,
     Variable,
 )
+from cep.lang.printer import format_expr
 from cep.units import in_time_units
 
 
@@ -58,15 +58,6 @@ def _is_attr_equality(c: ast.Expr) -> bool:
     """``a.x = b.y``: a conjunct that becomes a join (one shared variable), not a predicate."""
     return (isinstance(c, ast.Compare) and c.op == "="
             and isinstance(c.left, ast.Attr) and isinstance(c.right, ast.Attr))
-
-
-def _text(e: ast.Expr) -> str:
-    try:
-        from cep.lang.printer import format_expr
-
-        return format_expr(e)
-    except ImportError:  # pragma: no cover - printer is part of the package
-        return repr(e)
 
 
 class _UnionFind:
@@ -151,9 +142,10 @@ class _Code:
 
     Why: generating and compiling Python source is most of the cost of compiling
     a pattern, and ``cep check`` only validates (issue 12).  With ``generate``
-    False every function slot holds ``_not_generated``, which refuses to run;
-    everything else in the ``CompiledPattern`` (atoms, variables, predicates with
-    their text and linear form, gaps, emit items) is the same.
+    False every function slot holds ``_not_generated``, which refuses to run, and
+    predicates get no linear form (it serves only the planner's index choice);
+    everything else in the ``CompiledPattern`` (atoms, variables, predicates and
+    their text, gaps, emit items) is the same.
     """
 
     def __init__(self, generate: bool) -> None:
@@ -161,11 +153,19 @@ class _Code:
 
     def condition(self, expr: ast.Expr, access: Callable[[ast.Attr], str], params: Sequence[str],
                   label: str = "condition") -> Callable[..., bool]:
-        return compile_condition(expr, access, params, label) if self.generate else _not_generated
+        if not self.generate:
+            return _not_generated
+        from cep.lang.expr import compile_condition
+
+        return compile_condition(expr, access, params, label)
 
     def value(self, expr: ast.Expr, access: Callable[[ast.Attr], str], params: Sequence[str],
               label: str = "expression") -> Callable[..., Any]:
-        return compile_expr(expr, access, params, label) if self.generate else _not_generated
+        if not self.generate:
+            return _not_generated
+        from cep.lang.expr import compile_expr
+
+        return compile_expr(expr, access, params, label)
 
 
 _GENERATE: ContextVar[bool] = ContextVar("cep_generate_code", default=True)
@@ -200,7 +200,7 @@ def compile_pattern(p: ast.Pattern, time_unit: str = "s") -> CompiledPattern:
     # -- WHERE conjuncts: filters, equalities, cross predicates; a conjunct that
     # mentions a NOT alias belongs to that gap element (docs/language.md section 7, NOT elements)
     filters: dict[str, list[ast.Expr]] = {a: [] for a in aliases}
-    cross: list[tuple[ast.Expr, str]] = []
+    cross: list[_Cross] = []
     gap_conjuncts: dict[str, list[ast.Expr]] = {a: [] for a in gap_aliases}
     positive_conjuncts: list[ast.Expr] = []
     agg_conjuncts: list[ast.Expr] = []
@@ -220,7 +220,7 @@ def compile_pattern(p: ast.Pattern, time_unit: str = "s") -> CompiledPattern:
         elif len(used) == 2 and _is_attr_equality(c):
             uf.union((c.left.alias, c.left.name), (c.right.alias, c.right.name))
         else:
-            cross.append((c, "where"))
+            cross.append((c, "where", refs))
 
     # -- PARTITION BY a: a.attr = b.attr for every pair of aliases
     for attr in p.partition_by:
@@ -230,24 +230,19 @@ def compile_pattern(p: ast.Pattern, time_unit: str = "s") -> CompiledPattern:
     # -- SEQ order and WITHIN bands
     w = duration_in_time_units(p.within, time_unit) if p.within is not None else None
 
-    def ts(a: str) -> ast.Attr:
-        return ast.Attr(a, TIME_ATTR)
-
     k = len(aliases)
     spans: list[tuple[list[int], list[int]]] = []  # WITHIN as one span predicate: (ends, starts)
     if shape.nested:
         spans = _nested_order(shape, aliases, w, cross)
     elif p.structure.op == "SEQ":
         for i in range(k - 1):
-            cross.append((ast.Compare("<", ts(aliases[i]), ts(aliases[i + 1])), "seq"))
+            cross.append(_before(aliases[i], aliases[i + 1]))
         if w is not None:
             wl = ast.Literal(w)
             for i in range(k - 1):
-                diff = ast.Arith("-", ts(aliases[i + 1]), ts(aliases[i]))
-                cross.append((ast.Compare("<=", diff, wl), "within"))
+                cross.append(_at_most(aliases[i + 1], aliases[i], wl, "within"))
             if k >= 3:
-                diff = ast.Arith("-", ts(aliases[-1]), ts(aliases[0]))
-                cross.append((ast.Compare("<=", diff, wl), "span"))
+                cross.append(_at_most(aliases[-1], aliases[0], wl, "span"))
     elif w is not None:
         # |x.ts - y.ts| <= w for every pair is max(ts) - min(ts) <= w: a band from each element
         # to the last one (implied by the span, indexable: the planner keeps them in the tree)
@@ -259,8 +254,8 @@ def compile_pattern(p: ast.Pattern, time_unit: str = "s") -> CompiledPattern:
             spans.append((list(range(k)), list(range(k))))
 
     # every reference of a cross predicate is a variable
-    for c, _ in cross:
-        for r in attr_refs(c):
+    for _c, _origin, refs in cross:
+        for r in refs:
             uf.add((r.alias, r.name))
 
     # -- variables: union-find classes with a reference from at least one alias
@@ -304,13 +299,12 @@ def compile_pattern(p: ast.Pattern, time_unit: str = "s") -> CompiledPattern:
             for e in fexprs[1:]:
                 cond = ast.And(cond, e)
             fn = code.condition(cond, _event_access, ["e"], f"{p.name}: filter of {a}")
-            ftext = " AND ".join(_text(e) for e in fexprs)
+            ftext = " AND ".join(format_expr(e) for e in fexprs)
         atoms.append(Atom(a, el.type, i, tuple(vars_), tuple(attrs), fn, filter_text=ftext))
 
     # -- predicates over variables
     predicates: list[Predicate] = []
-    for c, origin in cross:
-        refs = attr_refs(c)
+    for c, origin, refs in cross:
         pvars = list(dict.fromkeys(var_of[(r.alias, r.name)] for r in refs))
         params = [f"v{j}" for j in range(len(pvars))]
         pos = {v: j for j, v in enumerate(pvars)}
@@ -320,7 +314,9 @@ def compile_pattern(p: ast.Pattern, time_unit: str = "s") -> CompiledPattern:
 
         fn = code.condition(c, access, params, f"{p.name}: predicate #{len(predicates)}")
         lin = None
-        if isinstance(c, ast.Compare) and len(pvars) == 2:
+        if code.generate and isinstance(c, ast.Compare) and len(pvars) == 2:
+            from cep.lang.expr import linear_form
+
             lf = linear_form(c)
             if lf is not None:
                 coefs, const, op = lf
@@ -330,7 +326,7 @@ def compile_pattern(p: ast.Pattern, time_unit: str = "s") -> CompiledPattern:
                     merged[v] = merged.get(v, 0) + coef
                 if len(merged) == 2 and all(x != 0 for x in merged.values()):
                     lin = Linear(tuple(merged.items()), const, op)
-        predicates.append(Predicate(len(predicates), tuple(pvars), _text(c), origin, fn, c, lin))
+        predicates.append(Predicate(len(predicates), tuple(pvars), None, origin, fn, c, lin))
     for ends, starts in spans:
         predicates.append(_span_predicate(
             len(predicates),
@@ -370,7 +366,7 @@ def compile_pattern(p: ast.Pattern, time_unit: str = "s") -> CompiledPattern:
     if cond is not None:
         agg_condition = code.condition(cond, _match_access(alias_pos), _match_params(k, slots),
                                           f"{p.name}: condition on aggregates")
-        agg_text = " AND ".join(_text(c) for c in agg_conjuncts)
+        agg_text = " AND ".join(format_expr(c) for c in agg_conjuncts)
     for gi, g in enumerate(gaps):
         if g.origin == "kleene":
             g.aggregates = tuple(j for j, a in enumerate(slots.aggregates) if a.gap == gi)
@@ -448,7 +444,7 @@ class _AggregateSlots:
     def call_slot(self, c: ast.Call) -> int:
         arg = c.args[0]
         assert isinstance(arg, ast.Attr)
-        return self.slot(arg.alias, c.name, arg.name or None, _text(c))
+        return self.slot(arg.alias, c.name, arg.name or None, format_expr(c))
 
     def rewrite(self, e: ast.Expr) -> ast.Expr:
         if isinstance(e, ast.Call):
@@ -480,7 +476,23 @@ def _match_access(alias_pos: dict[str, int]) -> Callable[[ast.Attr], str]:
     return access
 
 
-def _nested_order(shape: _Shape, aliases: list[str], w, cross: list[tuple[ast.Expr, str]]) -> list[tuple[list[int], list[int]]]:
+_Cross = tuple[ast.Expr, str, list[ast.Attr]]
+"""A predicate to be: its condition, its origin and its attribute references (found once)."""
+
+
+def _before(x: str, y: str) -> _Cross:
+    """``x.ts < y.ts`` (SEQ order)."""
+    tx, ty = ast.Attr(x, TIME_ATTR), ast.Attr(y, TIME_ATTR)
+    return ast.Compare("<", tx, ty), "seq", [tx, ty]
+
+
+def _at_most(later: str, earlier: str, wl: ast.Literal, origin: str) -> _Cross:
+    """``later.ts - earlier.ts <= w`` (a WITHIN band or span)."""
+    tl, te = ast.Attr(later, TIME_ATTR), ast.Attr(earlier, TIME_ATTR)
+    return ast.Compare("<=", ast.Arith("-", tl, te), wl), origin, [tl, te]
+
+
+def _nested_order(shape: _Shape, aliases: list[str], w, cross: list[_Cross]) -> list[tuple[list[int], list[int]]]:
     """The temporal inequalities a nested structure denotes (docs/language.md section 7, Nesting), and WITHIN:
     a band on every order edge plus ``e - s <= w`` from each possible earliest event
     ``s`` to each possible latest ``e`` (so ``max ts - min ts <= w``).
@@ -491,34 +503,30 @@ def _nested_order(shape: _Shape, aliases: list[str], w, cross: list[tuple[ast.Ex
     joined by an order edge get their (implied) band, so the planner still has a band to index
     for every element."""
 
-    def ts(i: int) -> ast.Attr:
-        return ast.Attr(aliases[i], TIME_ATTR)
-
     for i, j in shape.edges:
-        cross.append((ast.Compare("<", ts(i), ts(j)), "seq"))
+        cross.append(_before(aliases[i], aliases[j]))
     if w is None:
         return []
     wl = ast.Literal(w)
     edges = set(shape.edges)
     for i, j in shape.edges:
-        cross.append((ast.Compare("<=", ast.Arith("-", ts(j), ts(i)), wl), "within"))
+        cross.append(_at_most(aliases[j], aliases[i], wl, "within"))
     pairs = [(s_, e) for s_ in shape.starts for e in shape.ends if s_ != e and (s_, e) not in edges]
     if len(pairs) <= 1:
         for s_, e in pairs:
-            cross.append((ast.Compare("<=", ast.Arith("-", ts(e), ts(s_)), wl), "span"))
+            cross.append(_at_most(aliases[e], aliases[s_], wl, "span"))
         return []
     joined = edges | {(j, i) for i, j in edges}
     _bands([(i, i + 1) for i in range(len(aliases) - 1) if (i, i + 1) not in joined], aliases, w, cross)
     return [(list(shape.ends), list(shape.starts))]
 
 
-def _bands(pairs: Iterable[tuple[int, int]], aliases: list[str], w, cross: list[tuple[ast.Expr, str]]) -> None:
+def _bands(pairs: Iterable[tuple[int, int]], aliases: list[str], w, cross: list[_Cross]) -> None:
     """``|x.ts - y.ts| <= w`` (two linear predicates, origin ``within``) for each pair of positions."""
     wl = ast.Literal(w)
     for i, j in pairs:
         for x, y in ((i, j), (j, i)):
-            diff = ast.Arith("-", ast.Attr(aliases[x], TIME_ATTR), ast.Attr(aliases[y], TIME_ATTR))
-            cross.append((ast.Compare("<=", diff, wl), "within"))
+            cross.append(_at_most(aliases[x], aliases[y], wl, "within"))
 
 
 def _span_predicate(pid: int, ends: Sequence[str], starts: Sequence[str], w, pattern: str,
@@ -545,8 +553,12 @@ def _span_predicate(pid: int, ends: Sequence[str], starts: Sequence[str], w, pat
         "    except OverflowError:\n"
         "        return False\n"
     )
-    fn = codegen.define(f"{pattern}: predicate #{pid}", src, "span") if generate else _not_generated
-    wt = _text(ast.Literal(w))
+    fn = _not_generated
+    if generate:
+        from cep import codegen
+
+        fn = codegen.define(f"{pattern}: predicate #{pid}", src, "span")
+    wt = format_expr(ast.Literal(w))
     if list(ends) == list(starts):
         text = f"max - min of ({', '.join(ends)}) <= {wt}"
     else:
@@ -587,7 +599,7 @@ def _gap_parts(
     out: dict[str, Any] = {"key_attrs": tuple(key_attrs), "key_sources": tuple(key_sources)}
     if own:
         out["filter"] = code.condition(_and_all(own), _event_access, ["e"])
-        out["filter_text"] = " AND ".join(_text(e) for e in own)
+        out["filter_text"] = " AND ".join(format_expr(e) for e in own)
     if residual:
         params = ["g"] + [f"e{i}" for i in range(len(alias_pos))]
 
@@ -596,7 +608,7 @@ def _gap_parts(
             return f"{v}.ts" if attr.name == TIME_ATTR else f"{v}.fields.get({attr.name!r})"
 
         out["residual"] = code.condition(_and_all(residual), access, params)
-        out["residual_text"] = " AND ".join(_text(e) for e in residual)
+        out["residual_text"] = " AND ".join(format_expr(e) for e in residual)
     return out
 
 
@@ -708,6 +720,8 @@ def match_builder(cp: CompiledPattern) -> Callable[[Sequence[Any]], dict]:
     unpack_aggs = f"    {''.join(f'g{j}, ' for j in range(m))}= aggs\n" if m else ""
     src = (f"def build(events, aggs=()):\n    {unpack}= events\n{unpack_aggs}"
            f"    return {{{', '.join(items)}}}\n")
+    from cep import codegen
+
     return codegen.define(f"{cp.name}: match builder", src, "build", env)
 
 

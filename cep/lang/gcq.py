@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from cep.lang import ast
+from cep.lang.printer import format_expr
 
 ID_ATTR = "#"
 TIME_ATTR = "ts"
@@ -109,11 +110,24 @@ class Predicate:
 
     id: int
     vars: tuple[str, ...]  # the arguments of ``fn``, in this order
-    text: str
+    given_text: str | None  # None: ``text`` is the canonical text of ``expr``, printed when first read
     origin: str  # "where" | "seq" | "within" | "span"
     fn: Callable[..., bool] = field(repr=False)  # values in ``vars`` order -> True iff true
     expr: ast.Expr | None = field(default=None, repr=False)
     linear: Linear | None = None
+
+    @property
+    def text(self) -> str:
+        """How the predicate reads (``b.amount > a.amount``).
+
+        Printed on demand: only ``cep explain``, summaries and messages read it,
+        and printing every SEQ-order and WITHIN predicate of every pattern was
+        a tenth of ``cep check`` (issue 12).
+        """
+        if self.given_text is None:
+            assert self.expr is not None
+            self.given_text = format_expr(self.expr)
+        return self.given_text
 
     @property
     def aliases(self) -> tuple[str, ...]:
