@@ -159,6 +159,31 @@ class _Code:
 
         return compile_condition(expr, access, params, label)
 
+    def predicate(self, c: ast.Expr, pvars: tuple[str, ...], var_of: dict[tuple[str, str], str], pattern: str,
+                  pid: int) -> tuple[Callable[..., bool], Linear | None]:
+        """A cross predicate's function of its variables ``pvars`` and its linear form, if any."""
+        if not self.generate:
+            return _not_generated, None
+        from cep.lang.expr import linear_form
+
+        pos = {v: j for j, v in enumerate(pvars)}
+
+        def access(attr: ast.Attr) -> str:
+            return f"v{pos[var_of[(attr.alias, attr.name)]]}"
+
+        fn = self.condition(c, access, [f"v{j}" for j in range(len(pvars))], f"{pattern}: predicate #{pid}")
+        lf = linear_form(c) if isinstance(c, ast.Compare) and len(pvars) == 2 else None
+        if lf is None:
+            return fn, None
+        coefs, const, op = lf
+        merged: dict[str, float] = {}
+        for (al, at), coef in coefs.items():
+            v = var_of[(al, at)]
+            merged[v] = merged.get(v, 0) + coef
+        if len(merged) == 2 and all(x != 0 for x in merged.values()):
+            return fn, Linear(tuple(merged.items()), const, op)
+        return fn, None
+
     def value(self, expr: ast.Expr, access: Callable[[ast.Attr], str], params: Sequence[str],
               label: str = "expression") -> Callable[..., Any]:
         if not self.generate:
@@ -260,15 +285,18 @@ def compile_pattern(p: ast.Pattern, time_unit: str = "s") -> CompiledPattern:
 
     # -- variables: union-find classes with a reference from at least one alias
     classes: dict[tuple[str, str], list[tuple[str, str]]] = {}
-    for ref in sorted(uf.parent, key=lambda r: uf.order[r]):
+    for ref in uf.parent:  # (in the order references were added: the dict's own order)
         classes.setdefault(uf.find(ref), []).append(ref)
     variables: dict[str, Variable] = {}
     var_of: dict[tuple[str, str], str] = {}
+    own_refs: dict[str, list[tuple[str, str]]] = {a: [] for a in aliases}  # per alias, in class order
     for root, refs in classes.items():
         name = f"{root[0]}.{root[1]}"
         variables[name] = Variable(name, tuple(refs))
         for r in refs:
             var_of[r] = name
+            if r[0] in own_refs:
+                own_refs[r[0]].append((r[1], name))
 
     # -- atoms
     atoms: list[Atom] = []
@@ -277,16 +305,14 @@ def compile_pattern(p: ast.Pattern, time_unit: str = "s") -> CompiledPattern:
         vars_: list[str] = []
         attrs: list[str] = []
         seen_attr: dict[str, str] = {}
-        for ref, v in var_of.items():
-            if ref[0] != a:
-                continue
+        for attr, v in own_refs[a]:
             if v in seen_attr:
                 # two attributes of one alias in one class: a.x = a.y is a filter
-                filters[a].append(ast.Compare("=", ast.Attr(a, seen_attr[v]), ast.Attr(a, ref[1])))
+                filters[a].append(ast.Compare("=", ast.Attr(a, seen_attr[v]), ast.Attr(a, attr)))
                 continue
-            seen_attr[v] = ref[1]
+            seen_attr[v] = attr
             vars_.append(v)
-            attrs.append(ref[1])
+            attrs.append(attr)
         id_var = f"{a}.{ID_ATTR}"
         variables[id_var] = Variable(id_var, ((a, ID_ATTR),))
         vars_.append(id_var)
@@ -305,28 +331,9 @@ def compile_pattern(p: ast.Pattern, time_unit: str = "s") -> CompiledPattern:
     # -- predicates over variables
     predicates: list[Predicate] = []
     for c, origin, refs in cross:
-        pvars = list(dict.fromkeys(var_of[(r.alias, r.name)] for r in refs))
-        params = [f"v{j}" for j in range(len(pvars))]
-        pos = {v: j for j, v in enumerate(pvars)}
-
-        def access(attr: ast.Attr, pos=pos) -> str:
-            return f"v{pos[var_of[(attr.alias, attr.name)]]}"
-
-        fn = code.condition(c, access, params, f"{p.name}: predicate #{len(predicates)}")
-        lin = None
-        if code.generate and isinstance(c, ast.Compare) and len(pvars) == 2:
-            from cep.lang.expr import linear_form
-
-            lf = linear_form(c)
-            if lf is not None:
-                coefs, const, op = lf
-                merged: dict[str, float] = {}
-                for (al, at), coef in coefs.items():
-                    v = var_of[(al, at)]
-                    merged[v] = merged.get(v, 0) + coef
-                if len(merged) == 2 and all(x != 0 for x in merged.values()):
-                    lin = Linear(tuple(merged.items()), const, op)
-        predicates.append(Predicate(len(predicates), tuple(pvars), None, origin, fn, c, lin))
+        pvars = tuple(dict.fromkeys([var_of[(r.alias, r.name)] for r in refs]))
+        fn, lin = code.predicate(c, pvars, var_of, p.name, len(predicates))
+        predicates.append(Predicate(len(predicates), pvars, None, origin, fn, c, lin))
     for ends, starts in spans:
         predicates.append(_span_predicate(
             len(predicates),
