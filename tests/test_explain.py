@@ -18,7 +18,7 @@ from cep.plan.planner import plan_pattern
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PATTERN_KEYS = {
     "name", "file", "op", "within", "time_unit", "atoms", "predicates", "tree",
-    "residual", "query_class", "partition_key", "notes", "physical", "strategy", "gaps",
+    "residual", "query_class", "partition_key", "notes", "physical", "strategy", "gaps", "decision",
 }
 NODE_KEYS = {
     "id", "vars", "atom", "parent", "children", "guard", "in_connex", "edge_predicates",
@@ -165,3 +165,56 @@ def test_strict_contiguity_gaps_share_one_index():
     doc = plan_to_dict(plan_pattern(cp))
     assert [g["index"]["id"] for g in doc["gaps"]] == [0, 0]
     assert [g["origin"] for g in doc["gaps"]] == ["contiguity", "contiguity"]
+
+
+def test_gap_patterns_name_their_deciding_event():
+    trailing, nested, plain = compile_text(
+        "PATTERN t SEQ(Order o, NOT Shipment s) WHERE s.order_id = o.order_id WITHIN 2 d\n"
+        "PATTERN n SEQ(A a, NOT X x, AND(B b, C c), D d) WITHIN 10 s\n"
+        "PATTERN p SEQ(A a, B b) WITHIN 10 s\n"
+    )
+    doc = plan_to_dict(plan_pattern(trailing))
+    assert doc["decision"] == {"time": "o.ts + 172800", "when": "the watermark is past it",
+                               "deciding_atoms": ["o"], "candidates": [["o"]]}
+    assert "decided at o.ts + 172800, once the watermark is past it; deciding event: o" in plan_to_text(
+        plan_pattern(trailing))
+    # the gap ends at the earlier of b and c: either can decide, whichever is earlier
+    doc = plan_to_dict(plan_pattern(nested))
+    assert doc["decision"] == {"time": "min(b.ts, c.ts)", "when": "the watermark reaches it",
+                               "deciding_atoms": ["b", "c"], "candidates": [["b", "c"]]}
+    assert ("decided at min(b.ts, c.ts), once the watermark reaches it; deciding event: one of b, c"
+            in plan_to_text(plan_pattern(nested)))
+    assert plan_to_dict(plan_pattern(plain))["decision"] is None
+    assert "decided at" not in plan_to_text(plan_pattern(plain))
+
+
+def test_the_runtime_decides_as_explain_says():
+    """The engine's deciding event (``GapChecks.decider``) is one explain names, and its time
+    (plus the window of a trailing gap) is the match's decision time."""
+    import random
+
+    from cep.event import Event
+    from cep.plan.gaps import plan_decision
+    from cep.runtime.engine import Engine
+
+    cps = compile_text(
+        "PATTERN n SEQ(A a, NOT X x, AND(B b, C c), NOT Y y, D d) WITHIN 10 s\n"
+        "PATTERN m SEQ(A a, NOT X x, AND(B b, C c), NOT Y y, AND(D d, E e)) WITHIN 10 s\n"
+        "PATTERN t SEQ(A a, AND(B b, C c), NOT Y y) WITHIN 10 s\n"
+    )
+    engine = Engine(cps, 0)
+    rng = random.Random(7)
+    for cp, checks in zip(cps, engine.checks, strict=True):
+        assert checks is not None
+        decision = plan_decision(cp, list(engine.runtimes[cps.index(cp)].plan.gaps))
+        assert checks.deciders == decision.deciders and checks.trailing == decision.trailing
+        tried = 0
+        while tried < 200:
+            ts = [rng.randint(0, 6) for _ in cp.atoms]
+            if any(ts[i] >= ts[j] for i, j in cp.order):
+                continue  # not a match: the SEQ order does not hold
+            tried += 1
+            match = [Event(a.type, t, {}, "") for a, t in zip(cp.atoms, ts, strict=True)]
+            atom = checks.decider(match)
+            assert atom in decision.deciders
+            assert checks.decision_time(match) == (match[atom].ts + decision.offset, decision.trailing)

@@ -20,7 +20,7 @@ from cep.errors import PatternError
 from cep.exit_codes import EXIT_OK, EXIT_OTHER, EXIT_PATTERN
 from cep.lang.gcq import Bound, CompiledPattern
 from cep.plan.classify import QueryClass, classify_plan
-from cep.plan.gaps import aggregate_structure, gap_window_text
+from cep.plan.gaps import aggregate_structure, gap_window_text, plan_decision
 from cep.plan.model import IndexSpec, Plan, enumeration_index, sibling_index
 from cep.plan.physical import IndexUse, PhysicalPlan, physical_plan
 
@@ -237,6 +237,7 @@ def plan_to_dict(plan: Plan) -> dict[str, Any]:
         "physical": physical_to_dict(physical_plan(plan)),
         "strategy": cp.strategy,
         "gaps": gaps_to_dicts(physical_plan(plan)),
+        "decision": decision_to_dict(physical_plan(plan)),
     }
 
 
@@ -302,6 +303,22 @@ def _repetition(cp: CompiledPattern, pl: Any) -> dict[str, Any]:
     }
 
 
+def decision_to_dict(pp: PhysicalPlan) -> dict[str, Any] | None:
+    """When a match is decided and which of its events decides it (``cep.plan.gaps.Decision``);
+    None for a pattern without gap elements (its matches are emitted at once)."""
+    cp = pp.pattern
+    if not cp.gaps:
+        return None
+    d = plan_decision(cp, list(pp.gaps))
+    aliases = [a.alias for a in cp.atoms]
+    return {
+        "time": d.time_text(aliases, f"{cp.within}"),
+        "when": "the watermark is past it" if d.trailing else "the watermark reaches it",
+        "deciding_atoms": [aliases[i] for i in d.deciders],
+        "candidates": [[aliases[i] for i in g] for g in d.candidates],
+    }
+
+
 def gaps_to_text(pp: PhysicalPlan) -> list[str]:
     cp = pp.pattern
     if not cp.gaps:
@@ -333,6 +350,13 @@ def gaps_to_text(pp: PhysicalPlan) -> list[str]:
                 lines.append(f"        {a['aggregate']}: {a['served_by']}")
             if g["match_condition"]:
                 lines.append(f"      condition on the match: {g['match_condition']}")
+    d = decision_to_dict(pp)
+    assert d is not None
+    deciders = d["deciding_atoms"]
+    by = deciders[0] if len(deciders) == 1 else f"one of {', '.join(deciders)} (the event that gives the time)"
+    lines.append(f"    decided at {d['time']}, once {d['when']}; deciding event: {by}")
+    lines.append(f"      (undecided matches are kept per deciding event: one entry per {' or '.join(deciders)} "
+                 "event, whatever the number of matches)")
     return lines
 
 

@@ -121,3 +121,69 @@ def gap_window_text(g: Gap, cp: CompiledPattern, within_text: str) -> str:
     lo = f"({ts_of(g.after, 'max')}" if g.after else f"[{ts_of(last, 'max')} - {within_text}"
     hi = f"{ts_of(g.before, 'min')})" if g.before else f"{ts_of(first, 'min')} + {within_text}]"
     return f"{lo}, {hi}"
+
+
+@dataclass(frozen=True)
+class Decision:
+    """When a match of a pattern with gap elements is decided, and by which of its events.
+
+    (docs/language.md section 7, Decided matches.)  A gap ends at the earliest time
+    of its ``before`` atoms (a trailing gap at the earliest positive time plus
+    ``w``), so a match's decision time is the time of one of its positive events,
+    plus ``offset``: its *deciding* event.  ``candidates`` are the groups of atoms
+    whose earliest event ends some gap that can end last; the deciding event is the
+    latest of the groups' earliest events (ties: the lowest atom), so each match has
+    exactly one.  The runtime keeps undecided matches per deciding event
+    (``cep.runtime.pending``) and generates ``decider(match)`` from this plan
+    (``cep.runtime.gaps``); ``cep explain`` prints it.
+    """
+
+    trailing: bool  # a trailing gap: decided once the watermark is past the time (else: reaches it)
+    offset: int | float  # ``w`` with a trailing gap, else 0
+    candidates: tuple[tuple[int, ...], ...]  # atom positions, per group
+    deciders: tuple[int, ...]  # the atoms that can decide a match
+
+    def time_text(self, aliases: list[str], within_text: str) -> str:
+        """The decision time as text: ``max(min(a.ts, b.ts), c.ts) + 3600``."""
+        groups = [f"{aliases[g[0]]}.ts" if len(g) == 1 else f"min({', '.join(f'{aliases[i]}.ts' for i in g)})"
+                  for g in self.candidates]
+        t = groups[0] if len(groups) == 1 else f"max({', '.join(groups)})"
+        return f"{t} + {within_text}" if self.trailing else t
+
+
+def plan_decision(cp: CompiledPattern, plans: list[GapPlan]) -> Decision:
+    """Which atoms decide a match of ``cp`` (its gaps checked by ``plans``), and when.
+
+    Which atoms can decide is known from the pattern: a gap whose ``before`` atoms
+    each follow one of another gap's (transitively, in the SEQ order) always ends
+    later, and within one gap only an atom with no predecessor there can be the
+    earliest.  A trailing gap ends last: every other gap ends by the latest time,
+    at most ``first + w``.
+    """
+    k = len(cp.atoms)
+    after: list[set[int]] = [set() for _ in range(k)]  # i -> the atoms after i (transitively)
+    for i, j in cp.order:
+        after[i].add(j)
+    changed = True
+    while changed:
+        changed = False
+        for i in range(k):
+            more = set().union(*(after[j] for j in after[i])) - after[i]
+            if more:
+                after[i] |= more
+                changed = True
+
+    def earliest_candidates(atoms: tuple[int, ...] | range) -> tuple[int, ...]:
+        return tuple(sorted(j for j in atoms if not any(j in after[i] for i in atoms)))
+
+    trailing = any(not plan.gap.before for plan in plans)
+    if trailing:
+        sets = [earliest_candidates(range(k))]
+    else:
+        ends = list(dict.fromkeys(tuple(sorted(plan.gap.before)) for plan in plans))
+        # h ends later than g when each of h's atoms follows one of g's
+        sets = [earliest_candidates(g) for g in ends
+                if not any(h != g and all(any(j in after[i] for i in g) for j in h) for h in ends)]
+        sets = list(dict.fromkeys(sets))
+    return Decision(trailing, cp.within if trailing else 0, tuple(sets),  # type: ignore[arg-type]
+                    tuple(sorted(set().union(*sets))))

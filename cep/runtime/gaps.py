@@ -27,7 +27,7 @@ from typing import Any
 
 from cep import codegen
 from cep.lang.gcq import TIME_ATTR, CompiledPattern
-from cep.plan.gaps import GapIndexSpec, GapPlan
+from cep.plan.gaps import GapIndexSpec, GapPlan, plan_decision
 from cep.runtime.aggtree import RangeAggregates, result, summarize
 from cep.values import canon
 
@@ -213,49 +213,18 @@ class GapChecks:
                                       env, "decision_time")
 
     def _compile_decider(self, cp: CompiledPattern, plans: list[GapPlan], env: dict[str, Any]) -> None:
-        """The deciding event of a match: the positive event whose gap end is the latest.
-
-        A gap ends at the earliest time of its ``before`` atoms (or, trailing, at the
-        earliest positive time plus ``w``), so a match's decision time is the time of one
-        of its events (plus ``w`` when the pattern has a trailing gap, which then ends
-        last: every other gap ends by the latest time, at most ``first + w``).  Pending
-        state is kept per deciding event (``cep.runtime.pending``), so the choice must be
-        a function of the match: ties go to the lowest atom.  Which atoms can decide is
-        known from the pattern: a gap whose ``before`` atoms each follow one of another
-        gap's (transitively, in the SEQ order) always ends later, and within one gap only
-        an atom with no predecessor there can be the earliest.
+        """``decider(m) -> atom``: the deciding event of a match, as the plan decides it
+        (``cep.plan.gaps.plan_decision``).
 
         Sets ``trailing`` (decided strictly after the time), ``offset`` (``w`` or 0: the
         decision time is the deciding event's ts plus it), ``deciders`` (the atoms that
-        can decide) and ``decider(m) -> atom``.
+        can decide) and ``decider``.
         """
-        k = len(cp.atoms)
-        after: list[set[int]] = [set() for _ in range(k)]  # i -> the atoms after i (transitively)
-        for i, j in cp.order:
-            after[i].add(j)
-        changed = True
-        while changed:
-            changed = False
-            for i in range(k):
-                more = set().union(*(after[j] for j in after[i])) - after[i]
-                if more:
-                    after[i] |= more
-                    changed = True
-
-        def earliest_candidates(atoms: Sequence[int]) -> tuple[int, ...]:
-            return tuple(sorted(j for j in atoms if not any(j in after[i] for i in atoms)))
-
-        self.trailing = any(not plan.gap.before for plan in plans)
-        self.offset = cp.within if self.trailing else 0
-        if self.trailing:
-            sets = [earliest_candidates(range(k))]
-        else:
-            ends = list(dict.fromkeys(tuple(sorted(plan.gap.before)) for plan in plans))
-            # h ends later than g when each of h's atoms follows one of g's
-            sets = [earliest_candidates(g) for g in ends
-                    if not any(h != g and all(any(j in after[i] for i in g) for j in h) for h in ends)]
-            sets = list(dict.fromkeys(sets))
-        self.deciders = tuple(sorted(set().union(*sets)))
+        decision = plan_decision(cp, plans)
+        self.trailing = decision.trailing
+        self.offset = decision.offset
+        self.deciders = decision.deciders
+        sets = decision.candidates
         lines = ["def decider(m):"]
         for n, cands in enumerate(sets):
             lines += [f"    v = m[{cands[0]}].ts", f"    x = {cands[0]}"]
