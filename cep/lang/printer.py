@@ -20,6 +20,7 @@ its expression but not its text; give such items an ``AS`` name.
 from __future__ import annotations
 
 import re
+from typing import Any
 
 from cep.lang import ast
 
@@ -44,42 +45,75 @@ def format_literal(value: object) -> str:
 
 
 def _fmt(e: ast.Expr, min_prec: int) -> str:
-    s, prec = _fmt_prec(e)
+    f = _FORMAT.get(type(e))  # (not through _fmt_prec: one frame less per level of nesting)
+    if f is None:
+        raise TypeError(f"not an expression: {e!r}")
+    s, prec = f(e)
     return f"({s})" if prec < min_prec else s
 
 
 def _fmt_prec(e: ast.Expr) -> tuple[str, int]:
-    if isinstance(e, ast.Literal):
-        s = format_literal(e.value)
-        return s, (_PREC_NEG if s.startswith("-") else _PREC_ATOM)
-    if isinstance(e, ast.Attr):
-        return (f"{e.alias}.{e.name}" if e.name else e.alias), _PREC_ATOM
-    if isinstance(e, ast.Call):
-        return f"{e.name}({', '.join(_fmt(a, _PREC_OR) for a in e.args)})", _PREC_ATOM
-    if isinstance(e, ast.Neg):
-        inner, prec = _fmt_prec(e.operand)
-        number = isinstance(e.operand, ast.Literal) and isinstance(e.operand.value, (int, float))
-        if prec < _PREC_NEG or inner.startswith("-") or number:
-            # "-(5)" stays Neg(5) (a bare "-5" is the literal -5); "--" would start a comment
-            inner = f"({inner})"
-        return f"-{inner}", _PREC_NEG
-    if isinstance(e, ast.Arith):
-        if e.op in "+-":
-            return f"{_fmt(e.left, _PREC_ADD)} {e.op} {_fmt(e.right, _PREC_MUL)}", _PREC_ADD
-        return f"{_fmt(e.left, _PREC_MUL)} {e.op} {_fmt(e.right, _PREC_NEG)}", _PREC_MUL
-    if isinstance(e, ast.Compare):
-        return f"{_fmt(e.left, _PREC_ADD)} {e.op} {_fmt(e.right, _PREC_ADD)}", _PREC_CMP
-    if isinstance(e, ast.InList):
-        items = ", ".join(_fmt(i, _PREC_OR) for i in e.items)
-        kw = "NOT IN" if e.negated else "IN"
-        return f"{_fmt(e.operand, _PREC_ADD)} {kw} ({items})", _PREC_CMP
-    if isinstance(e, ast.Not):
-        return f"NOT {_fmt(e.operand, _PREC_NOT)}", _PREC_NOT
-    if isinstance(e, ast.And):
-        return f"{_fmt(e.left, _PREC_AND)} AND {_fmt(e.right, _PREC_NOT)}", _PREC_AND
-    if isinstance(e, ast.Or):
-        return f"{_fmt(e.left, _PREC_OR)} OR {_fmt(e.right, _PREC_AND)}", _PREC_OR
-    raise TypeError(f"not an expression: {e!r}")
+    f = _FORMAT.get(type(e))
+    if f is None:
+        raise TypeError(f"not an expression: {e!r}")
+    return f(e)
+
+
+def _literal(e: ast.Literal) -> tuple[str, int]:
+    s = format_literal(e.value)
+    return s, (_PREC_NEG if s.startswith("-") else _PREC_ATOM)
+
+
+def _attr(e: ast.Attr) -> tuple[str, int]:
+    return (f"{e.alias}.{e.name}" if e.name else e.alias), _PREC_ATOM
+
+
+def _call(e: ast.Call) -> tuple[str, int]:
+    return f"{e.name}({', '.join(_fmt(a, _PREC_OR) for a in e.args)})", _PREC_ATOM
+
+
+def _neg(e: ast.Neg) -> tuple[str, int]:
+    inner, prec = _fmt_prec(e.operand)
+    number = isinstance(e.operand, ast.Literal) and isinstance(e.operand.value, (int, float))
+    if prec < _PREC_NEG or inner.startswith("-") or number:
+        # "-(5)" stays Neg(5) (a bare "-5" is the literal -5); "--" would start a comment
+        inner = f"({inner})"
+    return f"-{inner}", _PREC_NEG
+
+
+def _arith(e: ast.Arith) -> tuple[str, int]:
+    if e.op in "+-":
+        return f"{_fmt(e.left, _PREC_ADD)} {e.op} {_fmt(e.right, _PREC_MUL)}", _PREC_ADD
+    return f"{_fmt(e.left, _PREC_MUL)} {e.op} {_fmt(e.right, _PREC_NEG)}", _PREC_MUL
+
+
+def _compare(e: ast.Compare) -> tuple[str, int]:
+    return f"{_fmt(e.left, _PREC_ADD)} {e.op} {_fmt(e.right, _PREC_ADD)}", _PREC_CMP
+
+
+def _in_list(e: ast.InList) -> tuple[str, int]:
+    items = ", ".join(_fmt(i, _PREC_OR) for i in e.items)
+    kw = "NOT IN" if e.negated else "IN"
+    return f"{_fmt(e.operand, _PREC_ADD)} {kw} ({items})", _PREC_CMP
+
+
+def _not(e: ast.Not) -> tuple[str, int]:
+    return f"NOT {_fmt(e.operand, _PREC_NOT)}", _PREC_NOT
+
+
+def _and(e: ast.And) -> tuple[str, int]:
+    return f"{_fmt(e.left, _PREC_AND)} AND {_fmt(e.right, _PREC_NOT)}", _PREC_AND
+
+
+def _or(e: ast.Or) -> tuple[str, int]:
+    return f"{_fmt(e.left, _PREC_OR)} OR {_fmt(e.right, _PREC_AND)}", _PREC_OR
+
+
+_FORMAT: dict[type, Any] = {
+    ast.Literal: _literal, ast.Attr: _attr, ast.Call: _call, ast.Neg: _neg, ast.Arith: _arith,
+    ast.Compare: _compare, ast.InList: _in_list, ast.Not: _not, ast.And: _and, ast.Or: _or,
+}
+"""The printer of each node type: one look-up per node (cep check prints every filter: issue 12)."""
 
 
 def format_expr(e: ast.Expr) -> str:
