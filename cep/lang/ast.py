@@ -15,7 +15,7 @@ hashing and immutability are the frozen dataclass's own.
 from __future__ import annotations
 
 from dataclasses import MISSING, dataclass, field, fields
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 _T = TypeVar("_T")
 
@@ -44,9 +44,13 @@ def _node(cls: type[_T]) -> type[_T]:
     return cls
 
 
-@_node
-class Loc:
-    """A 1-based source position: where a node starts (and ends) in its file."""
+class Loc(NamedTuple):
+    """A 1-based source position: where a node starts (and ends) in its file.
+
+    A named tuple, not a node: the parser builds one per node and token it keeps
+    (``tuple.__new__(Loc, (line, col, end_line, end_col))`` in ``cep.lang.lalr``),
+    the cheapest immutable record there is.
+    """
 
     line: int
     col: int

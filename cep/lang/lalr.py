@@ -162,6 +162,7 @@ class TableParser:
         deepest: list[tuple[int, Loc]] = []  # (start_pos, loc) of each node whose children reach max_depth
         line, line_start, pos = 1, 0, 0
         match = self._regex.scanner(text).match  # each match starts where the last one ended
+        new_tuple = tuple.__new__  # (a Loc without the call of its __new__)
         while True:
             m = match()
             if m is None:
@@ -233,7 +234,7 @@ class TableParser:
                 if rule.splice:
                     entry = ("_", kids, first[2], first[3], last[4], last[5], first[6], last[7], depth)
                 else:
-                    loc = Loc(first[2], first[3], last[4], last[5])
+                    loc = new_tuple(Loc, (first[2], first[3], last[4], last[5]))
                     if depth == max_depth:
                         deepest.append((first[6], loc))
                     entry = (rule.name, actions[-1 - act](kids, loc),  # type: ignore[misc]

@@ -149,8 +149,8 @@ def _unescape(token: str) -> str:
 
 
 def _tok_loc(t: tuple) -> ast.Loc:
-    """A token entry's location (``cep.lang.lalr``)."""
-    return ast.Loc(t[2], t[3], t[4], t[5])
+    """A token entry's location (``cep.lang.lalr``: its fields 2 to 5)."""
+    return tuple.__new__(ast.Loc, t[2:6])
 
 
 # --------------------------------------------------------------- syntax errors
@@ -316,7 +316,7 @@ class _Builder:
 
     def b_el_event(self, kids: list, loc: ast.Loc) -> ast.Element:
         t, a = kids
-        return ast.Element(t[1], a[1], "event", None, loc, ast.Loc(a[2], a[3], a[4], a[5]))
+        return ast.Element(t[1], a[1], "event", None, loc, tuple.__new__(ast.Loc, a[2:6]))
 
     def b_el_not(self, kids: list, loc: ast.Loc) -> ast.Element:
         return ast.Element(kids[1][1], kids[2][1], "not", None, loc, _tok_loc(kids[2]))
