@@ -11,6 +11,9 @@ same run, interleaved, for before/after ratios; a run past ``--timeout`` is repo
 ``--repeat N`` keeps the fastest of N runs of each (the machine is shared: the fastest is
 the least disturbed).  ``--startup N`` also times ``cep run`` of one shipped pattern on its
 example input, N runs per tree interleaved: checking got faster, running must not start slower.
+``--phases N`` also splits the check of the 10,000 ordinary patterns into its phases (interpreter
+start, imports and Lark's tables, parse, semantic checks, compile without code, summaries), CPU
+seconds, the fastest of N runs per tree: where the time goes.
 """
 
 from __future__ import annotations
@@ -112,6 +115,45 @@ def _measure_once(path: Path, tree: Path, timeout: float) -> dict:
     return json.loads(r.stdout.decode().strip().splitlines()[-1])
 
 
+_PHASES = r"""
+import gc, json, sys, time
+cpu = time.process_time
+t = {"interpreter start": cpu()}
+c = cpu()
+from cep.commands.check import summarize
+from cep.lang import parser
+from cep.lang.checker import check_pattern
+from cep.lang.compiler import compile_pattern, without_code
+parser._tables()
+t["imports and Lark's tables"] = cpu() - c
+gc.disable()  # (as cep check runs)
+text = parser.read_pattern_file(sys.argv[1])
+c = cpu()
+patterns, _issues, _names = parser._parse_patterns(text, sys.argv[1])
+t["parse (table loop and syntax tree)"] = cpu() - c
+c = cpu()
+for p in patterns:
+    check_pattern(p)
+t["semantic checks"] = cpu() - c
+c = cpu()
+with without_code():
+    compiled = [compile_pattern(p) for p in patterns]
+t["compile without code"] = cpu() - c
+c = cpu()
+out = "\n\n".join(summarize(cp, p) for cp, p in zip(compiled, patterns))
+t["summaries"] = cpu() - c
+print(json.dumps(t))
+"""
+
+
+def phases(path: Path, tree: Path) -> dict[str, float]:
+    """CPU seconds of each phase of checking ``path`` (see ``_PHASES``), in a fresh interpreter."""
+    env = dict(os.environ, PYTHONPATH=str(tree))
+    r = subprocess.run([sys.executable, "-c", _PHASES, str(path)], capture_output=True, env=env,
+                       cwd=str(tree), check=True)
+    return json.loads(r.stdout.decode().strip().splitlines()[-1])
+
+
 _STARTUP = r"""
 import sys
 from cep.cli import main
@@ -144,6 +186,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--families", default=None, help="comma list of family numbers (1-5)")
     ap.add_argument("--repeat", type=int, default=1, help="keep the fastest of N runs of each input")
     ap.add_argument("--startup", type=int, default=0, help="also time N `cep run` start-ups per tree")
+    ap.add_argument("--phases", type=int, default=0,
+                    help="also split the check of 10,000 ordinary patterns into phases, N runs per tree")
     args = ap.parse_args(argv)
     out = Path(args.out)
     (out / "data").mkdir(parents=True, exist_ok=True)
@@ -196,6 +240,24 @@ def main(argv: list[str] | None = None) -> int:
             ts = sorted(times[name])
             lines.append(f"- {name}: fastest {ts[0]:.3f} s, median {ts[len(ts) // 2]:.3f} s")
             print(lines[-1], flush=True)
+    if args.phases:
+        path = out / "data" / "many_10000.cep"
+        if not path.exists():
+            path.write_text(many(10000))
+        trees = [("this tree", ROOT)] + ([("base", Path(args.base))] if args.base else [])
+        best: dict[str, dict[str, float]] = {name: {} for name, _ in trees}
+        for _ in range(args.phases):
+            for name, tree in trees:
+                for phase, sec in phases(path, tree).items():
+                    best[name][phase] = min(sec, best[name].get(phase, sec))
+        lines += ["", f"Where the time goes: `cep check` of the 10,000 ordinary patterns by phase, CPU seconds, "
+                      f"the fastest of {args.phases} runs per tree, interleaved:", "",
+                  "| phase | " + " | ".join(name for name, _ in trees) + " |",
+                  "|---|" + "---|" * len(trees)]
+        for phase in best["this tree"]:
+            lines.append(f"| {phase} | " + " | ".join(f"{best[name][phase]:.2f}" for name, _ in trees) + " |")
+        lines.append("| total | " + " | ".join(f"{sum(best[name].values()):.2f}" for name, _ in trees) + " |")
+        print("\n".join(lines[-len(best['this tree']) - 3:]), flush=True)
     (out / "results.md").write_text("\n".join(lines) + "\n")
     print(f"wrote {out / 'results.md'}")
     return 0

@@ -104,3 +104,23 @@ def test_and_within_span_predicate_is_not_generated_when_checking(tmp_path, monk
     span = next(p for p in cp.predicates if p.origin == "span")
     with pytest.raises(RuntimeError, match="compiled for checking only"):
         span.fn(0, 1, 2, 3)
+
+
+def test_check_imports_neither_the_runtime_nor_code_generation():
+    """Start-up counts (issue 12): ``cep check`` loads the language layer only."""
+    import subprocess
+    import sys
+
+    script = (
+        "import sys\n"
+        "from cep.cli import main\n"
+        f"sys.argv = ['cep', 'check', {str(SHIPPED[0])!r}]\n"
+        "try:\n    main()\nexcept SystemExit as e:\n    assert e.code == 0, e.code\n"
+        "print(' '.join(sorted(sys.modules)))\n"
+    )
+    r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True, cwd=ROOT)
+    loaded = set(r.stdout.strip().splitlines()[-1].split())
+    assert "cep.lang.parser" in loaded and "cep.lang.compiler" in loaded
+    unwanted = {m for m in loaded if m.startswith(("cep.runtime", "cep.plan", "cep.io", "sortedcontainers"))}
+    unwanted |= loaded & {"cep.codegen", "cep.lang.expr", "cep.values", "orjson"}
+    assert not unwanted
