@@ -6,7 +6,7 @@ from equality, so two patterns that print the same compare equal (the
 round-trip property the tests rely on).
 
 Nodes have ``__slots__`` and an ``__init__`` that stores each field through its
-slot (``_node``): the ``__init__`` that ``dataclass(frozen=True)`` generates calls
+slot (``frozen_record``): the ``__init__`` that ``dataclass(frozen=True)`` generates calls
 ``object.__setattr__`` once per field, and building the nodes and locations of
 10,000 patterns was a third of ``cep check``'s parse (issue 12).  Equality,
 hashing and immutability are the frozen dataclass's own.
@@ -20,7 +20,7 @@ from typing import Any, NamedTuple, TypeVar
 _T = TypeVar("_T")
 
 
-def _node(cls: type[_T]) -> type[_T]:
+def frozen_record(cls: type[_T]) -> type[_T]:
     """``dataclass(frozen=True, slots=True)`` whose ``__init__`` sets the slots directly."""
     cls = dataclass(frozen=True, slots=True)(cls)
     params: list[str] = []
@@ -68,7 +68,7 @@ def _loc() -> Loc:
 # ----------------------------------------------------------------- expressions
 
 
-@_node
+@frozen_record
 class Literal:
     """A number, string, boolean or null literal (``value`` None is null)."""
 
@@ -76,7 +76,7 @@ class Literal:
     loc: Loc = _loc()
 
 
-@_node
+@frozen_record
 class Attr:
     """``alias.name``; ``alias.ts`` is always the event time (docs/language.md section 2)."""
 
@@ -85,7 +85,7 @@ class Attr:
     loc: Loc = _loc()
 
 
-@_node
+@frozen_record
 class Neg:
     """Unary minus."""
 
@@ -93,7 +93,7 @@ class Neg:
     loc: Loc = _loc()
 
 
-@_node
+@frozen_record
 class Arith:
     """``left op right`` with op one of ``+ - * / %``."""
 
@@ -103,7 +103,7 @@ class Arith:
     loc: Loc = _loc()
 
 
-@_node
+@frozen_record
 class Compare:
     """``left op right``; op is normalized to one of ``= != < <= > >=``."""
 
@@ -113,7 +113,7 @@ class Compare:
     loc: Loc = _loc()
 
 
-@_node
+@frozen_record
 class InList:
     """``operand IN (item, ...)``; ``negated`` for ``NOT IN``."""
 
@@ -123,27 +123,27 @@ class InList:
     loc: Loc = _loc()
 
 
-@_node
+@frozen_record
 class And:
     left: Expr
     right: Expr
     loc: Loc = _loc()
 
 
-@_node
+@frozen_record
 class Or:
     left: Expr
     right: Expr
     loc: Loc = _loc()
 
 
-@_node
+@frozen_record
 class Not:
     operand: Expr
     loc: Loc = _loc()
 
 
-@_node
+@frozen_record
 class Call:
     """``name(args)``: an aggregate of a Kleene alias (docs/language.md section 7, Repetition), e.g. ``count(f)``, ``sum(f.amount)``."""
 
@@ -158,7 +158,7 @@ Expr = Literal | Attr | Neg | Arith | Compare | InList | And | Or | Not | Call
 # ------------------------------------------------------------------- patterns
 
 
-@_node
+@frozen_record
 class Element:
     """One element of a structure.
 
@@ -179,7 +179,7 @@ class Element:
     max_count: int | float | None = None
 
 
-@_node
+@frozen_record
 class Structure:
     """``SEQ(...)`` or ``AND(...)``; ``op`` is ``"SEQ"`` or ``"AND"``."""
 
@@ -188,7 +188,7 @@ class Structure:
     loc: Loc = _loc()
 
 
-@_node
+@frozen_record
 class Duration:
     """``number [unit]``; ``unit`` is the canonical unit (ms s min h d) or None."""
 
@@ -197,7 +197,7 @@ class Duration:
     loc: Loc = _loc()
 
 
-@_node
+@frozen_record
 class EmitItem:
     """``expr [AS name]`` or ``alias.*`` (``star`` set, ``expr`` None).
 
@@ -211,7 +211,7 @@ class EmitItem:
     loc: Loc = _loc()
 
 
-@_node
+@frozen_record
 class Pattern:
     """One ``PATTERN`` block.  ``clause_locs`` maps clause keyword to its location."""
 
