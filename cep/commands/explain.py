@@ -389,7 +389,7 @@ def plan_to_text(plan: Plan) -> str:
     lines.append(f"  class: {qc.name} ({qc.detail})")
     lines.append(f"    update: {qc.update}; delay: {qc.delay}")
     if cp.partition_vars:
-        by = getattr(cp.source, "partition_by", None) if cp.source is not None else None
+        by = cp.source.partition_by if cp.source is not None else ()
         suffix = f"  (PARTITION BY {', '.join(by)})" if by else ""
         lines.append("  partition key: " + ", ".join(cp.partition_vars) + suffix)
     else:
