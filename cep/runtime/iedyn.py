@@ -34,7 +34,7 @@ from typing import Any
 from cep import codegen
 from cep.lang.gcq import ID_ATTR, TIME_ATTR, Bound, CompiledPattern
 from cep.plan.physical import IndexUse, PhysicalPlan
-from cep.runtime.sumlist import SumSortedMap, incr_source
+from cep.runtime.sumlist import SOURCE_NAMES, SumSortedMap, bisect_source, incr_source, pair_source
 from cep.values import SqlBool, canon
 
 _LOWER = {">": False, ">=": True, "=": True}
@@ -225,8 +225,8 @@ class NodeIndex:
         """
         G, T = f"G{name}", f"T{name}"
         env[G] = self.groups
-        env["SumSortedMap"] = SumSortedMap
-        env["_shrink"] = _shrink
+        env["pair"] = SumSortedMap
+        env["shrink"] = _shrink
         key = _key_expr(t, self.own_key_pos)
         if self.sorted:
             lines = [f"k = {key}"]
@@ -251,14 +251,12 @@ class NodeIndex:
                 f"            {G}[k] = (sk, {t}, m)",
                 "        else:",
                 f"            del {G}[k]",
+                f"    elif {c} <= 0:",
+                f"        raise KeyError({t})",
                 "    else:",
-                f"        if {c} <= 0:",
-                f"            raise KeyError({t})",
-                f"        {G}[k] = SumSortedMap.of_two(g, sk, {t}, {c})",
+                *[f"        {line}" for line in pair_source(G, "k", "g", "sk", t, c)],
                 "else:",
-                *[f"    {line}" for line in incr_source("g", "sk", t, c, "n")],
-                "    if n <= 1:",
-                f"        _shrink({G}, k, g)",
+                *[f"    {line}" for line in incr_source(G, "k", "g", "sk", t, c)],
             )]
             return lines
         env[T] = self.totals
@@ -332,10 +330,18 @@ class NodeIndex:
             return None
         lines, test = found
         _reads, (lo, lo_incl), (hi, hi_incl) = self.fast_bounds
+        env.update(SOURCE_NAMES)
+        # a flat map's range sum inline: two bisects and the weights of the slice (all positive)
         return lines + ["if type(g) is tuple:",
                         f"    if not ({test}):",
                         "        return None",
                         "    s = g[2]",
+                        "elif g._blocks is None:",
+                        "    ks = g._keys",
+                        *[f"    {line}" for line in bisect_source("ks", lo, lo_incl, hi, hi_incl)],
+                        "    if i >= j:",
+                        "        return None",
+                        "    s = g._weights[i] if j == i + 1 else sum(g._weights[i:j])",
                         "else:",
                         f"    s = g.range_sum({lo}, {lo_incl}, {hi}, {hi_incl})",
                         "    if not s:",
@@ -623,7 +629,7 @@ class PatternRuntime:
         # of a non-guard node; compiled now so that ``cep explain --generated`` lists them
         for start in sorted({*leaf_of_atom.values(), *(n.parent for n in nodes
                                                         if n.sibling is not None and not n.is_guard)}):
-            self._batches[start] = self._compile_batch(start)
+            self._batch_from(start)
         self._prop_of_atom = {a: self._prop[leaf] for a, leaf in leaf_of_atom.items()}
         self._leaf_of_atom = leaf_of_atom
         # how an event becomes a leaf tuple, and its insert, per atom
@@ -691,11 +697,11 @@ class PatternRuntime:
         where ``NodeIndex.sum_source`` can), or a fan-out.  A fan-out that reaches one
         sibling tuple (the common case on partitioned streams) continues as one tuple in
         the parent's own generated path; two or more continue as a batch
-        (``_propagate_batch``).  Returns the path's deltas, or None when the change does
+        (``_compile_batch``).  Returns the path's deltas, or None when the change does
         not reach the root (no match changed).
         """
         nodes = self.nodes
-        env: dict[str, Any] = {"batch": self._propagate_batch}
+        env: dict[str, Any] = {}
         lines = [f"def prop(t{start}, c{start}):"]
         done: list[str] = []  # the path's items so far, built only when the change reaches the root
 
@@ -735,28 +741,39 @@ class PatternRuntime:
             else:
                 S = nodes[n.sibling].S
                 env[f"up{p}"] = self._prop_from(p)
-                env[f"proj{nid}"] = n.proj
+                env[f"pb{p}"] = self._batch_from(p)
                 found = S.range_source(f"s{nid}", t, env)
+                # one sibling tuple (the common case on partitioned streams) continues in the
+                # parent's own generated path; more continue as one batch (equal parent tuples
+                # merged); every c * mu has the sign of c, so no parent delta sums to zero
+                one = [f"    rest = up{p}({{}}, {c} * {{}})", "    if rest is None:", "        return None",
+                       f"    return {path('*rest')}"]
                 if found is not None and S.check_pair is None:
-                    # a one-entry group (the common case) continues without building a list
                     ranged, test = found
                     _reads, (lo, lo_incl), (hi, hi_incl) = S.fast_bounds
+                    env.update(SOURCE_NAMES)
                     lines += [f"    {line}" for line in ranged]
                     lines += ["    if type(g) is tuple:", f"        if not ({test}):", "            return None",
-                              f"        rest = up{p}({_tuple_expr('g[1]', n.proj_pos)}, {c} * g[2])",
-                              "        if rest is None:", "            return None", f"        return {path('*rest')}",
-                              f"    us = g.range_items({lo}, {lo_incl}, {hi}, {hi_incl})"]
+                              f"    {one[0].format(_tuple_expr('g[1]', n.proj_pos), 'g[2]')}",
+                              *[f"    {x}" for x in one[1:]],
+                              "    if g._blocks is None:", "        ks = g._keys",
+                              *[f"        {line}" for line in bisect_source("ks", lo, lo_incl, hi, hi_incl)],
+                              "        if i >= j:", "            return None",
+                              "        if j == i + 1:", "            u = g._items[i]",
+                              f"        {one[0].format(_tuple_expr('u', n.proj_pos), 'g._weights[i]')}",
+                              *[f"        {x}" for x in one[1:]],
+                              "        us = zip(g._items[i:j], g._weights[i:j])", "    else:",
+                              f"        us = g.range_items({lo}, {lo_incl}, {hi}, {hi_incl})"]
                 else:
                     env[f"all{nid}"] = S.probe_all
-                    lines.append(f"    us = all{nid}({t})")
-                lines += ["    if not us:", "        return None",
-                          "    if len(us) == 1:", "        u, mu = us[0]",
-                          f"        rest = up{p}({_tuple_expr('u', n.proj_pos)}, {c} * mu)", "        if rest is None:",
-                          "            return None", f"        return {path('*rest')}",
-                          "    dp = {}", "    for u, mu in us:", f"        k = proj{nid}(u)",
-                          f"        dp[k] = dp.get(k, 0) + {c} * mu", "    d = {k: v for k, v in dp.items() if v}",
-                          "    if not d:", "        return None", f"    rest = batch({p}, d)",
-                          "    if rest is None:", "        return None", f"    return {path('rest')}"]
+                    lines += [f"    us = all{nid}({t})", "    if not us:", "        return None",
+                              "    if len(us) == 1:", "        u, mu = us[0]",
+                              f"    {one[0].format(_tuple_expr('u', n.proj_pos), 'mu')}",
+                              *[f"    {x}" for x in one[1:]]]
+                lines += ["    dp = {}", "    for u, mu in us:", f"        k = {_tuple_expr('u', n.proj_pos)}",
+                          f"        dp[k] = dp.get(k, 0) + {c} * mu", "    if not dp:", "        return None",
+                          f"    rest = pb{p}(dp)", "    if rest is None:", "        return None",
+                          f"    return {path('rest')}"]
                 break
             n = nodes[p]
         what = f"leaf {start}" if nodes[start].atom is not None else f"from n{start}"
@@ -784,12 +801,12 @@ class PatternRuntime:
             f = self._props[start] = self._compile_propagation(start)
         return f
 
-    def _propagate_batch(self, start: int, d: dict[tuple, int]) -> dict[int, dict[tuple, int]] | None:
-        """Algorithm 7 for a batch of changes entering at node ``start`` (``_compile_batch``)."""
+    def _batch_from(self, start: int) -> Callable[[dict[tuple, int]], dict | None]:
+        """The generated batch update path from node ``start`` (``_compile_batch``), compiled once."""
         f = self._batches.get(start)
         if f is None:
             f = self._batches[start] = self._compile_batch(start)
-        return f(d)
+        return f
 
     def _compile_batch(self, start: int) -> Callable[[dict[tuple, int]], dict | None]:
         """Algorithm 7 for a batch of changes entering at node ``start`` (one leaf's path),
@@ -879,7 +896,7 @@ class PatternRuntime:
         if len(tuples) == 1:
             self._prop_of_atom[atom](tuples[0], -1)
         else:
-            self._propagate_batch(self._leaf_of_atom[atom], dict.fromkeys(tuples, -1))
+            self._batch_from(self._leaf_of_atom[atom])(dict.fromkeys(tuples, -1))
 
     def _path_of(self, start: int, d: dict[tuple, int]) -> dict[int, dict[tuple, int]] | None:
         """The deltas by node that the changes ``d`` entering at node ``start`` would make, changing

@@ -31,25 +31,49 @@ FLAT_MAX = 256
 LOAD = 256
 
 
-def incr_source(g: str, key: str, item: str, delta: str, size: str) -> list[str]:
-    """Source lines of ``size = g.incr(key, item, delta)`` for generated code, with the two
-    fast paths of a flat map inlined: an append at the end (an event in time order) and the
-    removal of the first entry (window expiry).  Here, beside the layout they read."""
+def incr_source(groups: str, k: str, g: str, key: str, item: str, delta: str) -> list[str]:
+    """Source lines of ``g.incr(key, item, delta)`` on the map ``g = groups[k]`` for generated
+    code, with the two fast paths of a flat map inlined: an append at the end (an event in time
+    order) and the removal of the first entry (window expiry).  A map left with one entry
+    becomes a plain (key, item, weight) triple in ``groups`` again, and an empty one goes
+    (``shrink``).  Here, beside the layout they read."""
     return [
         f"ks = {g}._keys",
         f"if {delta} > 0 and ks and {key} > ks[-1] and len(ks) < {FLAT_MAX}:",
         "    ks.append(" + key + ")",
         f"    {g}._items.append({item})",
         f"    {g}._weights.append({delta})",
-        f"    {size} = len(ks)",
         f"elif ks and ks[0] == {key} and {g}._items[0] == {item} and {g}._weights[0] == -{delta}:",
         "    del ks[0]",
         f"    del {g}._items[0]",
         f"    del {g}._weights[0]",
-        f"    {size} = len(ks)",
-        "else:",
-        f"    {size} = {g}.incr({key}, {item}, {delta})",
+        "    if len(ks) == 1:",
+        f"        {groups}[{k}] = (ks[0], {g}._items[0], {g}._weights[0])",
+        f"elif {g}.incr({key}, {item}, {delta}) <= 1:",
+        f"    shrink({groups}, {k}, {g})",
     ]
+
+
+def pair_source(groups: str, k: str, first: str, key: str, item: str, delta: str) -> list[str]:
+    """Source lines that turn the one-entry group ``first`` (a (key, item, weight) triple) into a
+    flat map of it and a new entry with another item: list displays, no call per entry."""
+    def lists(a: tuple[str, str, str], b: tuple[str, str, str]) -> str:
+        return f"pair([{a[0]}, {b[0]}], [{a[1]}, {b[1]}], [{a[2]}, {b[2]}])"
+    old = (f"{first}[0]", f"{first}[1]", f"{first}[2]")
+    new = (key, item, delta)
+    return [f"if {key} < {first}[0]:", f"    {groups}[{k}] = {lists(new, old)}",
+            "else:", f"    {groups}[{k}] = {lists(old, new)}"]
+
+
+def bisect_source(keys: str, lo: str | None, lo_incl: bool, hi: str | None, hi_incl: bool) -> list[str]:
+    """Source lines that set ``i``, ``j`` to the slice of the sorted list ``keys`` whose keys lie in
+    the range (``None``: an open end): two C bisects."""
+    first = "0" if lo is None else f"{'bisect_left' if lo_incl else 'bisect_right'}({keys}, {lo})"
+    last = f"len({keys})" if hi is None else f"{'bisect_right' if hi_incl else 'bisect_left'}({keys}, {hi})"
+    return [f"i = {first}", f"j = {last}"]
+
+
+SOURCE_NAMES = {"bisect_left": bisect_left, "bisect_right": bisect_right}
 
 
 class SumSortedMap:
@@ -57,25 +81,12 @@ class SumSortedMap:
 
     __slots__ = ("_keys", "_items", "_weights", "_blocks")
 
-    def __init__(self) -> None:
-        self._keys: list = []
-        self._items: list = []
-        self._weights: list[int] = []
+    def __init__(self, keys: list | None = None, items: list | None = None, weights: list[int] | None = None) -> None:
+        """An empty map, or the flat map of these parallel lists (keys non-decreasing)."""
+        self._keys: list = [] if keys is None else keys
+        self._items: list = [] if items is None else items
+        self._weights: list[int] = [] if weights is None else weights
         self._blocks: _Blocked | None = None
-
-    @classmethod
-    def of_two(cls, first: tuple, key, item, weight: int) -> SumSortedMap:
-        """A map of entry ``first`` = (key, item, weight) and a new entry with another item
-        (how a group of one plain triple grows: no search, no call per entry)."""
-        m = cls()
-        k0, i0, w0 = first
-        # appended, not list displays: a list grown by appends from two entries keeps a
-        # smaller allocation than one grown from a display of two (the group's memory)
-        for k, i, w in ((key, item, weight), first) if key < k0 else (first, (key, item, weight)):
-            m._keys.append(k)
-            m._items.append(i)
-            m._weights.append(w)
-        return m
 
     def only(self) -> tuple | None:
         """The (key, item, weight) of a map of at most one entry (None: empty)."""
