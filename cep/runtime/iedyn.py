@@ -38,6 +38,9 @@ from cep.runtime.sumlist import SOURCE_NAMES, SumSortedMap, bisect_source, incr_
 from cep.values import SqlBool, canon
 
 _LOWER = {">": False, ">=": True, "=": True}
+# a batch's non-guard step sort-merges a delta of at least this many changes (``_merge_source``);
+# a smaller one probes the sibling per change
+MERGE_MIN = 8
 _UPPER = {"<": False, "<=": True, "=": True}
 
 
@@ -313,8 +316,8 @@ class NodeIndex:
             test.append(f"g[0] {'<=' if hi_incl else '<'} {hi}")
         return lines, " and ".join(test) or "True"
 
-    def sum_source(self, name: str, u: str, env: dict[str, Any]) -> list[str] | None:
-        """Source lines of ``probe_sum(u)`` into ``s`` that ``return None`` when it is 0 (the
+    def sum_source(self, name: str, u: str, env: dict[str, Any], miss: str = "return None") -> list[str] | None:
+        """Source lines of ``probe_sum(u)`` into ``s`` that run ``miss`` when it is 0 (the
         guard-side step of the update path), or None when this index needs the call."""
         if not self.summable or self.check_probe is not None:
             return None
@@ -323,9 +326,9 @@ class NodeIndex:
             env[G] = self.groups
             key = _key_expr(u, self.probe_key_pos)
             env[f"T{name}"] = self.totals
-            return [f"k = {key}", f"g = {G}.get(k)", "if g is None:", "    return None",
-                    f"s = g[1] if type(g) is tuple else T{name}[k]", "if not s:", "    return None"]
-        found = self.range_source(name, u, env)
+            return [f"k = {key}", f"g = {G}.get(k)", "if g is None:", f"    {miss}",
+                    f"s = g[1] if type(g) is tuple else T{name}[k]", "if not s:", f"    {miss}"]
+        found = self.range_source(name, u, env, miss)
         if found is None:
             return None
         lines, test = found
@@ -334,18 +337,18 @@ class NodeIndex:
         # a flat map's range sum inline: two bisects and the weights of the slice (all positive)
         return lines + ["if type(g) is tuple:",
                         f"    if not ({test}):",
-                        "        return None",
+                        f"        {miss}",
                         "    s = g[2]",
                         "elif g._blocks is None:",
                         "    ks = g._keys",
                         *[f"    {line}" for line in bisect_source("ks", lo, lo_incl, hi, hi_incl)],
                         "    if i >= j:",
-                        "        return None",
+                        f"        {miss}",
                         "    s = g._weights[i] if j == i + 1 else sum(g._weights[i:j])",
                         "else:",
                         f"    s = g.range_sum({lo}, {lo_incl}, {hi}, {hi_incl})",
                         "    if not s:",
-                        "        return None"]
+                        f"        {miss}"]
 
     def size(self) -> int:
         """Tuples held (a memory measure); a group of one entry is a plain tuple."""
@@ -810,65 +813,132 @@ class PatternRuntime:
 
     def _compile_batch(self, start: int) -> Callable[[dict[tuple, int]], dict | None]:
         """Algorithm 7 for a batch of changes entering at node ``start`` (one leaf's path),
-        as one generated function: per node a loop over its delta with the index updates
-        inlined, then one loop computing the parent's delta.
+        as one generated function: per node one loop over its delta that applies each change
+        to the node's indexes (inlined) and adds its contribution to the parent's delta.
 
-        Each node's delta is applied before its contribution to the parent is
-        computed against the sibling (only one leaf changes, so the sibling's
-        relation is current); the sibling probe is a range seek per delta tuple
-        (plus a range sum when the delta side is the guard), which is the
-        running-sum sort-merge of Theorem 5 done through the index.  Equal parent
-        tuples merge, so a fan-out reaching one parent tuple from many updates it once.
-        Returns the deltas by node, or None when the change does not reach the root.
+        Each change is applied before its contribution is computed against the sibling
+        (only one leaf changes, so the sibling's relation is current and is all a
+        contribution reads); the sibling probe is a range seek per delta tuple (plus a
+        range sum when the delta side is the guard), or, for a large delta on the
+        non-guard side, one sort-merge per group (``_merge_source``).  Equal parent tuples
+        merge, so a fan-out reaching one parent tuple from many updates it once.  A batch
+        holds changes of one sign (the expiry of several events, or the fan-out of one
+        change; the multiplicities and sums it is multiplied by are positive), so no parent
+        delta sums to zero.  Returns the deltas by node, or None when the change does not
+        reach the root.
         """
         nodes = self.nodes
         env: dict[str, Any] = {}
         lines = ["def pb(d):", f"    path = {{{start}: d}}"]
         n = nodes[start]
         while True:
-            nid = n.id
-            lines.append("    for t, c in d.items():")
-            lines += [f"        {line}" for line in self._node_update_source(n, "t", "c", env)]
             p = n.parent
+            update = self._node_update_source(n, "t", "c", env)
             if p is None:
-                lines.append("    return path")
+                lines += ["    for t, c in d.items():", *[f"        {x}" for x in update], "    return path"]
                 break
-            env[f"proj{nid}"] = n.proj
-            lines += ["    dp = {}", "    for t, c in d.items():"]
-            if n.sibling is None:
-                if n.edge_check is not None:
-                    env[f"chk{nid}"] = n.edge_check
-                    lines += [f"        if not chk{nid}(t):", "            continue"]
-                lines += [f"        k = proj{nid}(t)", "        dp[k] = dp.get(k, 0) + c"]
-            else:
-                S = nodes[n.sibling].S
-                if n.is_guard and S.summable:
-                    env[f"sum{nid}"] = S.probe_sum
-                    lines.append(f"        s = sum{nid}(t)")
-                elif n.is_guard:
-                    env[f"all{nid}"] = S.probe_all
-                    lines.append(f"        s = sum([mu for _u, mu in all{nid}(t)])")
-                if n.is_guard:
-                    lines += ["        if s:", f"            k = proj{nid}(t)", "            dp[k] = dp.get(k, 0) + c * s"]
-                else:
-                    found = S.range_source(f"s{nid}", "t", env, miss="continue")
-                    if found is not None and S.check_pair is None:
-                        ranged, test = found
-                        _reads, (lo, lo_incl), (hi, hi_incl) = S.fast_bounds
-                        lines += [f"        {line}" for line in ranged]
-                        lines += ["        if type(g) is tuple:", f"            if {test}:",
-                                  f"                k = {_tuple_expr('g[1]', n.proj_pos)}",
-                                  "                dp[k] = dp.get(k, 0) + c * g[2]", "            continue",
-                                  f"        us = g.range_items({lo}, {lo_incl}, {hi}, {hi_incl})"]
-                    else:
-                        env[f"all{nid}"] = S.probe_all
-                        lines.append(f"        us = all{nid}(t)")
-                    lines += ["        for u, mu in us:", f"            k = {_tuple_expr('u', n.proj_pos)}",
-                              "            dp[k] = dp.get(k, 0) + c * mu"]
-            lines += ["    d = {k: v for k, v in dp.items() if v}", "    if not d:", "        return None",
-                      f"    path[{p}] = d"]
+            lines.append("    dp = {}")
+            merge = self._merge_source(n, env) if n.sibling is not None and not n.is_guard else None
+            if merge is not None:
+                collect, per_run = merge
+                lines += [f"    if len(d) >= {MERGE_MIN}:", "        runs = {}", "        for t, c in d.items():",
+                          *[f"            {x}" for x in update + collect], "        for k, r in runs.items():",
+                          *[f"            {x}" for x in per_run], "    else:"]
+            ind = "        " if merge is not None else "    "
+            lines += [f"{ind}for t, c in d.items():",
+                      *[f"{ind}    {x}" for x in update + self._contribution_source(n, env)]]
+            lines += ["    if not dp:", "        return None", f"    path[{p}] = d = dp"]
             n = nodes[p]
         return codegen.define(f"{self.pattern.name}: propagate a batch from n{start}", "\n".join(lines), "pb", env)
+
+    def _contribution_source(self, n: _Node, env: dict[str, Any]) -> list[str]:
+        """Generated lines (unindented, in a loop over delta items ``t, c``) that add the change's
+        contribution to the parent's delta ``dp``: its projection (one child), times the sibling's
+        range sum (a guard), or the projections of the sibling's tuples in range (a fan-out)."""
+        nid = n.id
+        if n.sibling is None:
+            lines = []
+            if n.edge_check is not None:
+                env[f"chk{nid}"] = n.edge_check
+                lines += [f"if not chk{nid}(t):", "    continue"]
+            return lines + [f"k = {_tuple_expr('t', n.proj_pos)}", "dp[k] = dp.get(k, 0) + c"]
+        S = self.nodes[n.sibling].S
+        if n.is_guard:
+            lines = S.sum_source(f"s{nid}", "t", env, miss="continue")
+            if lines is None:
+                if S.summable:
+                    env[f"sum{nid}"] = S.probe_sum
+                    lines = [f"s = sum{nid}(t)"]
+                else:
+                    env[f"all{nid}"] = S.probe_all
+                    lines = [f"s = sum([mu for _u, mu in all{nid}(t)])"]
+                lines += ["if not s:", "    continue"]
+            return lines + [f"k = {_tuple_expr('t', n.proj_pos)}", "dp[k] = dp.get(k, 0) + c * s"]
+        found = S.range_source(f"s{nid}", "t", env, miss="continue")
+        if found is not None and S.check_pair is None:
+            lines, test = found
+            _reads, (lo, lo_incl), (hi, hi_incl) = S.fast_bounds
+            env.update(SOURCE_NAMES)
+            lines += ["if type(g) is tuple:", f"    if {test}:", f"        k = {_tuple_expr('g[1]', n.proj_pos)}",
+                      "        dp[k] = dp.get(k, 0) + c * g[2]", "    continue",
+                      "if g._blocks is None:", "    ks = g._keys",
+                      *[f"    {x}" for x in bisect_source("ks", lo, lo_incl, hi, hi_incl)],
+                      "    us = zip(g._items[i:j], g._weights[i:j])", "else:",
+                      f"    us = g.range_items({lo}, {lo_incl}, {hi}, {hi_incl})"]
+        else:
+            env[f"all{nid}"] = S.probe_all
+            lines = [f"us = all{nid}(t)"]
+        return lines + ["for u, mu in us:", f"    k = {_tuple_expr('u', n.proj_pos)}", "    dp[k] = dp.get(k, 0) + c * mu"]
+
+    def _merge_source(self, n: _Node, env: dict[str, Any]) -> tuple[list[str], list[str]] | None:
+        """The sort-merge of thesis Theorem 5 for a large delta of non-guard node ``n``, as
+        generated lines: ``collect`` (in the loop over the delta, after its update) files each
+        change under its group key in ``runs`` as (sort key, c); ``per_run`` (in a loop over
+        ``k, r in runs.items()``) sorts a run, takes its running sums, and walks the sibling's
+        tuples in the union of the run's ranges once, each adding its projection times the
+        run's sum over the changes it joins (two bisects in the run, through ``n``'s own S
+        index, the one the sibling probes).  Cost per group: O(|run| log |run| + |sibling
+        range| log |run|) instead of one range seek per change and one dict update per
+        joining pair.  None when the indexes do not take it: both sorted on numbers with
+        the numeric range form and no filter, the same group key, and the sibling's range
+        monotone in this node's sort key (its bounds read only that key, with a positive
+        scale), so the union of the run's ranges is the range of its first key to that of
+        its last."""
+        S = self.nodes[n.sibling].S
+        own = n.S
+        if own is None or S.check_pair is not None or own.check_pair is not None or not own.summable:
+            return None
+        if own.fast_bounds is None or own.check_probe is not None or S.range_source("", "t", {}) is None:
+            return None
+        if own.own_key_pos != S.probe_key_pos:
+            return None
+        reads, (lo, lo_incl), (hi, hi_incl) = S.fast_bounds
+        if set(reads) != {own.sort_pos} or any(not b.scale > 0 for b, _pos in S.bounds):
+            return None
+        G = f"Gm{n.id}"
+        env[G] = S.groups
+        env.update(SOURCE_NAMES)
+        x = reads[own.sort_pos]
+        collect = [f"k = {_key_expr('t', own.own_key_pos)}", "r = runs.get(k)", "if r is None:",
+                   f"    runs[k] = [(t[{own.sort_pos}], c)]", "else:", f"    r.append((t[{own.sort_pos}], c))"]
+        ureads, (ulo, ulo_incl), (uhi, uhi_incl) = own.fast_bounds
+        per_run = [f"g = {G}.get(k)", "if g is None:", "    continue", "r.sort()", "xs = [x for x, _c in r]",
+                   "ps = [0]", "for _x, c in r:", "    ps.append(ps[-1] + c)",
+                   f"{x} = xs[0]", f"lo = {lo if lo is not None else 'None'}",
+                   f"{x} = xs[-1]", f"hi = {hi if hi is not None else 'None'}",
+                   "if type(g) is tuple:", "    us = ((g[1], g[2]),)",
+                   "elif g._blocks is None:", "    ks = g._keys",
+                   *[f"    {line}" for line in bisect_source("ks", lo and "lo", lo_incl, hi and "hi", hi_incl)],
+                   "    us = zip(g._items[i:j], g._weights[i:j])", "else:",
+                   f"    us = g.range_items({lo and 'lo'}, {lo_incl}, {hi and 'hi'}, {hi_incl})",
+                   "for u, mu in us:"]
+        for pos, name in ureads.items():
+            per_run += [f"    {name} = u[{pos}]", f"    if type({name}) is not int and type({name}) is not float:",
+                        "        continue"]
+        per_run += [*[f"    {line}" for line in bisect_source("xs", ulo, ulo_incl, uhi, uhi_incl)],
+                    "    if i < j:", f"        k = {_tuple_expr('u', n.proj_pos)}",
+                    "        dp[k] = dp.get(k, 0) + (ps[j] - ps[i]) * mu"]
+        return collect, per_run
 
     def apply(self, leaf: int, t: tuple, delta: int) -> Delta:
         """Algorithm 7: add ``delta`` (any multiplicity) to tuple ``t`` of leaf node ``leaf``."""

@@ -34,7 +34,8 @@ LOAD = 256
 def incr_source(groups: str, k: str, g: str, key: str, item: str, delta: str) -> list[str]:
     """Source lines of ``g.incr(key, item, delta)`` on the map ``g = groups[k]`` for generated
     code, with the two fast paths of a flat map inlined: an append at the end (an event in time
-    order) and the removal of the first entry (window expiry).  A map left with one entry
+    order) and a change of the first entry (window expiry removes it, or lowers the weight of
+    the oldest tuple of an inner node).  A map left with one entry
     becomes a plain (key, item, weight) triple in ``groups`` again, and an empty one goes
     (``shrink``).  Here, beside the layout they read."""
     return [
@@ -43,12 +44,16 @@ def incr_source(groups: str, k: str, g: str, key: str, item: str, delta: str) ->
         "    ks.append(" + key + ")",
         f"    {g}._items.append({item})",
         f"    {g}._weights.append({delta})",
-        f"elif ks and ks[0] == {key} and {g}._items[0] == {item} and {g}._weights[0] == -{delta}:",
-        "    del ks[0]",
-        f"    del {g}._items[0]",
-        f"    del {g}._weights[0]",
-        "    if len(ks) == 1:",
-        f"        {groups}[{k}] = (ks[0], {g}._items[0], {g}._weights[0])",
+        f"elif ks and ks[0] == {key} and {g}._items[0] == {item}:",
+        f"    w = {g}._weights[0] + {delta}",
+        "    if w:",
+        f"        {g}._weights[0] = w",
+        "    else:",
+        "        del ks[0]",
+        f"        del {g}._items[0]",
+        f"        del {g}._weights[0]",
+        "        if len(ks) == 1:",
+        f"            {groups}[{k}] = (ks[0], {g}._items[0], {g}._weights[0])",
         f"elif {g}.incr({key}, {item}, {delta}) <= 1:",
         f"    shrink({groups}, {k}, {g})",
     ]
