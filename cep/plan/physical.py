@@ -80,11 +80,16 @@ class PhysicalPlan:
         return self.tree.root
 
 
+def time_variables(cp: CompiledPattern) -> frozenset[str]:
+    """The variables that hold only event times: numbers (checked when a record is decoded)."""
+    return frozenset(name for name, v in cp.variables.items() if all(attr == TIME_ATTR for _, attr in v.refs))
+
+
 def physical_plan(plan: Plan, merge_pass_through: bool = True, keep_all_gmrs: bool = False) -> PhysicalPlan:
     """The plan ``PatternRuntime`` executes for a logical plan (see the module docstring)."""
     cp = plan.pattern
     tree, merged = merge_pass_through_nodes(plan) if merge_pass_through else (plan, ())
-    numeric = {name for name, v in cp.variables.items() if all(attr == TIME_ATTR for _, attr in v.refs)}
+    numeric = time_variables(cp)
 
     def use(spec: IndexSpec, **kw) -> IndexUse:
         return IndexUse(spec, numeric=spec.sort_var is not None and spec.sort_var in numeric, **kw)

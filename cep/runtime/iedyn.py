@@ -33,7 +33,7 @@ from typing import Any
 
 from cep import codegen
 from cep.lang.gcq import ID_ATTR, TIME_ATTR, Bound, CompiledPattern
-from cep.plan.physical import IndexUse, PhysicalPlan
+from cep.plan.physical import IndexUse, PhysicalPlan, time_variables
 from cep.runtime.sumlist import SOURCE_NAMES, SumSortedMap, bisect_source, incr_source, pair_source
 from cep.values import SqlBool, canon
 
@@ -92,16 +92,18 @@ def _numeric_bounds(bounds: list[tuple[Bound, int]], u: str):
     return reads, lo, hi
 
 
-def _numeric_range(bounds: list[tuple[Bound, int]], label: str) -> Callable | None:
-    """A generated range function for a numeric sort variable (``_numeric_bounds``): no loop, no calls."""
+def _numeric_range(bounds: list[tuple[Bound, int]], typed: frozenset[int], label: str) -> Callable | None:
+    """A generated range function for a numeric sort variable (``_numeric_bounds``): no loop, no
+    calls; ``typed``: the probe positions that hold event times (numbers: no type test)."""
     parts = _numeric_bounds(bounds, "u")
     if parts is None:
         return None
     reads, (lo, lo_incl), (hi, hi_incl) = parts
     lines = ["def rng(u):"]
     for pos, name in reads.items():
-        lines += [f"    {name} = u[{pos}]", f"    if type({name}) is not int and type({name}) is not float:",
-                  "        return None"]
+        lines.append(f"    {name} = u[{pos}]")
+        if pos not in typed:
+            lines += [f"    if type({name}) is not int and type({name}) is not float:", "        return None"]
     lines.append(f"    return ({lo}, {lo_incl}, {hi}, {hi_incl})")
     return codegen.define(label, "\n".join(lines), "rng")
 
@@ -173,8 +175,12 @@ class NodeIndex:
     """
 
     def __init__(self, use: IndexUse, own_pos: dict[str, int], probe_pos: dict[str, int],
-                 preds: list, label: str, storage: NodeIndex | None = None) -> None:
+                 preds: list, label: str, storage: NodeIndex | None = None,
+                 times: frozenset[str] = frozenset()) -> None:
+        """``times``: the pattern's variables that hold event times (numbers, checked at decode),
+        so a bound read from them needs no type test."""
         spec = use.spec
+        self.typed_pos = frozenset(probe_pos[v] for v in times if v in probe_pos)
         self.spec = spec
         self.own_key_pos = [own_pos[v] for v in spec.key_vars]
         self.probe_key_pos = [probe_pos[v] for v in spec.key_vars]
@@ -195,7 +201,7 @@ class NodeIndex:
             self.bounds = [(b, probe_pos[b.other]) for b in spec.bounds]
             if self.numeric:
                 self.fast_bounds = _numeric_bounds(self.bounds, "u")
-                fast = _numeric_range(self.bounds, f"{label} range")
+                fast = _numeric_range(self.bounds, self.typed_pos, f"{label} range")
                 if fast is not None:
                     self._range = fast  # type: ignore[method-assign]
         probe_only = [preds[i] for i in spec.filter_preds if set(preds[i].vars) <= set(probe_pos)]
@@ -307,8 +313,9 @@ class NodeIndex:
         reads, (lo, lo_incl), (hi, hi_incl) = self.fast_bounds
         lines = [f"g = {G}.get({_key_expr(u, self.probe_key_pos)})", "if g is None:", f"    {miss}"]
         for pos, var in reads.items():
-            lines += [f"{var} = {u}[{pos}]", f"if type({var}) is not int and type({var}) is not float:",
-                      f"    {miss}"]
+            lines.append(f"{var} = {u}[{pos}]")
+            if pos not in self.typed_pos:
+                lines += [f"if type({var}) is not int and type({var}) is not float:", f"    {miss}"]
         test = []
         if lo is not None:
             test.append(f"g[0] {'>=' if lo_incl else '>'} {lo}")
@@ -349,6 +356,34 @@ class NodeIndex:
                         f"    s = g.range_sum({lo}, {lo_incl}, {hi}, {hi_incl})",
                         "    if not s:",
                         f"        {miss}"]
+
+    def compile_tuples(self, label: str) -> Callable[[tuple], Any]:
+        """A generated ``probe`` for enumeration: the joining tuples only (enumeration never reads
+        multiplicities), a slice of a flat map's items or a one-entry group's tuple, no pairs
+        built; the generic probe for a filter or a range the numeric form does not take."""
+        env: dict[str, Any] = {"chk": self.check_pair}
+        keep = "" if self.check_pair is None else " if chk(u, t)"
+        found = self.range_source("", "u", env, miss="return ()")
+        if found is not None:
+            ranged, test = found
+            _reads, (lo, lo_incl), (hi, hi_incl) = self.fast_bounds
+            env.update(SOURCE_NAMES)
+            lines = [*ranged, "if type(g) is tuple:",
+                     f"    return (g[1],) if {test}{'' if not keep else ' and chk(u, g[1])'} else ()",
+                     "if g._blocks is None:", "    ks = g._keys",
+                     *[f"    {x}" for x in bisect_source("ks", lo, lo_incl, hi, hi_incl)],
+                     f"    return {'g._items[i:j]' if not keep else '[t for t in g._items[i:j] if chk(u, t)]'}",
+                     f"return [t for t, _m in g.range_items({lo}, {lo_incl}, {hi}, {hi_incl}){keep}]"]
+        elif not self.sorted and self.check_probe is None:
+            env["G"] = self.groups
+            lines = [f"g = G.get({_key_expr('u', self.probe_key_pos)})", "if g is None:", "    return ()",
+                     "if type(g) is tuple:",
+                     f"    return (g[0],){'' if not keep else ' if chk(u, g[0]) else ()'}",
+                     f"return {'g' if not keep else '[t for t in g if chk(u, t)]'}"]
+        else:
+            env["probe"] = self.probe_all
+            lines = ["return [t for t, _m in probe(u)]"]
+        return codegen.define(label, "def tuples(u):\n" + "".join(f"    {x}\n" for x in lines), "tuples", env)
 
     def size(self) -> int:
         """Tuples held (a memory measure); a group of one entry is a plain tuple."""
@@ -539,6 +574,7 @@ class PatternRuntime:
         # the GMR of a node is kept where the plan says (the root: enumeration starts
         # there, counts come from it); every other node's tuples live in its indexes
         self.rho: list[dict[tuple, int] | None] = [{} if pn.keeps_gmr else None for pn in plan.nodes]
+        times = time_variables(self.pattern)
         nodes: list[_Node] = []
         for pn in plan.nodes:
             n = _Node()
@@ -570,7 +606,7 @@ class PatternRuntime:
                     continue
                 owner = None if use.storage == "own" else (n.P if use.storage == "P" else n.S)
                 probe_pos = p.pos if which == "P" else sib_pos
-                idx = NodeIndex(use, n.pos, probe_pos, preds, f"{label} {which}", owner)
+                idx = NodeIndex(use, n.pos, probe_pos, preds, f"{label} {which}", owner, times)
                 if which == "P":
                     n.P = idx
                 else:
@@ -600,21 +636,24 @@ class PatternRuntime:
                 slot_serial[pn.atom] = pn.vars.index(self.pattern.atoms[pn.atom].id_var)
         # residual predicates, checked on complete matches (slots = leaf tuples by atom)
         self.residual_check = None
+        # (the predicates' functions by name, their calls over slot ``i`` named by a function of i)
+        self._residual: tuple[dict[str, Any], Callable[[Callable[[int], str]], list[str]]] | None = None
         if plan.residual:
             leaf_pos = {}
             for pn in plan.nodes:
                 if pn.atom is not None:
                     for i, v in enumerate(pn.vars):
                         leaf_pos.setdefault(v, (pn.atom, i))
-            env: dict[str, Any] = {}
-            parts = []
-            for j, pid in enumerate(plan.residual):
-                pr = preds[pid]
-                env[f"f{j}"] = pr.fn
-                args = ", ".join(f"s[{leaf_pos[v][0]}][{leaf_pos[v][1]}]" for v in pr.vars)
-                parts.append(f"f{j}({args})  # {pr.text}")
-            src = "def residual(s):\n    return (\n        " + "\n        and ".join(parts) + "\n    )\n"
+            env: dict[str, Any] = {f"f{j}": preds[pid].fn for j, pid in enumerate(plan.residual)}
+
+            def calls(slot: Callable[[int], str]) -> list[str]:
+                return [f"f{j}(" + ", ".join(f"{slot(leaf_pos[v][0])}[{leaf_pos[v][1]}]" for v in preds[pid].vars)
+                        + f")  # {preds[pid].text}" for j, pid in enumerate(plan.residual)]
+
+            src = "def residual(s):\n    return (\n        " + "\n        and ".join(
+                calls(lambda i: f"s[{i}]")) + "\n    )\n"
             self.residual_check = codegen.define(f"{name}: residual filter", src, "residual", env)
+            self._residual = (env, calls)
         self.k = len(self.pattern.atoms)
         items = "".join(f"E[s[{i}][{slot_serial[i]}]], " for i in range(self.k))
         self.events_of = codegen.define(f"{name}: events of a match", f"def events_of(s, E):\n    return [{items}]\n",
@@ -933,8 +972,9 @@ class PatternRuntime:
                    f"    us = g.range_items({lo and 'lo'}, {lo_incl}, {hi and 'hi'}, {hi_incl})",
                    "for u, mu in us:"]
         for pos, name in ureads.items():
-            per_run += [f"    {name} = u[{pos}]", f"    if type({name}) is not int and type({name}) is not float:",
-                        "        continue"]
+            per_run.append(f"    {name} = u[{pos}]")
+            if pos not in own.typed_pos:
+                per_run += [f"    if type({name}) is not int and type({name}) is not float:", "        continue"]
         per_run += [*[f"    {line}" for line in bisect_source("xs", ulo, ulo_incl, uhi, uhi_incl)],
                     "    if i < j:", f"        k = {_tuple_expr('u', n.proj_pos)}",
                     "        dp[k] = dp.get(k, 0) + (ps[j] - ps[i]) * mu"]
@@ -1033,8 +1073,8 @@ class PatternRuntime:
     def _enumerate(self, path: dict[int, dict[tuple, int]] | None) -> Iterator[list]:
         """Matches from the root's delta (``path``) or, with None, from the whole root GMR.
 
-        The delta of each node on the updated path is grouped like its P index,
-        as (tuple, multiplicity) pairs, so it is probed like P.
+        The delta of each node on the updated path is grouped like its P index (its
+        tuples: enumeration reads no multiplicity), so it is probed like P.
         """
         nodes = self.nodes
         root = self.plan.root
@@ -1046,8 +1086,12 @@ class PatternRuntime:
                     continue
                 groups: dict[Any, list[tuple]] = {}
                 key = n.delta_key
-                for t, m in d.items():
-                    groups.setdefault(key(t), []).append((t, m))
+                for t in d:
+                    g = groups.get(key(t))
+                    if g is None:
+                        groups[key(t)] = [t]
+                    else:
+                        g.append(t)
                 dindex[nid] = groups
             roots = list(path.get(root, {}))
         else:
@@ -1071,21 +1115,19 @@ class PatternRuntime:
         # blocks: a loop per non-root node, the loop over the roots, the residual ``if``
         if len(nodes) + 1 > 20:
             return None
-        env: dict[str, Any] = {"R": self.residual_check}
+        env: dict[str, Any] = {}
         lines = ["def enum(roots, D):"]
         for n in nodes:
             if n.parent is None:
                 continue
             c = n.id
-            env[f"P{c}"] = n.P.probe_all
+            env[f"P{c}"] = n.P.compile_tuples(f"{self.pattern.name}: n{c} P tuples")
             lines.append(f"    d{c} = D.get({c})")
             key, check = n.delta_probe_key, n.delta_check
             if check is None:
                 env[f"DC{c}"] = lambda d, u, key=key: d.get(key(u), ())
             else:
-                env[f"DC{c}"] = lambda d, u, key=key, check=check: [
-                    p for p in d.get(key(u), ()) if check(u, p[0])
-                ]
+                env[f"DC{c}"] = lambda d, u, key=key, check=check: [t for t in d.get(key(u), ()) if check(u, t)]
         names = iter(range(1, 1 << 30))
 
         def emit(nid: int, tv: str, ind: int, cont: Callable[[int], None]) -> None:
@@ -1098,7 +1140,7 @@ class PatternRuntime:
 
             def loop(cid: int, ind: int, then: Callable[[int], None]) -> None:
                 v = f"t{next(names)}"
-                lines.append(" " * ind + f"for {v}, _ in (P{cid}({tv}) if d{cid} is None else DC{cid}(d{cid}, {tv})):")
+                lines.append(" " * ind + f"for {v} in (P{cid}({tv}) if d{cid} is None else DC{cid}(d{cid}, {tv})):")
                 emit(cid, v, ind + 4, then)
 
             if len(n.children) == 1:
@@ -1110,12 +1152,15 @@ class PatternRuntime:
         slots = "[" + ", ".join(f"s{i}" for i in range(self.k)) + "]"
 
         def final(ind: int) -> None:
-            if self.residual_check is None:
+            if self._residual is None:
                 lines.append(" " * ind + f"yield {slots}")
             else:
-                lines.append(" " * ind + f"m = {slots}")
-                lines.append(" " * ind + "if R(m):")
-                lines.append(" " * ind + "    yield m")
+                # the residual filters inline, on the slot variables: no call, no list for a miss
+                renv, calls = self._residual
+                env.update(renv)
+                cond = " and ".join(c.split("  #")[0] for c in calls(lambda i: f"s{i}"))
+                lines.append(" " * ind + f"if {cond}:")
+                lines.append(" " * ind + f"    yield {slots}")
 
         lines.append("    for t0 in roots:")
         emit(self.plan.root, "t0", 8, final)
@@ -1130,7 +1175,7 @@ class PatternRuntime:
         def candidates(c: _Node, u: tuple):
             if c.id in dindex:
                 check = c.delta_check
-                for t, _m in dindex[c.id].get(c.delta_probe_key(u), ()):
+                for t in dindex[c.id].get(c.delta_probe_key(u), ()):
                     if check is None or check(u, t):
                         yield t
             else:
