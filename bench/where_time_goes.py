@@ -11,7 +11,7 @@ and fails loudly when a listed function is renamed, (3) a cProfile of the real c
 prototypes of the candidates, each run with the engine's own compiled runtime objects as a library:
 
 - batched updates: the stream cut into batches of B records; per batch, expiry as one batch deletion
-  per atom, then each atom's inserts as one batch (``PatternRuntime._propagate_batch``: every key
+  per atom, then each atom's inserts as one batch (``PatternRuntime._batch_from``: every key
   group of the batch in one pass), against one update path call per event and atom; the final match
   count of both must agree. Also the mean batch size per (atom, key group): what a sort-merge per
   group (thesis Theorem 5) could share.
@@ -316,7 +316,7 @@ def proto_batched(pattern: Path, path: Path, limit: int, batch_sizes: list[int],
             due[ai].append(t)
             head += 1
         for ai, ts_ in due.items():
-            rt._propagate_batch(rt._leaf_of_atom[ai], dict.fromkeys(ts_, -1))
+            rt._batch_from(rt._leaf_of_atom[ai])(dict.fromkeys(ts_, -1))
         return head
 
     def batched(bsize: int) -> tuple[float, int, float]:
@@ -344,7 +344,7 @@ def proto_batched(pattern: Path, path: Path, limit: int, batch_sizes: list[int],
                             held.append((e.ts, ai, t))
                             keys.add(e.fields.get(key_attr) if key_attr else None)
                 if d:
-                    rt._propagate_batch(leaf[ai], d)
+                    rt._batch_from(leaf[ai])(d)
                     groups += len(keys)
                     members += len(d)
         expire_batch(rt, held, head, evs[-1].ts - W)
