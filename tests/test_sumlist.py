@@ -1,4 +1,4 @@
-"""SumSortedMap against a plain model: weights, range sums, range iteration, both layouts."""
+"""SumSortedMap against a plain model: weights, range sums, range iteration and items, both layouts."""
 
 import pickle
 
@@ -51,6 +51,7 @@ def check_against_model(steps):
         want = sorted((i, w) for k, i, w in expect if inside(k))
         assert sorted(m.range_items(lo, lo_incl, hi, hi_incl)) == want
         assert sorted(m.iter_range(lo, lo_incl, hi, hi_incl)) == want
+        assert sorted(m.range_tuples(lo, lo_incl, hi, hi_incl)) == sorted(i for i, _w in want)
         assert m.total() == sum(ref.values())
         assert len(m) == len(ref)
     return m

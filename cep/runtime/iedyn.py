@@ -381,8 +381,7 @@ class NodeIndex:
                      f"    return (g[0],){'' if not keep else ' if chk(u, g[0]) else ()'}",
                      f"return {'g' if not keep else '[t for t in g if chk(u, t)]'}"]
         else:
-            env["probe"] = self.probe_all
-            lines = ["return [t for t, _m in probe(u)]"]
+            return self.probe_tuples
         return codegen.define(label, "def tuples(u):\n" + "".join(f"    {x}\n" for x in lines), "tuples", env)
 
     def size(self) -> int:
@@ -489,6 +488,28 @@ class NodeIndex:
                 if check is None or check(u, t):
                     out.append((t, m))
         return out
+
+    def probe_tuples(self, u: tuple):
+        """``probe`` for enumeration: the joining tuples only (a list, a tuple, or a hash group's
+        dict, iterated for its keys); ``compile_tuples`` generates it inline where it can."""
+        if self.check_probe is not None and not self.check_probe(u):
+            return ()
+        g = self.groups.get(self.key_of_probe(u))
+        if g is None:
+            return ()
+        check = self.check_pair
+        if self.sorted:
+            r = self._range(u)
+            if r is None:
+                return ()
+            if type(g) is tuple:
+                return (g[1],) if _in_range(g[0], r) and (check is None or check(u, g[1])) else ()
+            ts = g.range_tuples(*r)
+        elif type(g) is tuple:
+            return (g[0],) if check is None or check(u, g[0]) else ()
+        else:
+            ts = g
+        return ts if check is None else [t for t in ts if check(u, t)]
 
     def probe_sum(self, u: tuple) -> int:
         """Total multiplicity of the tuples joining ``u`` (only when ``summable``)."""

@@ -188,6 +188,16 @@ class SumSortedMap:
             return []
         return list(zip(self._items[i:j], self._weights[i:j], strict=True))
 
+    def range_tuples(self, lo, lo_incl: bool, hi, hi_incl: bool) -> list:
+        """The items of the keys in the range, without their weights (enumeration)."""
+        b = self._blocks
+        if b is not None:
+            return [item for item, _w in b.iter_range(lo, lo_incl, hi, hi_incl)]
+        keys = self._keys
+        i = 0 if lo is None else (bisect_left if lo_incl else bisect_right)(keys, lo)
+        j = len(keys) if hi is None else (bisect_right if hi_incl else bisect_left)(keys, hi)
+        return self._items[i:j]
+
     def iter_range(self, lo, lo_incl: bool, hi, hi_incl: bool) -> Iterator[tuple[Any, int]]:
         """(item, weight) of the keys in the range, lazily (constant delay after the seek)."""
         b = self._blocks
