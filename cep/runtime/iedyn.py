@@ -561,7 +561,7 @@ class Delta:
         """The matches added or removed (lists of leaf tuples, one per atom)."""
         if not self.chain:
             return iter(())
-        return self.runtime._enumerate(self.path())
+        return self.runtime.changes(self.chain)
 
     def path(self) -> dict[int, dict[tuple, int]]:
         """The deltas of the updated path as ``{node: {tuple: multiplicity}}``."""
@@ -578,6 +578,20 @@ def _chain_path(chain: list) -> dict[int, dict[tuple, int]]:
         else:
             path[item[0]] = {item[1]: item[2]}
     return path
+
+
+def _group_delta(n: _Node, d: dict[tuple, int]) -> dict[Any, list[tuple]]:
+    """A node's delta grouped like its logical P index, as tuples (enumeration probes it like P)."""
+    groups: dict[Any, list[tuple]] = {}
+    key = n.delta_key
+    for t in d:
+        k = key(t)
+        g = groups.get(k)
+        if g is None:
+            groups[k] = [t]
+        else:
+            g.append(t)
+    return groups
 
 
 class PatternRuntime:
@@ -1016,7 +1030,27 @@ class PatternRuntime:
 
     def changes(self, chain: list) -> Iterator[list]:
         """The matches an update path's deltas (``chain``, not None) added or removed."""
-        return self._enumerate(_chain_path(chain))
+        nodes = self.nodes
+        root = self.plan.root
+        deltas: dict[int, Any] = {}
+        roots: list = []
+        for item in chain:
+            if type(item) is dict:
+                for nid, d in item.items():
+                    if nid == root:
+                        roots = list(d)
+                    else:
+                        deltas[nid] = _group_delta(nodes[nid], d)
+            elif item[0] == root:
+                roots = [item[1]]
+            elif nodes[item[0]].is_guard and nodes[item[0]].sibling is not None and nodes[item[0]].delta_check:
+                deltas[item[0]] = _group_delta(nodes[item[0]], {item[1]: item[2]})
+            else:
+                # one changed tuple: every delta tuple above it derives from it and joins it (a
+                # fan-out's sibling probe or a single child's edge filter checked the edge), so
+                # the enumeration takes it as it is, no key lookup, no edge check
+                deltas[item[0]] = (item[1],)
+        return self._enumerate_deltas(roots, deltas)
 
     def delete(self, atom: int, t: tuple) -> Delta:
         """Delete a leaf tuple (a retraction); the delta's ``matches()`` are the matches it undoes."""
@@ -1099,24 +1133,19 @@ class PatternRuntime:
         """
         nodes = self.nodes
         root = self.plan.root
-        dindex: dict[int, dict[Any, list[tuple]]] = {}
+        dindex: dict[int, Any] = {}
         if path is not None:
             for nid, d in path.items():
-                n = nodes[nid]
-                if n.parent is None:
-                    continue
-                groups: dict[Any, list[tuple]] = {}
-                key = n.delta_key
-                for t in d:
-                    g = groups.get(key(t))
-                    if g is None:
-                        groups[key(t)] = [t]
-                    else:
-                        g.append(t)
-                dindex[nid] = groups
+                if nid != root:
+                    dindex[nid] = _group_delta(nodes[nid], d)
             roots = list(path.get(root, {}))
         else:
             roots = list(self.rho[root])
+        return self._enumerate_deltas(roots, dindex)
+
+    def _enumerate_deltas(self, roots: list, dindex: dict[int, Any]) -> Iterator[list]:
+        """Matches from these root tuples, reading each updated node's delta (``_group_delta``
+        groups, or a tuple of one changed tuple that joins every delta tuple above it)."""
         if self._enum_nested is not None:
             return self._enum_nested(roots, dindex)
         return self._enum_recursive(roots, dindex)
@@ -1161,7 +1190,8 @@ class PatternRuntime:
 
             def loop(cid: int, ind: int, then: Callable[[int], None]) -> None:
                 v = f"t{next(names)}"
-                lines.append(" " * ind + f"for {v} in (P{cid}({tv}) if d{cid} is None else DC{cid}(d{cid}, {tv})):")
+                lines.append(" " * ind + f"for {v} in (P{cid}({tv}) if d{cid} is None else d{cid} if type(d{cid}) is tuple "
+                             f"else DC{cid}(d{cid}, {tv})):")
                 emit(cid, v, ind + 4, then)
 
             if len(n.children) == 1:
@@ -1194,9 +1224,12 @@ class PatternRuntime:
         residual = self.residual_check
 
         def candidates(c: _Node, u: tuple):
-            if c.id in dindex:
+            dc = dindex.get(c.id)
+            if type(dc) is tuple:
+                yield from dc
+            elif dc is not None:
                 check = c.delta_check
-                for t in dindex[c.id].get(c.delta_probe_key(u), ()):
+                for t in dc.get(c.delta_probe_key(u), ()):
                     if check is None or check(u, t):
                         yield t
             else:
