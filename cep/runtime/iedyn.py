@@ -34,7 +34,14 @@ from typing import Any
 from cep import codegen
 from cep.lang.gcq import ID_ATTR, TIME_ATTR, Bound, CompiledPattern
 from cep.plan.physical import IndexUse, PhysicalPlan, time_variables
-from cep.runtime.sumlist import SOURCE_NAMES, SumSortedMap, bisect_source, incr_source, pair_source
+from cep.runtime.sumlist import (
+    SOURCE_NAMES,
+    SumSortedMap,
+    bisect_source,
+    grown_pair,
+    incr_source,
+    pair_source,
+)
 from cep.values import SqlBool, canon
 
 _LOWER = {">": False, ">=": True, "=": True}
@@ -234,7 +241,7 @@ class NodeIndex:
         """
         G, T = f"G{name}", f"T{name}"
         env[G] = self.groups
-        env["pair"] = SumSortedMap
+        env["pair"] = grown_pair
         env["shrink"] = _shrink
         key = _key_expr(t, self.own_key_pos)
         if self.sorted:

@@ -61,13 +61,27 @@ def incr_source(groups: str, k: str, g: str, key: str, item: str, delta: str) ->
 
 def pair_source(groups: str, k: str, first: str, key: str, item: str, delta: str) -> list[str]:
     """Source lines that turn the one-entry group ``first`` (a (key, item, weight) triple) into a
-    flat map of it and a new entry with another item: list displays, no call per entry."""
-    def lists(a: tuple[str, str, str], b: tuple[str, str, str]) -> str:
-        return f"pair([{a[0]}, {b[0]}], [{a[1]}, {b[1]}], [{a[2]}, {b[2]}])"
+    flat map of it and a new entry with another item, in key order (``grown_pair``)."""
+    def call(a: tuple[str, str, str], b: tuple[str, str, str]) -> str:
+        return f"pair({', '.join(a)}, {', '.join(b)})"
     old = (f"{first}[0]", f"{first}[1]", f"{first}[2]")
     new = (key, item, delta)
-    return [f"if {key} < {first}[0]:", f"    {groups}[{k}] = {lists(new, old)}",
-            "else:", f"    {groups}[{k}] = {lists(old, new)}"]
+    return [f"if {key} < {first}[0]:", f"    {groups}[{k}] = {call(new, old)}",
+            "else:", f"    {groups}[{k}] = {call(old, new)}"]
+
+
+def grown_pair(k0, i0, w0, k1, i1, w1) -> SumSortedMap:
+    """A flat map of two entries whose lists are grown by appends (room for four entries, the
+    allocation a list display of two would triple on the third)."""
+    m = SumSortedMap()
+    ks, items, ws = m._keys, m._items, m._weights
+    ks.append(k0)
+    ks.append(k1)
+    items.append(i0)
+    items.append(i1)
+    ws.append(w0)
+    ws.append(w1)
+    return m
 
 
 def bisect_source(keys: str, lo: str | None, lo_incl: bool, hi: str | None, hi_incl: bool) -> list[str]:
@@ -86,11 +100,10 @@ class SumSortedMap:
 
     __slots__ = ("_keys", "_items", "_weights", "_blocks")
 
-    def __init__(self, keys: list | None = None, items: list | None = None, weights: list[int] | None = None) -> None:
-        """An empty map, or the flat map of these parallel lists (keys non-decreasing)."""
-        self._keys: list = [] if keys is None else keys
-        self._items: list = [] if items is None else items
-        self._weights: list[int] = [] if weights is None else weights
+    def __init__(self) -> None:
+        self._keys: list = []
+        self._items: list = []
+        self._weights: list[int] = []
         self._blocks: _Blocked | None = None
 
     def only(self) -> tuple | None:
@@ -386,3 +399,4 @@ class _Blocked:
                 i += 1
             b += 1
             i = 0
+
