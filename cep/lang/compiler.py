@@ -318,7 +318,7 @@ def compile_pattern(p: ast.Pattern, time_unit: str = "s") -> CompiledPattern:
         vars_.append(id_var)
         attrs.append(ID_ATTR)
         fexprs = tuple(filters[a])
-        fn = None
+        fn = cond = None
         ftext = ""
         if fexprs:
             cond = fexprs[0]
@@ -326,7 +326,7 @@ def compile_pattern(p: ast.Pattern, time_unit: str = "s") -> CompiledPattern:
                 cond = ast.And(cond, e)
             fn = code.condition(cond, _event_access, ["e"], f"{p.name}: filter of {a}")
             ftext = " AND ".join(format_expr(e) for e in fexprs)
-        atoms.append(Atom(a, el.type, i, tuple(vars_), tuple(attrs), fn, filter_text=ftext))
+        atoms.append(Atom(a, el.type, i, tuple(vars_), tuple(attrs), fn, filter_text=ftext, filter_expr=cond))
 
     # -- predicates over variables
     predicates: list[Predicate] = []

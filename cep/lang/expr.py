@@ -607,6 +607,23 @@ def source_of(expr: ast.Expr, access: AccessFn, params: Sequence[str], condition
     return _build(expr, access, params, "condition" if condition else "value")[0]
 
 
+def inline_conditions(exprs: Sequence[ast.Expr], access: AccessFn) -> tuple[list[str], dict[str, Any]] | None:
+    """Python expressions, one per condition, each true iff its condition is TRUE, to be
+    inlined into a generated function of the caller's (the engine's per-type handler), and
+    the names they need.  ``access`` must give a local name of the caller's for each
+    attribute read (so several conditions read an attribute once).  The caller evaluates
+    each inside ``try``/``except OverflowError`` (not true).  None when a condition is too
+    deep to inline (it would need a helper function reading the event itself): call its
+    compiled function instead."""
+    g = _Gen(access, [])
+    srcs = [g.truth(e, True) for e in exprs]
+    if g.cache or g.prologue:
+        return None
+    env = _env(g.consts)
+    del env["__builtins__"]
+    return srcs, env
+
+
 def _compile(expr: ast.Expr, access: AccessFn, params: Sequence[str], mode: str,
              cache: dict | None = None, label: str = "expression") -> Callable:
     src, consts = _build(expr, access, params, mode, cache, label)

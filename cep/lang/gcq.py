@@ -51,6 +51,9 @@ class Atom:
     attrs: tuple[str, ...]  # the attribute each var reads from this alias's event
     filter: Callable[[Any], bool] | None = None  # event -> True iff the filter is true
     filter_text: str = ""
+    # the filter's expression (``filter`` compiled): the engine's per-type handler inlines it
+    # (``cep.runtime.handler``), reading each attribute once for all atoms of the type
+    filter_expr: Any = field(default=None, compare=False, repr=False)
 
     @property
     def id_var(self) -> str:

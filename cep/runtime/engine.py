@@ -32,6 +32,7 @@ from cep.errors import BatchInterrupted, LateEventError, UnknownRetractionError
 from cep.event import Event, Output, match_id_fn
 from cep.lang.gcq import TIME_ATTR, CompiledPattern
 from cep.runtime.gaps import GapChecks, GapIndex, KleeneIndex
+from cep.runtime.handler import build_handlers, quiet_inserter
 from cep.runtime.iedyn import PatternRuntime
 from cep.runtime.pending import PendingDecisions, is_decided
 from cep.runtime.state import StateError, decode_state, encode_state
@@ -188,13 +189,53 @@ class Engine:
         # decrease (a deque, the common case), a heap of (ts, serial) for the rest
         self._expiry: list[list[tuple[Any, int]]] = [[] for _ in self._windows]
         self._in_order: list[deque[int]] = [deque() for _ in self._windows]
-        self._last_ts: list[Any] = [None] * len(self._windows)
+        self._last_ts: list[Any] = [-math.inf] * len(self._windows)
         self.max_ts: int | float | None = None
         self.watermark: int | float | None = None
         self._serial = 0
-        self.stats = {"events": 0, "late": 0, "inserted": 0, "retracted": 0, "expired": 0,
-                      "peak_retained": 0, "peak_pending": 0}
-        self.matches_emitted = {cp.name: {"+": 0, "-": 0} for cp in self.patterns}
+        # the counters (``stats``): plain ints, the generated handlers add to them
+        self._n_events = self._n_late = self._n_inserted = self._n_retracted = self._n_expired = 0
+        self._peak_retained = self._peak_pending = 0
+        # per pattern, [composite events emitted with +, with -] (``matches_emitted``)
+        self._emitted: list[list[int]] = [[0, 0] for _ in self.patterns]
+        # the generated per-type push handlers and expiry (``cep.runtime.handler``); the restore
+        # path's inserters (``loads``) are generated when first needed
+        self._handlers = build_handlers(self)
+        self._quiet: dict[str, Any] = {}
+
+    # --------------------------------------------------------------- counters
+
+    @property
+    def stats(self) -> dict[str, int]:
+        """The engine's counters (a snapshot): events pushed, late ones refused, inserted,
+        retracted, expired, and the peaks of retained events and pending matches."""
+        return {"events": self._n_events, "late": self._n_late, "inserted": self._n_inserted,
+                "retracted": self._n_retracted, "expired": self._n_expired,
+                "peak_retained": self._peak_retained, "peak_pending": self._peak_pending}
+
+    @stats.setter
+    def stats(self, counts: dict[str, int]) -> None:
+        self._n_events, self._n_late = counts["events"], counts["late"]
+        self._n_inserted, self._n_retracted, self._n_expired = counts["inserted"], counts["retracted"], counts["expired"]
+        self._peak_retained, self._peak_pending = counts["peak_retained"], counts["peak_pending"]
+
+    @property
+    def matches_emitted(self) -> dict[str, dict[str, int]]:
+        """Composite events emitted per pattern name and op (a snapshot)."""
+        out: dict[str, dict[str, int]] = {cp.name: {"+": 0, "-": 0} for cp in self.patterns}
+        for cp, (plus, minus) in zip(self.patterns, self._emitted, strict=True):
+            out[cp.name]["+"] += plus
+            out[cp.name]["-"] += minus
+        return out
+
+    @matches_emitted.setter
+    def matches_emitted(self, counts: dict[str, dict[str, int]]) -> None:
+        seen: set[str] = set()
+        for cp, row in zip(self.patterns, self._emitted, strict=True):
+            first = cp.name not in seen  # a name twice: its counts are kept once
+            seen.add(cp.name)
+            row[0] = counts[cp.name]["+"] if first else 0
+            row[1] = counts[cp.name]["-"] if first else 0
 
     # --------------------------------------------------------------- the stream
 
@@ -203,26 +244,13 @@ class Engine:
         return len(self.events)
 
     def push(self, event: Event) -> list[Output]:
-        """Process one event; return the composite events it completes or undoes."""
-        ts = event.ts
-        wm = self.watermark
-        if wm is not None and ts < wm:
-            self.stats["late"] += 1
-            raise LateEventError(f"event time {ts} is below the watermark {wm}")
-        self.stats["events"] += 1
-        decided: list[Output] = []
-        if self.max_ts is None or ts > self.max_ts:
-            self.max_ts = ts
-            if self.own_watermark:
-                self.watermark = ts - self.lateness
-                wm = self.watermark
-                if wm > self._decide_at or (wm == self._decide_at and not self._decide_strict):
-                    decided = self._decide()
-                self._expire()
-        outs = self._retract(event) if event.op == "-" else self._insert(event)
-        if decided:
-            decided.extend(outs)
-            return decided
+        """Process one event; return the composite events it completes or undoes.
+
+        The work is the generated handler of the event's type (``cep.runtime.handler``): the
+        late check, the watermark move (decisions, expiry), then the retraction or the insert."""
+        outs: list[Output] = []
+        h = self._handlers
+        h.by_type.get(event.type, h.other)(event, outs)
         return outs
 
     def push_batch(self, events: Sequence[Event]) -> list[Output]:
@@ -234,15 +262,23 @@ class Engine:
         outputs of the events before it (applied; the ones after it are not), its cause the error.
         """
         outs: list[Output] = []
-        push = self.push
-        for i, event in enumerate(events):
-            try:
-                got = push(event)
-            except BaseException as e:  # noqa: BLE001 - handed to the caller with the outputs so far
-                raise BatchInterrupted(i, outs) from e
-            if got:
-                outs += got
+        h = self._handlers
+        handlers, other = h.by_type, h.other
+        i = n = 0
+        try:
+            for event in events:
+                n = len(outs)
+                handlers.get(event.type, other)(event, outs)
+                i += 1
+        except BaseException as e:  # noqa: BLE001 - handed to the caller with the outputs so far
+            del outs[n:]  # what the failing event emitted before it raised is lost, as with push
+            raise BatchInterrupted(i, outs) from e
         return outs
+
+    def _late(self, ts: Any, wm: Any) -> None:
+        """Refuse an event below the watermark (counted)."""
+        self._n_late += 1
+        raise LateEventError(f"event time {ts} is below the watermark {wm}")
 
     def advance_watermark(self, watermark: int | float) -> list[Output]:
         """Move the watermark forward (a source-owned watermark, an idle source, the end of a
@@ -342,8 +378,8 @@ class Engine:
         if time <= self._decide_at:
             self._note_decision(time, pending.strict)
         n = len(pending.live)
-        if n > self.stats["peak_pending"]:
-            self.stats["peak_pending"] = n
+        if n > self._peak_pending:
+            self._peak_pending = n
 
     def _undo(self, ri: int, slots: list, outs: list[Output]) -> None:
         """A positive match lost an event.  Undecided, it was never emitted (its deciding
@@ -418,50 +454,19 @@ class Engine:
             if mask & bit:
                 ix.remove(ix.key_of(event), event.ts, serial)
 
-    def _insert(self, event: Event, emit: bool = True, serial: int | None = None) -> list[Output]:
-        if serial is None:
-            serial = self._serial
-            self._serial = serial + 1
-        elif serial >= self._serial:
-            self._serial = serial + 1
-        self.events[serial] = event
-        mask = self._gap_insert(event, serial) if event.type in self.gap_route else 0
-        outs: list[Output] = []
-        t = None
-        for ri, _ai, flt, bit, insert in self.route.get(event.type, ()):
-            if flt is not None and not flt(event):
-                continue
-            r = insert(event, serial, t)
-            if r is None:
-                continue
-            t, chain = r
-            mask |= bit
-            if chain is not None and emit:  # the change reached the root: matches changed
-                if self.checks[ri] is None:
-                    for slots in self.runtimes[ri].changes(chain):
-                        outs.append(self._output(ri, slots, "+"))
-                else:
-                    self._complete(ri, _ai, serial, chain, outs)
-        if not mask:
-            del self.events[serial]
-            return outs
-        self._holders[serial] = mask
-        if self._fp_enabled:
-            self._by_fp.setdefault(_fingerprint(event.fields), []).append(serial)
-        ts = event.ts
-        for qi, _ri, qmask in self._windowed:
-            if mask & qmask:
-                last = self._last_ts[qi]
-                if last is None or ts >= last:
-                    self._in_order[qi].append(serial)
-                    self._last_ts[qi] = ts
-                else:
-                    heapq.heappush(self._expiry[qi], (ts, serial))
-        stats = self.stats
-        stats["inserted"] += 1
-        if len(self.events) > stats["peak_retained"]:
-            stats["peak_retained"] = len(self.events)
-        return outs
+    def _restore(self, event: Event, serial: int) -> None:
+        """Index a saved event under its serial without emitting (``loads``): the generated
+        insert of its type (``cep.runtime.handler.quiet_inserter``)."""
+        insert = self._quiet.get(event.type)
+        if insert is None:
+            if event.type not in self.route and event.type not in self.gap_route:
+                return  # kept by nothing (a state saved with other patterns is refused before)
+            insert = self._quiet[event.type] = quiet_inserter(self, event.type)
+        insert(event, serial)
+
+    def _index_fp(self, serial: int, fields: dict) -> None:
+        """Index a kept event by its record (only once a retraction has been seen)."""
+        self._by_fp.setdefault(_fingerprint(fields), []).append(serial)
 
     def _atom_bit(self, ri: int, ai: int) -> int:
         """The holder bit of atom ``ai`` of pattern ``ri``."""
@@ -519,53 +524,13 @@ class Engine:
                     self._undo(ri, slots, outs)
         del self.events[serial]
         del self._holders[serial]
-        self.stats["retracted"] += 1
+        self._n_retracted += 1
         return outs
 
     def _expire(self) -> None:
-        """Drop the events that fell out of each window: per queue, the due events in time
-        order; one event (the common case: the watermark moves with every event) goes
-        through each atom's generated update path, several as one batch per atom."""
-        wm = self.watermark
-        events = self.events
-        for qi, ri, qmask in self._windowed:
-            heap = self._expiry[qi]
-            queue = self._in_order[qi]
-            limit = wm - self._windows[qi]
-            due: list[int] = []
-            while queue:
-                e = events.get(queue[0])
-                if e is None:
-                    queue.popleft()  # retracted meanwhile
-                elif e.ts < limit:
-                    due.append(queue.popleft())
-                else:
-                    break
-            while heap and heap[0][0] < limit:
-                due.append(heapq.heappop(heap)[1])
-            if len(due) == 1:
-                self._expire_one(qi, qmask, due[0])
-            elif due:
-                self._expire_serials(ri, qmask, due)
-        if wm > self._gap_expire_at:
-            self._expire_gaps(wm)
-
-    def _expire_one(self, qi: int, pmask: int, serial: int) -> None:
-        """``_expire_serials`` for one event: each holder's leaf tuple through its update path."""
-        holders = self._holders
-        mask = holders.get(serial, 0)
-        m = mask & pmask
-        if not m:
-            return  # already retracted
-        event = self.events[serial]
-        for bit, extract, prop in self._expirers[qi]:  # atoms only: gap indexes expire their own
-            if m & bit:
-                prop(extract(event, serial), -1)
-        mask &= ~pmask
-        if mask:
-            holders[serial] = mask
-        else:
-            self._forget(serial)
+        """Drop the events that fell out of each window at the current watermark (the generated
+        expiry, ``cep.runtime.handler``)."""
+        self._handlers.expire(self.watermark)
 
     def _expire_serials(self, ri: int, pmask: int, serials: list[int]) -> None:
         """Drop these events from the holders ``pmask`` of pattern ``ri``: one batch of
@@ -590,7 +555,7 @@ class Engine:
     def _forget(self, serial: int) -> None:
         event = self.events.pop(serial)
         del self._holders[serial]
-        self.stats["expired"] += 1
+        self._n_expired += 1
         if not self._fp_enabled:
             return
         fp = _fingerprint(event.fields)
@@ -609,7 +574,7 @@ class Engine:
         """A composite event; ``aggs`` are its aggregate slots (docs/language.md section 7, Repetition). Its id is derived
         from its positive events only."""
         name = self.patterns[ri].name
-        self.matches_emitted[name][op] += 1
+        self._emitted[ri][op != "+"] += 1
         # tuple.__new__: the NamedTuple's own constructor is a Python function (this runs per output)
         return _new_output(Output, (name, op, self._ids[ri](events), self._builders[ri](events, aggs),
                                     self._key_fns[ri](events[0])))
@@ -694,7 +659,7 @@ class Engine:
         eng.watermark = state["watermark"]
         try:
             for serial, event in state["events"]:
-                eng._insert(event, emit=False, serial=serial)
+                eng._restore(event, serial)
             # an event retained for one pattern may have left another's window: expiry depends
             # only on the watermark and the event's time, so running it now restores exactly that
             if eng.watermark is not None:

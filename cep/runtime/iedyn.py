@@ -769,6 +769,19 @@ class PatternRuntime:
         insert = codegen.define(f"{name}: insert into {a.alias}", "\n".join(lines), "insert", env)
         return extract, insert
 
+    def leaf_source(self, atom: int) -> tuple[list[str], str | None, dict[str, Any]]:
+        """Atom ``atom``'s leaf tuple as source, for code generated elsewhere (the engine's
+        per-type handlers, ``cep.runtime.handler``): unindented lines setting ``t`` from event
+        ``e`` (fields ``f``) and serial ``s``, the condition under which the tuple is not
+        inserted (None: always inserted), and the names the lines use."""
+        var_atoms: dict[str, int] = {}
+        for a in self.pattern.atoms:
+            for v in a.vars:
+                var_atoms[v] = var_atoms.get(v, 0) + 1
+        lines, null = self._leaf_tuple(self.pattern.atoms[atom], self.plan.nodes[self._leaf_of_atom[atom]].vars,
+                                       var_atoms)
+        return lines, null, {"canon": _canon_scalar, "ODD": _ODD}
+
     # ----------------------------------------------------------------- updates
 
     def _compile_propagation(self, start: int) -> Callable[[tuple, int], list | None]:

@@ -1,0 +1,294 @@
+"""The engine's generated per-event-type handlers and its generated expiry (issue 15).
+
+Why: ``Engine.push`` used to walk, for every event, a route list per type (a tuple unpacked
+per atom, one filter call per atom, one insert call per atom computing the same leaf tuple
+again), a loop over the expiry queues, and a dict of counters.  None of that depends on the
+event: it is fixed by the patterns.  So, per engine and per event type, this module writes
+one function that does all the work one event of that type causes, in straight-line code:
+
+- the late check and the watermark move (with the decisions and the expiry it triggers);
+- the atom filters inlined, each attribute the filters read fetched once for all of them
+  (card testing reads ``amount`` once, not three times);
+- each distinct leaf-tuple shape computed once (the atoms ``s1`` and ``s2`` of card testing
+  have the same tuple, so the event is one tuple shared by both);
+- the atoms' generated update paths (``PatternRuntime._prop_of_atom``) called directly, the
+  new matches enumerated and built inline (no per-output method chain);
+- the holder mask, the expiry-queue registration and the counters (plain ints on the engine).
+
+Expiry is generated the same way: per window, the due events are popped from the in-order
+queue (or the heap of out-of-order ones), and one due event (the common in-order case: the
+watermark moves with every event) goes through its atoms' update paths with its leaf tuples
+computed once per shape; several go as one batch per atom (``Engine._expire_serials``).
+
+Everything rare stays in ``Engine``'s plain methods: retractions, decided matches of patterns
+with gap elements (``_complete``/``_decide``), gap-index expiry, batch expiry.  The sources
+are made with ``cep.codegen.define``, so a traceback shows the generated line and
+``cep explain --generated`` lists them.
+"""
+
+from __future__ import annotations
+
+import heapq
+from typing import TYPE_CHECKING, Any
+
+from cep import codegen
+from cep.event import Output
+from cep.lang.expr import inline_conditions
+from cep.lang.gcq import TIME_ATTR
+
+if TYPE_CHECKING:  # the engine builds its handlers; this module only reads its structures
+    from cep.runtime.engine import Engine
+
+__all__ = ["Handlers", "build_handlers", "quiet_inserter"]
+
+
+class Handlers:
+    """An engine's generated functions: ``by_type[t](event, outs)`` pushes one event of type
+    ``t`` (appending its composite events to ``outs``), ``other`` one of any other type, and
+    ``expire(wm)`` drops what fell out of every window at watermark ``wm``."""
+
+    def __init__(self, by_type: dict[str, Any], other: Any, expire: Any) -> None:
+        self.by_type = by_type
+        self.other = other
+        self.expire = expire
+
+
+class _Source:
+    """One generated function's lines and the names they refer to."""
+
+    def __init__(self, eng: Engine) -> None:
+        self.lines: list[str] = []
+        self.env: dict[str, Any] = {"eng": eng, "E": eng.events, "H": eng._holders, "heappush": heapq.heappush,
+                                    "heappop": heapq.heappop, "NEW": tuple.__new__, "Output": Output}
+        self.names: dict[int, str] = {}
+
+    def name(self, prefix: str, obj: Any) -> str:
+        """A global name for ``obj`` (one name per object)."""
+        got = self.names.get(id(obj))
+        if got is None:
+            got = self.names[id(obj)] = f"{prefix}{len(self.names)}"
+            self.env[got] = obj
+        return got
+
+    def add(self, indent: int, *lines: str) -> None:
+        pad = "    " * indent
+        self.lines += [pad + line for line in lines]
+
+    def define(self, label: str, entry: str) -> Any:
+        return codegen.define(label, "\n".join(self.lines) + "\n", entry, self.env)
+
+
+def _leaf_shape(src: _Source, eng: Engine, ri: int, ai: int) -> tuple[list[str], str | None]:
+    """The lines setting ``t`` to atom ``ai``'s leaf tuple of event ``e`` (fields ``f``, serial
+    ``s``) and the condition under which it is not inserted (a null join value)."""
+    lines, null, env = eng.runtimes[ri].leaf_source(ai)
+    src.env.update(env)
+    return lines, null
+
+
+def _watermark_move(src: _Source, eng: Engine) -> None:
+    """The late check, the counters and the watermark move (``Engine.push``'s contract) of ``e``."""
+    src.add(1, "ts = e.ts", "wm = eng.watermark", "if wm is not None and ts < wm:", "    eng._late(ts, wm)",
+            "eng._n_events += 1", "mx = eng.max_ts", "if mx is None or ts > mx:", "    eng.max_ts = ts",
+            "    if eng.own_watermark:", "        wm = ts - eng.lateness", "        eng.watermark = wm")
+    if eng._decided:
+        src.add(3, "if wm > eng._decide_at or (wm == eng._decide_at and not eng._decide_strict):",
+                "    outs += eng._decide()")
+    src.add(3, "expire(wm)")
+
+
+def _filters(src: _Source, entries: list[tuple[int, int, Any, int, Any]], eng: Engine) -> list[str | None]:
+    """Lines setting ``p0``, ``p1``... (one per route entry: its atom's filter holds); None for
+    an atom without a filter.  Inlined with each attribute read once, or calls when a filter
+    is too deep to inline."""
+    atoms = [eng.patterns[ri].atoms[ai] for ri, ai, *_ in entries]
+    exprs = [(j, a.filter_expr) for j, a in enumerate(atoms) if a.filter is not None]
+    reads: dict[str, str] = {}
+
+    def access(attr) -> str:
+        if attr.name == TIME_ATTR:
+            return "ts"
+        if attr.name not in reads:
+            reads[attr.name] = f"F{len(reads)}"
+        return reads[attr.name]
+
+    inlined = None
+    if exprs and all(x is not None for _j, x in exprs):
+        inlined = inline_conditions([x for _j, x in exprs], access)
+    out: list[str | None] = [None] * len(atoms)
+    if inlined is None:
+        for j, _x in exprs:
+            out[j] = f"p{j}"
+            src.add(1, f"p{j} = {src.name('flt', atoms[j].filter)}(e)")
+        return out
+    conds, env = inlined
+    src.env.update(env)
+    src.add(1, *(f"{v} = f.get({a!r})" for a, v in reads.items()))
+    first: dict[str, str] = {}  # condition source -> the variable holding it (s1 and s2: one test)
+    for (j, _x), cond in zip(exprs, conds, strict=True):
+        out[j] = first.setdefault(cond, f"p{j}")
+        if out[j] == f"p{j}":
+            src.add(1, "try:", f"    p{j} = {cond}", "except OverflowError:", f"    p{j} = False")
+    return out
+
+
+def _emit_new(src: _Source, eng: Engine, ri: int, ai: int, indent: int) -> None:
+    """Lines that append the composite events the update path's deltas ``ch`` (not None) add."""
+    if eng.checks[ri] is not None:  # gap elements: decided now or pending (Engine._complete)
+        src.add(indent, f"eng._complete({ri}, {ai}, s, ch, outs)")
+        return
+    rt = eng.runtimes[ri]
+    changes = src.name("changes", rt.changes)
+    events_of = src.name("events_of", rt.events_of)
+    mid = src.name("mid", eng._ids[ri])
+    build = src.name("build", eng._builders[ri])
+    key = src.name("key", eng._key_fns[ri])
+    count = src.name("emitted", eng._emitted[ri])
+    name = eng.patterns[ri].name
+    src.add(indent, "n = len(outs)", f"for sl in {changes}(ch):",
+            f"    ev = {events_of}(sl, E)",
+            f"    outs.append(NEW(Output, ({name!r}, '+', {mid}(ev), {build}(ev, ()), {key}(ev[0]))))",
+            f"{count}[0] += len(outs) - n")
+
+
+def _insert_body(src: _Source, eng: Engine, etype: str, emit: bool) -> None:
+    """Lines that index event ``e`` (time ``ts``, serial ``s``) in every atom and gap index of
+    type ``etype`` it qualifies for, emit (``emit``) what that completes, and keep it (holders,
+    expiry queues, counters) when something holds it."""
+    entries = eng.route.get(etype, [])
+    src.add(1, "f = e.fields")
+    conds = _filters(src, entries, eng)
+    passed = None  # the test every kept event passed already
+    if etype in eng.gap_route:
+        src.add(1, "E[s] = e", "mask = eng._gap_insert(e, s)")
+    else:
+        if entries and all(c is not None for c in conds):  # an event no filter passes is not kept
+            passed = " or ".join(dict.fromkeys(conds))  # type: ignore[arg-type]
+            src.add(1, f"if not ({passed}):", "    return")
+        src.add(1, "E[s] = e", "mask = 0")
+    # each distinct leaf-tuple shape once, when one of its atoms passes its filter
+    shapes: dict[tuple[str, ...], tuple[str, list[int]]] = {}
+    null_of: dict[str, str | None] = {}
+    for j, (ri, ai, *_rest) in enumerate(entries):
+        lines, null = _leaf_shape(src, eng, ri, ai)
+        got = shapes.setdefault((*lines, str(null)), (f"t{len(shapes)}", []))
+        got[1].append(j)
+        null_of[got[0]] = null
+    tuple_of: dict[int, str] = {}
+    for (*lines, _null), (tv, users) in shapes.items():
+        guard = list(dict.fromkeys(conds[j] for j in users))
+        ind = 1
+        if all(g is not None for g in guard) and " or ".join(guard) != passed:  # type: ignore[arg-type]
+            src.add(1, f"if {' or '.join(guard)}:")  # type: ignore[arg-type]
+            ind = 2
+        src.add(ind, *lines)
+        null = null_of[tv]
+        src.add(ind, f"{tv} = None if {null} else t" if null else f"{tv} = t")
+        for j in users:
+            tuple_of[j] = tv
+    for j, (ri, ai, _flt, bit, _ins) in enumerate(entries):
+        tv = tuple_of[j]
+        test = [c for c in (conds[j], f"{tv} is not None" if null_of[tv] else None) if c]
+        ind = 1
+        if test:
+            src.add(1, f"if {' and '.join(test)}:  # {eng.patterns[ri].name}: {eng.patterns[ri].atoms[ai].alias}")
+            ind = 2
+        prop = src.name("prop", eng.runtimes[ri]._prop_of_atom[ai])
+        src.add(ind, f"ch = {prop}({tv}, 1)", f"mask |= {bit}")
+        if emit:
+            src.add(ind, "if ch is not None:")
+            _emit_new(src, eng, ri, ai, ind + 1)
+    src.add(1, "if not mask:", "    del E[s]", "    return", "H[s] = mask",
+            "if eng._fp_enabled:", "    eng._index_fp(s, f)")
+    type_bits = sum(bit for *_x, bit, _ins in entries)
+    for qi, _ri, qmask in eng._windowed:
+        if not qmask & type_bits:
+            continue
+        q, heap, last = (src.name("Q", eng._in_order[qi]), src.name("HP", eng._expiry[qi]),
+                         src.name("LAST", eng._last_ts))
+        src.add(1, f"if mask & {qmask}:", f"    if ts >= {last}[{qi}]:", f"        {q}.append(s)",
+                f"        {last}[{qi}] = ts", "    else:", f"        heappush({heap}, (ts, s))")
+    src.add(1, "eng._n_inserted += 1", "n = len(E)", "if n > eng._peak_retained:", "    eng._peak_retained = n")
+
+
+def _push_handler(eng: Engine, etype: str | None, expire: Any) -> Any:
+    """``handle(e, outs)``: push one event of type ``etype`` (None: of a type no atom or gap uses)."""
+    src = _Source(eng)
+    src.env["expire"] = expire
+    src.add(0, "def handle(e, outs):")
+    _watermark_move(src, eng)
+    src.add(1, "if e.op != '+':", "    outs += eng._retract(e)", "    return")
+    src.add(1, "s = eng._serial", "eng._serial = s + 1")
+    if etype is None:  # kept by nothing: it only takes a serial (as every inserted event does)
+        return src.define(f"engine: push an event of another type ({_names(eng)})", "handle")
+    _insert_body(src, eng, etype, emit=True)
+    return src.define(f"engine: push {etype} ({_names(eng)})", "handle")
+
+
+def quiet_inserter(eng: Engine, etype: str) -> Any:
+    """``insert(e, s)``: index event ``e`` under serial ``s`` without emitting (``Engine.loads``)."""
+    src = _Source(eng)
+    src.add(0, "def insert(e, s):", "    ts = e.ts", "    if s >= eng._serial:", "        eng._serial = s + 1")
+    _insert_body(src, eng, etype, emit=False)
+    return src.define(f"engine: restore {etype} ({_names(eng)})", "insert")
+
+
+def _expiry(eng: Engine) -> Any:
+    """``expire(wm)``: per window, the events before ``wm - w`` leave their atoms; then the gap
+    indexes' own expiry when one of their entries is due."""
+    src = _Source(eng)
+    src.add(0, "def expire(wm):")
+    for qi, ri, qmask in eng._windowed:
+        q, heap = src.name("Q", eng._in_order[qi]), src.name("HP", eng._expiry[qi])
+        # the first due event in ``one``, a list ``due`` only when there are more
+        src.add(1, f"# {eng.patterns[ri].name}: WITHIN {eng._windows[qi]}", f"limit = wm - {eng._windows[qi]!r}",
+                "one = due = None", f"while {q}:", f"    s = {q}[0]", "    e = E.get(s)", "    if e is None:",
+                f"        {q}.popleft()  # retracted meanwhile", "    elif e.ts < limit:", f"        {q}.popleft()",
+                "        if one is None:", "            one = s", "        elif due is None:", "            due = [one, s]",
+                "        else:", "            due.append(s)", "    else:", "        break",
+                f"while {heap} and {heap}[0][0] < limit:", f"    s = heappop({heap})[1]",
+                "    if one is None:", "        one = s", "    elif due is None:", "        due = [one, s]",
+                "    else:", "        due.append(s)",
+                "if due is not None:", f"    eng._expire_serials({ri}, {qmask}, due)", "elif one is not None:",
+                "    s = one", "    m = H.get(s, 0)", f"    if m & {qmask}:", "        e = E[s]")
+        _expire_one(src, eng, ri, qmask, 3)
+        src.add(3, f"m &= {~qmask}", "if m:", "    H[s] = m", "else:", "    eng._forget(s)")
+    if eng._gap_expiry:
+        src.add(1, "if wm > eng._gap_expire_at:", "    eng._expire_gaps(wm)")
+    if not eng._windowed and not eng._gap_expiry:
+        src.add(1, "return")
+    return src.define(f"engine: expiry ({_names(eng)})", "expire")
+
+
+def _expire_one(src: _Source, eng: Engine, ri: int, qmask: int, indent: int) -> None:
+    """Lines that take event ``e`` (serial ``s``, holder mask ``m``) out of every atom of
+    pattern ``ri`` holding it: each leaf-tuple shape extracted once, each atom's update path."""
+    rt = eng.runtimes[ri]
+    atoms = [(j, ai) for j, (r, ai) in enumerate(eng._slots) if r == ri and qmask >> j & 1]
+    shapes: dict[tuple[str, ...], tuple[str, int, Any]] = {}
+    for j, ai in atoms:
+        lines, null = _leaf_shape(src, eng, ri, ai)
+        tv, bits, ex = shapes.get((*lines, str(null)), (f"t{len(shapes)}", 0, rt.extract[ai]))
+        shapes[(*lines, str(null))] = (tv, bits | 1 << j, ex)
+    tuple_of = {}
+    for tv, bits, ex in shapes.values():
+        if bits == qmask:  # every atom of the window has this shape: the event holds one of them
+            src.add(indent, f"{tv} = {src.name('ex', ex)}(e, s)")
+        else:
+            src.add(indent, f"if m & {bits}:", f"    {tv} = {src.name('ex', ex)}(e, s)")
+        for j, _ai in atoms:
+            if bits >> j & 1:
+                tuple_of[j] = tv
+    for j, ai in atoms:
+        src.add(indent, f"if m & {1 << j}:", f"    {src.name('prop', rt._prop_of_atom[ai])}({tuple_of[j]}, -1)")
+
+
+def _names(eng: Engine) -> str:
+    return ", ".join(cp.name for cp in eng.patterns)
+
+
+def build_handlers(eng: Engine) -> Handlers:
+    """The generated functions of an engine whose routes, queues and counters are set up."""
+    expire = _expiry(eng)
+    by_type = {t: _push_handler(eng, t, expire) for t in sorted({*eng.route, *eng.gap_route})}
+    return Handlers(by_type, _push_handler(eng, None, expire), expire)
