@@ -117,9 +117,10 @@ class Engine:
         # The horizon is w, or 2w with a leading gap: a retained match's leading gap reaches back
         # to its last event's time - w (section 7, NOT elements), so its emitted matches can still
         # be re-checked.
-        self.gap_route: dict[str, list[tuple[GapIndex, Any, int, Any, Any]]] = {}
+        # event type -> (index, its filter, bit, its expiry order (queue, heap, horizon) or None)
+        self.gap_route: dict[str, list[tuple[GapIndex, Any, int, Any]]] = {}
         self._gap_of_bit: dict[int, GapIndex] = {}
-        self._gap_expiry: list[tuple[GapIndex, int, deque, list, Any, Any]] = []
+        self._gap_expiry: list[tuple[GapIndex, int, deque, list, Any]] = []
         self.checks: list[GapChecks | None] = []
         self.pending: list[PendingDecisions | None] = []
         for ri, cp in enumerate(self.patterns):
@@ -138,15 +139,12 @@ class Engine:
                 bit = 1 << (len(self._slots) + len(self._gap_of_bit))
                 self._gap_of_bit[bit] = ix
                 self._pattern_mask[ri] |= bit
-                # a plain sorted index's groups, appended to and expired inline (the common,
-                # in-order case)
-                groups = None if isinstance(ix, KleeneIndex) else ix.groups
                 order = None
                 if horizon is not None:
                     order = (deque(), [], horizon)
-                    self._gap_expiry.append((ix, bit, *order, groups))
+                    self._gap_expiry.append((ix, bit, *order))
                 for t in ix.spec.types:
-                    self.gap_route.setdefault(t, []).append((ix, flt, bit, order, groups))
+                    self.gap_route.setdefault(t, []).append((ix, flt, bit, order))
             checks = GapChecks(cp, plans, indexes, self.events)
             self.checks.append(checks)
             self.pending.append(PendingDecisions(checks.trailing))
@@ -391,39 +389,12 @@ class Engine:
         if aggs is not None:
             outs.append(self._output_events(ri, events, "-", aggs))
 
-    def _gap_insert(self, event: Event, serial: int) -> int:
-        """Index the event in every gap index it qualifies for (and in the index's expiry
-        order); returns their bits."""
-        mask = 0
-        ts = event.ts
-        for ix, flt, bit, order, groups in self.gap_route.get(event.type, ()):
-            if flt is not None and not flt(event):
-                continue
-            key = ix.key_of(event)
-            if key is None:
-                continue
-            group = None if groups is None else groups.get(key)
-            if group is not None and group[-1][0] <= ts:
-                group.append((ts, serial))
-            else:
-                ix.add(key, ts, serial)
-            mask |= bit
-            if order is not None:
-                queue, heap, horizon = order
-                if not queue or queue[-1][0] <= ts:
-                    queue.append((ts, serial, key))
-                else:
-                    heapq.heappush(heap, (ts, serial, key))
-                if ts + horizon < self._gap_expire_at:
-                    self._gap_expire_at = ts + horizon
-        return mask
-
     def _expire_gaps(self, wm: Any) -> None:
         """Drop the gap-index entries that fell out of their horizon (before ``wm - horizon``);
         an event no index or atom holds any more is forgotten."""
         holders = self._holders
         soonest: Any = math.inf
-        for ix, bit, queue, heap, horizon, groups in self._gap_expiry:
+        for ix, bit, queue, heap, horizon in self._gap_expiry:
             limit = wm - horizon
             due = []
             while queue and queue[0][0] < limit:
@@ -433,11 +404,7 @@ class Engine:
             for ts, serial, key in due:
                 mask = holders.get(serial, 0)
                 if mask & bit:  # else retracted meanwhile
-                    group = None if groups is None else groups[key]
-                    if group is not None and len(group) > 1 and group[0][1] == serial:
-                        del group[0]
-                    else:
-                        ix.remove(key, ts, serial)
+                    ix.remove(key, ts, serial)
                     mask ^= bit
                     if mask:
                         holders[serial] = mask

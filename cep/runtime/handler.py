@@ -160,7 +160,8 @@ def _insert_body(src: _Source, eng: Engine, etype: str, emit: bool) -> None:
     conds = _filters(src, entries, eng)
     passed = None  # the test every kept event passed already
     if etype in eng.gap_route:
-        src.add(1, "E[s] = e", "mask = eng._gap_insert(e, s)")
+        src.add(1, "E[s] = e", "mask = 0")
+        _gap_insert(src, eng, etype)
     else:
         if entries and all(c is not None for c in conds):  # an event no filter passes is not kept
             passed = " or ".join(dict.fromkeys(conds))  # type: ignore[arg-type]
@@ -209,6 +210,25 @@ def _insert_body(src: _Source, eng: Engine, etype: str, emit: bool) -> None:
         src.add(1, f"if mask & {qmask}:", f"    if ts >= {last}[{qi}]:", f"        {q}.append(s)",
                 f"        {last}[{qi}] = ts", "    else:", f"        heappush({heap}, (ts, s))")
     src.add(1, "eng._n_inserted += 1", "n = len(E)", "if n > eng._peak_retained:", "    eng._peak_retained = n")
+
+
+def _gap_insert(src: _Source, eng: Engine, etype: str) -> None:
+    """Lines that add event ``e`` (time ``ts``, serial ``s``) to every gap index of its type whose
+    filter it passes and whose key it has (``GapIndex.add``: in order, an append), and to the
+    index's expiry order; its bit goes into ``mask``."""
+    for n, (ix, flt, bit, order) in enumerate(eng.gap_route[etype]):
+        ind = 1
+        if flt is not None:
+            src.add(1, f"if {src.name('flt', flt)}(e):  # gap index g{ix.spec.id}")
+            ind = 2
+        src.add(ind, f"k = {src.name('key_of', ix.key_of)}(e)", "if k is not None:",
+                f"    {src.name('add', ix.add)}(k, ts, s)", f"    mask |= {bit}")
+        if order is not None:
+            queue, heap, horizon = order
+            q, hp = src.name("GQ", queue), src.name("GH", heap)
+            src.add(ind + 1, f"if not {q} or {q}[-1][0] <= ts:", f"    {q}.append((ts, s, k))", "else:",
+                    f"    heappush({hp}, (ts, s, k))", f"if ts + {horizon!r} < eng._gap_expire_at:",
+                    f"    eng._gap_expire_at = ts + {horizon!r}")
 
 
 def _push_handler(eng: Engine, etype: str | None, expire: Any) -> Any:
