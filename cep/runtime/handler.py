@@ -216,7 +216,7 @@ def _gap_insert(src: _Source, eng: Engine, etype: str) -> None:
     """Lines that add event ``e`` (time ``ts``, serial ``s``) to every gap index of its type whose
     filter it passes and whose key it has (``GapIndex.add``: in order, an append), and to the
     index's expiry order; its bit goes into ``mask``."""
-    for n, (ix, flt, bit, order) in enumerate(eng.gap_route[etype]):
+    for ix, flt, bit, order in eng.gap_route[etype]:
         ind = 1
         if flt is not None:
             src.add(1, f"if {src.name('flt', flt)}(e):  # gap index g{ix.spec.id}")
