@@ -73,7 +73,17 @@ def match_id_fn(pattern: str, arity: int) -> Callable[[Sequence[Event]], str]:
     src = (f"def mid(events):\n"
            f"    if len(events) == {arity}:\n"
            f"        {', '.join(names)}{',' if arity == 1 else ''} = events\n"
-           f"        return _b2(_join((_P, {', '.join(n + '.pos' for n in names)})).encode(), digest_size=8).hexdigest()\n"
+           f"        return {match_id_source('_P', names)}\n"
            f"    return _generic(_P, events)\n")
     return codegen.define(f"{pattern}: id of a match", src, "mid",
-                          {"_b2": blake2b, "_join": "\x00".join, "_P": pattern, "_generic": _generic_id})
+                          {**MATCH_ID_ENV, "_P": pattern, "_generic": _generic_id})
+
+
+# the names ``match_id_source`` refers to
+MATCH_ID_ENV = {"_b2": blake2b, "_join": "\x00".join}
+
+
+def match_id_source(pattern: str, events: Sequence[str]) -> str:
+    """Python source of ``match_id`` for the pattern name held by the name ``pattern`` and the
+    events held by the names ``events`` (generated code; it needs ``MATCH_ID_ENV``)."""
+    return f"_b2(_join(({pattern}, {', '.join(n + '.pos' for n in events)})).encode(), digest_size=8).hexdigest()"

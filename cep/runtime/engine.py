@@ -30,9 +30,9 @@ from typing import Any
 from cep import codegen
 from cep.errors import BatchInterrupted, LateEventError, UnknownRetractionError
 from cep.event import Event, Output, match_id_fn
-from cep.lang.gcq import TIME_ATTR, CompiledPattern
+from cep.lang.gcq import CompiledPattern
 from cep.runtime.gaps import GapChecks, GapIndex, KleeneIndex
-from cep.runtime.handler import build_handlers, quiet_inserter
+from cep.runtime.handler import build_handlers, match_key_source, quiet_inserter
 from cep.runtime.iedyn import PatternRuntime
 from cep.runtime.pending import PendingDecisions, is_decided
 from cep.runtime.state import StateError, decode_state, encode_state
@@ -157,12 +157,10 @@ class Engine:
         # the partition key of a match, read from its first event (a generated function: per output)
         self._key_fns: list[Any] = []
         for cp in self.patterns:
-            a0 = cp.atoms[0] if cp.atoms else None
-            if cp.partition_vars and a0 is not None:  # the rule of gcq.read_key, inline
-                attrs = cp.key_attrs(a0)
-                items = "".join("e.ts, " if a == TIME_ATTR else f"e.fields.get({a!r}), " for a in attrs)
+            items = match_key_source(cp, "e")
+            if items is not None:
                 self._key_fns.append(codegen.define(f"{cp.name}: partition key of a match",
-                                                    f"def key(e):\n    return ({items})\n", "key"))
+                                                    f"def key(e):\n    return {items}\n", "key"))
             else:
                 self._key_fns.append(_no_key)
         # expiry queues: (queue, pattern, the pattern's atom bits it expires), each with its

@@ -32,14 +32,14 @@ import heapq
 from typing import TYPE_CHECKING, Any
 
 from cep import codegen
-from cep.event import Output
+from cep.event import MATCH_ID_ENV, Output, match_id_source
 from cep.lang.expr import inline_conditions
-from cep.lang.gcq import TIME_ATTR
+from cep.lang.gcq import TIME_ATTR, CompiledPattern
 
 if TYPE_CHECKING:  # the engine builds its handlers; this module only reads its structures
     from cep.runtime.engine import Engine
 
-__all__ = ["Handlers", "build_handlers", "quiet_inserter"]
+__all__ = ["Handlers", "build_handlers", "match_key_source", "quiet_inserter"]
 
 
 class Handlers:
@@ -138,16 +138,18 @@ def _emit_new(src: _Source, eng: Engine, ri: int, ai: int, indent: int) -> None:
         src.add(indent, f"eng._complete({ri}, {ai}, s, ch, outs)")
         return
     rt = eng.runtimes[ri]
+    cp = eng.patterns[ri]
     changes = src.name("changes", rt.changes)
     events_of = src.name("events_of", rt.events_of)
-    mid = src.name("mid", eng._ids[ri])
     build = src.name("build", eng._builders[ri])
-    key = src.name("key", eng._key_fns[ri])
     count = src.name("emitted", eng._emitted[ri])
-    name = eng.patterns[ri].name
+    pname = src.name("NAME", cp.name)
+    src.env.update(MATCH_ID_ENV)
+    names = [f"e{i}" for i in range(len(cp.atoms))]  # events_of gives one event per atom
+    key = match_key_source(cp, "e0")
     src.add(indent, "n = len(outs)", f"for sl in {changes}(ch):",
-            f"    ev = {events_of}(sl, E)",
-            f"    outs.append(NEW(Output, ({name!r}, '+', {mid}(ev), {build}(ev, ()), {key}(ev[0]))))",
+            f"    ev = {events_of}(sl, E)", f"    {', '.join(names)}, = ev",
+            f"    outs.append(NEW(Output, ({pname}, '+', {match_id_source(pname, names)}, {build}(ev, ()), {key})))",
             f"{count}[0] += len(outs) - n")
 
 
@@ -301,6 +303,16 @@ def _expire_one(src: _Source, eng: Engine, ri: int, qmask: int, indent: int) -> 
                 tuple_of[j] = tv
     for j, ai in atoms:
         src.add(indent, f"if m & {1 << j}:", f"    {src.name('prop', rt._prop_of_atom[ai])}({tuple_of[j]}, -1)")
+
+
+def match_key_source(cp: CompiledPattern, first: str) -> str | None:
+    """Python source of the partition key of a match of ``cp`` whose first event is held by the
+    name ``first`` (the rule of ``gcq.read_key``); None for a pattern without a partition key."""
+    a0 = cp.atoms[0] if cp.atoms else None
+    if not cp.partition_vars or a0 is None:
+        return None
+    items = "".join(f"{first}.ts, " if a == TIME_ATTR else f"{first}.fields.get({a!r}), " for a in cp.key_attrs(a0))
+    return f"({items})"
 
 
 def _names(eng: Engine) -> str:
