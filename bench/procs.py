@@ -20,7 +20,10 @@ ESPER_DIR = BENCH_DIR / "esper"
 ESPER_CLASSPATH = f"{ESPER_DIR / 'target' / 'classes'}{os.pathsep}{ESPER_DIR / 'target' / 'dependency' / '*'}"
 
 
-CEP_MAIN = "import sys; sys.argv[0] = 'cep'; from cep.cli import main; sys.exit(main())"
+# `python -c` puts the working directory (the bench's checkout) first on sys.path, ahead of PYTHONPATH:
+# it is dropped, so ``base_env``'s checkout is the one that runs (else --base measured this checkout twice)
+CEP_MAIN = ("import sys; sys.path[:1] = [] if sys.path[0] == '' else sys.path[:1]; sys.argv[0] = 'cep'; "
+            "from cep.cli import main; sys.exit(main())")
 
 
 class RunFailed(RuntimeError):
