@@ -65,25 +65,39 @@ def _generic_id(pattern: str, events: Sequence[Event]) -> str:
 
 def match_id_fn(pattern: str, arity: int) -> Callable[[Sequence[Event]], str]:
     """``events -> match_id(pattern, their positions)`` for one pattern: a generated function whose
-    common case (``arity`` events) joins the positions without building a tuple first (it runs per
-    composite event); any other number of events (a repeated element) takes the general path."""
+    common case (``arity`` events) hashes the positions from a copy of the hash state that has read
+    the pattern name already (``match_id_source``; it runs per composite event); any other number of
+    events (a repeated element) takes the general path."""
     if arity < 1:
         return lambda events: _generic_id(pattern, events)
     names = [f"e{i}" for i in range(arity)]
+    lines, mid = match_id_source("_seed", names)
     src = (f"def mid(events):\n"
            f"    if len(events) == {arity}:\n"
            f"        {', '.join(names)}{',' if arity == 1 else ''} = events\n"
-           f"        return {match_id_source('_P', names)}\n"
+           + "".join(f"        {line}\n" for line in lines) +
+           f"        return {mid}\n"
            f"    return _generic(_P, events)\n")
     return codegen.define(f"{pattern}: id of a match", src, "mid",
-                          {**MATCH_ID_ENV, "_P": pattern, "_generic": _generic_id})
+                          {**MATCH_ID_ENV, "_seed": match_id_seed(pattern), "_P": pattern, "_generic": _generic_id})
 
 
-# the names ``match_id_source`` refers to
-MATCH_ID_ENV = {"_b2": blake2b, "_join": "\x00".join}
+# the names ``match_id_source`` refers to (besides the seed)
+MATCH_ID_ENV = {"_join": "\x00".join}
 
 
-def match_id_source(pattern: str, events: Sequence[str]) -> str:
-    """Python source of ``match_id`` for the pattern name held by the name ``pattern`` and the
-    events held by the names ``events`` (generated code; it needs ``MATCH_ID_ENV``)."""
-    return f"_b2(_join(({pattern}, {', '.join(n + '.pos' for n in events)})).encode(), digest_size=8).hexdigest()"
+def match_id_seed(pattern: str) -> Callable[[], Any]:
+    """A function returning a fresh BLAKE2b state that has read the pattern name and its NUL: the
+    start of every id of the pattern (copying a state costs a third of making one with its
+    parameters, and hashing is streaming, so the digest is ``match_id``'s)."""
+    state = blake2b(digest_size=8)
+    state.update(f"{pattern}\x00".encode())
+    return state.copy
+
+
+def match_id_source(seed: str, events: Sequence[str]) -> tuple[list[str], str]:
+    """Generated code for ``match_id``: statements (using the name ``h``) and the id's expression,
+    for the ``match_id_seed`` held by the name ``seed`` and the events held by the names ``events``
+    (the generated function needs ``MATCH_ID_ENV`` too)."""
+    pos = f"{events[0]}.pos" if len(events) == 1 else f"_join(({', '.join(n + '.pos' for n in events)}))"
+    return [f"h = {seed}()", f"h.update({pos}.encode())"], "h.hexdigest()"

@@ -264,18 +264,20 @@ def test_engine_failure_names_the_record_and_keeps_output(tmp_path, monkeypatch)
 
     import cep.commands.run as runner
     import cep.runtime.engine
+    from cep.runtime.handler import Handlers
+
+    def handle(e, outs):  # a generated handler's contract: append the event's outputs, or raise
+        if e.pos == "2":
+            raise TypeError("unhashable")
+        outs.append(Output("p", "+", "id1", {"x": 1}))
 
     class Boom:
         def __init__(self, patterns, lateness=0, *, own_watermark=True):
             self.stats, self.matches_emitted, self.retained_events = {}, {}, 0
             self.lateness, self.own_watermark = lateness, own_watermark
+            self._handlers = Handlers({}, handle, None)
 
-        def push(self, e):
-            if e.pos == "2":
-                raise TypeError("unhashable")
-            return [Output("p", "+", "id1", {"x": 1})]
-
-        push_batch = cep.runtime.engine.Engine.push_batch  # the engine's batch entry, over this push
+        push_batch = cep.runtime.engine.Engine.push_batch  # the engine's batch entry, over this handler
 
     monkeypatch.setattr(cep.runtime.engine, "Engine", Boom)
     monkeypatch.delenv("CEP_DEBUG", raising=False)

@@ -98,8 +98,9 @@ class Engine:
         self._by_name = {cp.name: i for i, cp in enumerate(self.patterns)}
         # every (pattern, atom) is a bit; an event's holders are a bit mask (a small int),
         # and its leaf tuples are recomputed from the event when it leaves
-        # event type -> (pattern, atom, filter, bit, the atom's insert) per atom of that type
-        self.route: dict[str, list[tuple[int, int, Any, int, Any]]] = {}
+        # event type -> (pattern, atom, filter, bit) per atom of that type (the generated handlers'
+        # routes, cep.runtime.handler)
+        self.route: dict[str, list[tuple[int, int, Any, int]]] = {}
         self._slots: list[tuple[int, int]] = []
         self._pattern_mask = [0] * len(self.patterns)
         for ri, cp in enumerate(self.patterns):
@@ -107,7 +108,7 @@ class Engine:
                 bit = 1 << len(self._slots)
                 self._slots.append((ri, ai))
                 self._pattern_mask[ri] |= bit
-                self.route.setdefault(atom.type, []).append((ri, ai, atom.filter, bit, self.runtimes[ri].inserter[ai]))
+                self.route.setdefault(atom.type, []).append((ri, ai, atom.filter, bit))
         self._atom_bits = (1 << len(self._slots)) - 1
         # gap elements (docs/language.md section 7): per pattern, sorted indexes of the gap types' events
         # (each index one more bit of an event's holders), the checks, and the undecided matches.
@@ -453,7 +454,7 @@ class Engine:
         for ix, flt, *_ in self.gap_route.get(event.type, ()):
             if (flt is None or flt(event)) and ix.key_of(event) is not None:
                 return True
-        for ri, ai, flt, _bit, _insert in self.route.get(event.type, ()):
+        for ri, ai, flt, _bit in self.route.get(event.type, ()):
             if flt is None or flt(event):
                 if self.runtimes[ri].extract[ai](event, -1) is not None:
                     return True

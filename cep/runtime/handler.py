@@ -32,7 +32,7 @@ import heapq
 from typing import TYPE_CHECKING, Any
 
 from cep import codegen
-from cep.event import MATCH_ID_ENV, Output, match_id_source
+from cep.event import MATCH_ID_ENV, Output, match_id_seed, match_id_source
 from cep.lang.expr import inline_conditions
 from cep.lang.gcq import TIME_ATTR, CompiledPattern
 
@@ -97,7 +97,7 @@ def _watermark_move(src: _Source, eng: Engine) -> None:
     src.add(3, "expire(wm)")
 
 
-def _filters(src: _Source, entries: list[tuple[int, int, Any, int, Any]], eng: Engine) -> list[str | None]:
+def _filters(src: _Source, entries: list[tuple[int, int, Any, int]], eng: Engine) -> list[str | None]:
     """Lines setting ``p0``, ``p1``... (one per route entry: its atom's filter holds); None for
     an atom without a filter.  Inlined with each attribute read once, or calls when a filter
     is too deep to inline."""
@@ -147,9 +147,10 @@ def _emit_new(src: _Source, eng: Engine, ri: int, ai: int, indent: int) -> None:
     src.env.update(MATCH_ID_ENV)
     names = [f"e{i}" for i in range(len(cp.atoms))]  # events_of gives one event per atom
     key = match_key_source(cp, "e0")
+    id_lines, mid = match_id_source(src.name("seed", match_id_seed(cp.name)), names)
     src.add(indent, "n = len(outs)", f"for sl in {changes}(ch):",
-            f"    ev = {events_of}(sl, E)", f"    {', '.join(names)}, = ev",
-            f"    outs.append(NEW(Output, ({pname}, '+', {match_id_source(pname, names)}, {build}(ev, ()), {key})))",
+            f"    ev = {events_of}(sl, E)", f"    {', '.join(names)}, = ev", *(f"    {line}" for line in id_lines),
+            f"    outs.append(NEW(Output, ({pname}, '+', {mid}, {build}(ev, ()), {key})))",
             f"{count}[0] += len(outs) - n")
 
 
@@ -189,7 +190,7 @@ def _insert_body(src: _Source, eng: Engine, etype: str, emit: bool) -> None:
         src.add(ind, f"{tv} = None if {null} else t" if null else f"{tv} = t")
         for j in users:
             tuple_of[j] = tv
-    for j, (ri, ai, _flt, bit, _ins) in enumerate(entries):
+    for j, (ri, ai, _flt, bit) in enumerate(entries):
         tv = tuple_of[j]
         test = [c for c in (conds[j], f"{tv} is not None" if null_of[tv] else None) if c]
         ind = 1
@@ -203,7 +204,7 @@ def _insert_body(src: _Source, eng: Engine, etype: str, emit: bool) -> None:
             _emit_new(src, eng, ri, ai, ind + 1)
     src.add(1, "if not mask:", "    del E[s]", "    return", "H[s] = mask",
             "if eng._fp_enabled:", "    eng._index_fp(s, f)")
-    type_bits = sum(bit for *_x, bit, _ins in entries)
+    type_bits = sum(bit for *_x, bit in entries)
     for qi, _ri, qmask in eng._windowed:
         if not qmask & type_bits:
             continue

@@ -1,0 +1,69 @@
+"""The engine's generated per-type handlers (cep/runtime/handler.py): what they fuse, and that the
+fused forms give what the plain ones give (the property tests compare whole runs with the reference)."""
+
+from __future__ import annotations
+
+import pytest
+from test_engine import CARD, txn
+
+from cep import codegen
+from cep.errors import LateEventError
+from cep.event import Event, match_id, match_id_fn
+from cep.lang.compiler import compile_text
+from cep.runtime.engine import Engine
+
+
+def _handler_source(text: str, etype: str) -> str:
+    mark = codegen.mark()
+    Engine(compile_text(text))
+    (src,) = [s for name, s in codegen.defined_since(mark) if name.startswith(f"<cep engine: push {etype} (")]
+    return src
+
+
+def test_the_card_testing_handler_reads_amount_once_and_builds_one_leaf_tuple():
+    src = _handler_source(CARD, "Txn")
+    assert src.count("f.get('amount')") == 1  # three filters, one read
+    assert src.count("< 100") == 1  # s1's and s2's filter is the same test
+    assert src.count("t = (") == 1  # s1, s2 and big share the tuple (ts, card, serial)
+    assert src.count("ch = prop") == 3  # each atom's update path
+
+
+def test_an_event_no_filter_passes_is_not_kept_but_takes_a_serial():
+    eng = Engine(compile_text(CARD))
+    assert eng.push(txn(1, 1, "c", 250)) == []  # neither small nor large
+    assert eng.retained_events == 0 and eng._serial == 1
+    assert eng.stats["events"] == 1 and eng.stats["inserted"] == 0
+
+
+def test_counters_and_emitted_counts_through_the_views():
+    eng = Engine(compile_text(CARD), lateness=0)
+    outs = eng.push_batch([txn(1, 1, "c", 10), txn(2, 2, "c", 20), txn(3, 3, "c", 500), txn(4, 5000, "d", 10)])
+    assert [o.pattern for o in outs] == ["card_testing"]
+    assert outs[0].id == match_id("card_testing", ("1", "2", "3")) and outs[0].key == ("c",)
+    assert eng.matches_emitted == {"card_testing": {"+": 1, "-": 0}}
+    s = eng.stats
+    # the fourth event's watermark expires the first three before it is inserted
+    assert (s["events"], s["inserted"], s["expired"], s["peak_retained"]) == (4, 4, 3, 3)
+    with pytest.raises(LateEventError):
+        eng.push(txn(5, 1, "c", 10))
+    assert eng.stats["late"] == 1
+    restored = Engine.loads(eng.dumps(), compile_text(CARD))
+    assert restored.stats == eng.stats and restored.matches_emitted == eng.matches_emitted
+
+
+def test_a_filter_too_deep_to_inline_is_called():
+    deep = " + ".join(["a.x"] * 40)
+    text = f"PATTERN deep\n  SEQ(A a, B b)\n  WHERE {deep} > 40 AND b.y = 1\n  WITHIN 10 s\n"
+    src = _handler_source(text, "A")
+    assert "(e)" in src and "f.get('x')" not in src  # the compiled filter, called
+    eng = Engine(compile_text(text))
+    ev = [Event("A", 1, {"x": 2}, "1"), Event("A", 2, {"x": 1}, "2"), Event("B", 3, {"y": 1}, "3")]
+    assert [o.id for o in eng.push_batch(ev)] == [match_id("deep", ("1", "3"))]
+
+
+def test_match_ids_from_the_seeded_hash_equal_match_id():
+    for k in (1, 2, 3):
+        events = [Event("T", i, {}, f"{i}:{i * 7}") for i in range(k)]
+        assert match_id_fn("p", k)(events) == match_id("p", tuple(e.pos for e in events))
+    events = [Event("T", i, {}, str(i)) for i in range(5)]  # another number of events: the general path
+    assert match_id_fn("p", 3)(events) == match_id("p", tuple(e.pos for e in events))
