@@ -153,3 +153,20 @@ PATTERN smoke_heat
                             "h": {"type": "Heat", "ts": 10, "area": 1, "temp": 70}}
     # the Other event reaches no atom and is not stored
     assert eng.retained_events == 3
+
+
+def test_unknown_retraction_moves_no_watermark_so_no_decided_match_is_lost():
+    """A refused retraction changes nothing: the decision its time would have made comes with the
+    next record instead of being lost with the error (issue 15 review)."""
+    eng = Engine(compile_text((PATTERNS / "unshipped_orders.pattern").read_text()))
+
+    def order(i, ts, oid, op="+"):
+        return Event("Order", ts, {"type": "Order", "ts": ts, "order_id": oid, "customer": "c"}, str(i), op)
+
+    assert eng.push(order(1, 0, "o1")) == []
+    far = 3 * 86400  # past the 2-day window: o1's absence of a Shipment is decided at this watermark
+    with pytest.raises(UnknownRetractionError):
+        eng.push(order(2, far, "never-inserted", op="-"))
+    assert eng.watermark == 0
+    decided = eng.push(order(3, far, "o2"))
+    assert [(o.op, o.match["order_id"]) for o in decided] == [("+", "o1")]

@@ -460,17 +460,28 @@ class Engine:
                     return True
         return False
 
-    def _retract(self, event: Event) -> list[Output]:
+    def _retracted_serials(self, event: Event) -> tuple[Any, list[int] | None]:
+        """The fingerprint of a retraction and the serials of its equal retained events; raises
+        ``UnknownRetractionError`` when there are none and a pattern could have kept the event."""
         if not self._fp_enabled:
             self._fp_enabled = True
             for s in sorted(self.events):
                 self._by_fp.setdefault(_fingerprint(self.events[s].fields), []).append(s)
         fp = _fingerprint(event.fields)
         serials = self._by_fp.get(fp)
-        if not serials:
-            if self._would_keep(event):
-                raise UnknownRetractionError("retraction of an event that was never inserted (or is already retracted)")
-            # no pattern could use the event: retracting it changes nothing
+        if not serials and self._would_keep(event):
+            raise UnknownRetractionError("retraction of an event that was never inserted (or is already retracted)")
+        return fp, serials
+
+    def _check_retraction(self, event: Event) -> None:
+        """Refuse an unknown retraction before its time moves the watermark: a refused record
+        changes nothing, so what a move would decide is decided (and emitted) by a later record.
+        (Its equal event has the same time, so that move never expires it.)"""
+        self._retracted_serials(event)
+
+    def _retract(self, event: Event) -> list[Output]:
+        fp, serials = self._retracted_serials(event)
+        if not serials:  # no pattern could use the event: retracting it changes nothing
             return []
         serial = serials.pop(0)
         if not serials:

@@ -89,7 +89,7 @@ def _leaf_shape(src: _Source, eng: Engine, ri: int, ai: int) -> tuple[list[str],
 def _watermark_move(src: _Source, eng: Engine) -> None:
     """The late check, the counters and the watermark move (``Engine.push``'s contract) of ``e``."""
     src.add(1, "ts = e.ts", "wm = eng.watermark", "if wm is not None and ts < wm:", "    eng._late(ts, wm)",
-            "eng._n_events += 1", "mx = eng.max_ts", "if mx is None or ts > mx:", "    eng.max_ts = ts",
+            "if e.op != '+':", "    eng._check_retraction(e)", "eng._n_events += 1", "mx = eng.max_ts", "if mx is None or ts > mx:", "    eng.max_ts = ts",
             "    if eng.own_watermark:", "        wm = ts - eng.lateness", "        eng.watermark = wm")
     if eng._decided:
         src.add(3, "if wm > eng._decide_at or (wm == eng._decide_at and not eng._decide_strict):",
