@@ -64,6 +64,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"bench: Esper not available, running without it: {e}", file=sys.stderr)
 
     ws = harness.select(profile, names, sizes, data_dir)
+    load_start = harness.load_average()
     t0 = time.perf_counter()
     rows = harness.run_all(ws, systems, out_dir, args.timeout, show_progress=not args.no_progress,
                            on_rows=lambda rs: report.write_csv(rs, out_dir / "results.csv"), repeat=args.repeat)
@@ -72,7 +73,8 @@ def main(argv: list[str] | None = None) -> int:
         shlex.quote(a) for a in (argv if argv is not None else sys.argv[1:])))
     report.write_csv(rows, out_dir / "results.csv")
     made = report.plots(rows, out_dir)
-    report.write_markdown(rows, harness.machine_info(), command, elapsed, out_dir / "results.md", made)
+    machine = {**harness.machine_info(), "load_start": load_start, "load_end": harness.load_average()}
+    report.write_markdown(rows, machine, command, elapsed, out_dir / "results.md", made)
     print(f"bench: {len(rows)} runs in {elapsed:.0f} s; {out_dir / 'results.md'}")
     if out_dir.resolve() == (workloads.BENCH_DIR / "results").resolve():
         report.update_readme(workloads.BENCH_DIR / "README.md", out_dir / "results.md")
