@@ -104,7 +104,7 @@ def _finish(row: dict, res: dict, expected: int | None) -> dict:
 
 
 def run_workload(w: Workload, systems: set[str], out_dir: Path, timeout: float, progress=None,
-                 repeat: int = 1) -> list[dict]:
+                 repeat: int = 1, base: str | None = None) -> list[dict]:
     path = w.make_input()
     records = None
 
@@ -130,6 +130,10 @@ def run_workload(w: Workload, systems: set[str], out_dir: Path, timeout: float, 
         if w.seq_patterns:
             runs.append(("cep SEQ", lambda: procs.run_cep_inprocess(w.seq_patterns, path, timeout=timeout,
                                                                     time_unit=w.time_unit)))
+    if "cep" in systems and base is not None:
+        env = procs.base_env(base)
+        runs.append(("cep base", lambda: procs.run_cep_inprocess(w.patterns, path, timeout=timeout,
+                                                                 time_unit=w.time_unit, env=env)))
     if "cep mem" in systems and w.family == "cep":
         runs.append(("cep mem", lambda: procs.run_cep_inprocess(
             w.patterns, path, timeout=timeout, time_unit=w.time_unit,
@@ -178,7 +182,7 @@ def run_workload(w: Workload, systems: set[str], out_dir: Path, timeout: float, 
         times = [r.get("run_s") or 0 for r in got]
         row["run_s_all"] = " ".join(f"{t:.4f}" for t in times)
         row["run_s_median"] = statistics.median(times)
-        cpus = [r["cpu_s"] for r in got if r.get("cpu_s")]
+        cpus = [r.get("loop_cpu_s") or r["cpu_s"] for r in got if r.get("cpu_s")]
         if cpus:  # CPU time of the loop: what a loaded machine moves least (Esper's counts its JIT threads)
             row["cpu_s_best"] = min(cpus)
             row["cpu_s_median"] = statistics.median(cpus)
@@ -203,14 +207,14 @@ def run_workload(w: Workload, systems: set[str], out_dir: Path, timeout: float, 
 
 
 def run_all(ws: list[Workload], systems: set[str], out_dir: Path, timeout: float, show_progress: bool = True,
-            on_rows=None, repeat: int = 1) -> list[dict]:
+            on_rows=None, repeat: int = 1, base: str | None = None) -> list[dict]:
     from tqdm import tqdm
 
     rows: list[dict] = []
     bar = tqdm(ws, desc="bench", unit="workload", disable=not show_progress)
     t0 = time.perf_counter()
     for w in bar:
-        rows += run_workload(w, systems, out_dir, timeout, bar, repeat)
+        rows += run_workload(w, systems, out_dir, timeout, bar, repeat, base)
         if on_rows is not None:
             on_rows(rows)  # partial results survive an interrupted run
     bar.close()

@@ -68,6 +68,14 @@ def _cpu_ratio(c: dict | None, e: dict | None, key: str) -> str:
     return f"{e[key] / c[key]:.2f}x"
 
 
+def _base_ratio(b: dict | None, e: dict | None) -> str:
+    """``cep base`` (another checkout, ``--base``) over Esper, best (median)."""
+    if not b or not e or b.get("error") or e.get("error"):
+        return "-"
+    return (f"{_ratio(b.get('events_per_s'), e.get('events_per_s'))} "
+            f"({_ratio(b.get('events_per_s_median'), e.get('events_per_s_median'))})")
+
+
 def _lat(r: dict | None) -> str:
     if r is None or r.get("error") or r.get("p50_us") is None:
         return "-"
@@ -77,13 +85,14 @@ def _lat(r: dict | None) -> str:
 def comparison_table(rows: list[dict], family: str) -> list[str]:
     groups = _by([r for r in rows if r["family"] == family])
     lines = ["| workload | expected | cep | Esper | cep ev/s best (median) | Esper ev/s best (median) | "
-             "cep/Esper best | cep/Esper median | cep/Esper CPU best (median) | "
+             "cep/Esper best | cep/Esper median | cep/Esper CPU best (median) | cep base/Esper best (median) | "
              "cep p50/p99 µs | Esper p50/p99 µs | cep peak RSS MB | Esper peak RSS MB (heap) | "
              "SEQ: cep / Esper pattern count | SEQ: cep / Esper pattern ev/s | note |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for name, sysrows in groups.items():
         c, e = sysrows.get("cep"), sysrows.get("esper")
         s, es = sysrows.get("cep SEQ"), sysrows.get("esper SEQ")
+        b = sysrows.get("cep base")
         any_row = c or e or s or es
         cps = c.get("events_per_s") if c else None
         eps = e.get("events_per_s") if e else None
@@ -101,7 +110,7 @@ def comparison_table(rows: list[dict], family: str) -> list[str]:
         lines.append(
             f"| {name} | {_f(any_row.get('expected'))} | {_count_cell(c)} | {_count_cell(e)} | "
             f"{_f(cps)} ({_f(cpm)}) | {_f(eps)} ({_f(epm)}) | {_ratio(cps, eps)} | {_ratio(cpm, epm)} | "
-            f"{_cpu_ratio(c, e, 'cpu_s_best')} ({_cpu_ratio(c, e, 'cpu_s_median')}) | "
+            f"{_cpu_ratio(c, e, 'cpu_s_best')} ({_cpu_ratio(c, e, 'cpu_s_median')}) | {_base_ratio(b, e)} | "
             f"{_lat(c)} | {_lat(e)} | {crss} | {erss} | {seq_counts} | "
             f"{seq_eps} | {any_row.get('note', '')} |")
     return lines
@@ -208,6 +217,16 @@ def summary(rows: list[dict]) -> list[str]:
         lessmem = sum((c.get("peak_rss_mb") or 0) < (e.get("peak_rss_mb") or 0) for c, e in pairs)
         below = ", ".join(f"{c['workload']} {c['events_per_s'] / e['events_per_s']:.2f}x" for c, e in pairs
                           if (c.get("events_per_s") or 0) < (e.get("events_per_s") or 0)) or "none"
+        based = [(s["cep base"], s["esper"]) for s in groups.values() if s.get("cep base") and s.get("esper")
+                 and not s["cep base"].get("error") and not s["esper"].get("error")]
+        if based:
+            base_ok = sum((b.get("events_per_s") or 0) >= (e.get("events_per_s") or 0) for b, e in based)
+            base_med = sum((b.get("events_per_s_median") or 0) >= (e.get("events_per_s_median") or 0)
+                           for b, e in based)
+            base_below = ", ".join(f"{b['workload']} {b['events_per_s'] / e['events_per_s']:.2f}x" for b, e in based
+                                   if (b.get("events_per_s") or 0) < (e.get("events_per_s") or 0)) or "none"
+            out.append(f"- thesis Q1-Q12, `cep base` (--base, the same run): >= Esper's on {base_ok} of "
+                       f"{len(based)} (best), {base_med} of {len(based)} (median); below Esper (best): {base_below}")
         cpu_at_most = sum((c.get("cpu_s_best") or 0) <= (e.get("cpu_s_best") or 0) for c, e in pairs)
         out.append(f"- thesis Q1-Q12: cep throughput >= Esper's on {at_least('events_per_s')} of {len(pairs)} "
                    f"workloads (best of {pairs[0][0].get('repeats', 1)}), on {at_least('events_per_s_median')} of "
