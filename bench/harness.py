@@ -133,7 +133,7 @@ def run_workload(w: Workload, systems: set[str], out_dir: Path, timeout: float, 
     if "cep" in systems and base is not None:
         env = procs.base_env(base)
         runs.append(("cep base", lambda: procs.run_cep_inprocess(w.patterns, path, timeout=timeout,
-                                                                 time_unit=w.time_unit, env=env)))
+                                                                 time_unit=w.time_unit, env=env, cwd=base)))
     if "cep mem" in systems and w.family == "cep":
         runs.append(("cep mem", lambda: procs.run_cep_inprocess(
             w.patterns, path, timeout=timeout, time_unit=w.time_unit,
