@@ -35,6 +35,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--data", default=None, help="where generated streams go (default: OUT/data)")
     ap.add_argument("--timeout", type=float, default=600, help="seconds per run before it is killed")
     ap.add_argument("--repeat", type=int, default=1, help="run each measurement N times, keep the fastest")
+    ap.add_argument("--base", help="another checkout (e.g. `git worktree add /tmp/base main`): its cep runs "
+                    "as system `cep base`, interleaved with the others, for before/after ratios in one run")
     ap.add_argument("--no-progress", action="store_true")
     args = ap.parse_args(argv)
 
@@ -64,15 +66,18 @@ def main(argv: list[str] | None = None) -> int:
             print(f"bench: Esper not available, running without it: {e}", file=sys.stderr)
 
     ws = harness.select(profile, names, sizes, data_dir)
+    load_start = harness.load_average()
     t0 = time.perf_counter()
     rows = harness.run_all(ws, systems, out_dir, args.timeout, show_progress=not args.no_progress,
-                           on_rows=lambda rs: report.write_csv(rs, out_dir / "results.csv"), repeat=args.repeat)
+                           on_rows=lambda rs: report.write_csv(rs, out_dir / "results.csv"), repeat=args.repeat,
+                           base=args.base)
     elapsed = time.perf_counter() - t0
     command = "python -m bench" + ("" if argv is None and len(sys.argv) <= 1 else " " + " ".join(
         shlex.quote(a) for a in (argv if argv is not None else sys.argv[1:])))
     report.write_csv(rows, out_dir / "results.csv")
     made = report.plots(rows, out_dir)
-    report.write_markdown(rows, harness.machine_info(), command, elapsed, out_dir / "results.md", made)
+    machine = {**harness.machine_info(), "load_start": load_start, "load_end": harness.load_average()}
+    report.write_markdown(rows, machine, command, elapsed, out_dir / "results.md", made)
     print(f"bench: {len(rows)} runs in {elapsed:.0f} s; {out_dir / 'results.md'}")
     if out_dir.resolve() == (workloads.BENCH_DIR / "results").resolve():
         report.update_readme(workloads.BENCH_DIR / "README.md", out_dir / "results.md")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import platform
+import statistics
 import time
 from pathlib import Path
 
@@ -18,6 +19,11 @@ from bench import procs, streams, thesis, workloads
 from bench.workloads import Workload
 
 MEMORY_PASS_RECORDS = 20_000  # the tracemalloc pass runs on a prefix: several windows, a fraction of the time
+
+
+def load_average() -> str:
+    """The 1/5/15-minute load averages: how much other work shared the machine."""
+    return " / ".join(f"{v:.2f}" for v in os.getloadavg())
 
 
 def machine_info() -> dict:
@@ -84,6 +90,8 @@ def _finish(row: dict, res: dict, expected: int | None) -> dict:
     run_s = res.get("run_s") or 0.0
     records = res.get("records") or row["n"]
     row["events_per_s"] = records / run_s if run_s > 0 else None
+    median = row.get("run_s_median")
+    row["events_per_s_median"] = records / median if median else None
     floor = res.get("floor_s")
     row["x_floor"] = run_s / floor if floor and floor > 0 else None
     comps = res.get("composites")
@@ -96,7 +104,7 @@ def _finish(row: dict, res: dict, expected: int | None) -> dict:
 
 
 def run_workload(w: Workload, systems: set[str], out_dir: Path, timeout: float, progress=None,
-                 repeat: int = 1) -> list[dict]:
+                 repeat: int = 1, base: str | None = None) -> list[dict]:
     path = w.make_input()
     records = None
 
@@ -115,57 +123,81 @@ def run_workload(w: Workload, systems: set[str], out_dir: Path, timeout: float, 
     if w.window is not None:
         window_events = _cached(path, f"window:{w.window}", lambda: streams.max_window_occupancy(recs(), w.window))
     records = None
-    rows: list[dict] = []
-
-    def attempt(system: str, fn) -> None:
-        if progress is not None:
-            progress.set_postfix_str(f"{w.name} [{system}]")
-        row = _base_row(w, system)
-        row["window_events"] = window_events
-        try:
-            res = fn()
-            for _ in range(repeat - 1 if system != "cep mem" else 0):  # keep the fastest of the repeats
-                again = fn()
-                if (again.get("run_s") or 0) < (res.get("run_s") or 0):
-                    res = again
-            row["repeats"] = repeat
-            if system == "cep mem":
-                row["window_events"] = prefix_window
-                bpe = res.get("bytes_per_event") or 0
-                if prefix_window and bpe:
-                    row["window_mb"] = prefix_window * bpe / 1048576.0
-                    row["state_x_window"] = res["live_peak_mb"] / row["window_mb"]
-                    row["traced_x_window"] = res["traced_peak_mb"] / row["window_mb"]
-                rows.append(_finish(row, res, None))
-                return
-            rows.append(_finish(row, res, expected))
-        except procs.RunFailed as e:
-            row["error"] = str(e)[-300:]
-            row["expected"] = expected
-            rows.append(row)
-
+    runs: list[tuple[str, object]] = []  # (system, () -> result), in the order of a round
     if "cep" in systems:
-        attempt("cep", lambda: procs.run_cep_inprocess(w.patterns, path, timeout=timeout,
-                                                       time_unit=w.time_unit))
+        runs.append(("cep", lambda: procs.run_cep_inprocess(w.patterns, path, timeout=timeout,
+                                                            time_unit=w.time_unit)))
         if w.seq_patterns:
-            attempt("cep SEQ", lambda: procs.run_cep_inprocess(w.seq_patterns, path, timeout=timeout,
-                                                               time_unit=w.time_unit))
+            runs.append(("cep SEQ", lambda: procs.run_cep_inprocess(w.seq_patterns, path, timeout=timeout,
+                                                                    time_unit=w.time_unit)))
+    if "cep" in systems and base is not None:
+        env = procs.base_env(base)
+        runs.append(("cep base", lambda: procs.run_cep_inprocess(w.patterns, path, timeout=timeout,
+                                                                 time_unit=w.time_unit, env=env, cwd=base)))
     if "cep mem" in systems and w.family == "cep":
-        attempt("cep mem", lambda: procs.run_cep_inprocess(
+        runs.append(("cep mem", lambda: procs.run_cep_inprocess(
             w.patterns, path, timeout=timeout, time_unit=w.time_unit,
-            extra=["--tracemalloc", "--limit", str(MEMORY_PASS_RECORDS)]))
+            extra=["--tracemalloc", "--limit", str(MEMORY_PASS_RECORDS)])))
     if "cep run" in systems and w.cli:
         def cli():
             res = procs.run_cep_cli(w.patterns, path, timeout=timeout, time_unit=w.time_unit)
             res["records"] = w.n
             return res
 
-        attempt("cep run", cli)
+        runs.append(("cep run", cli))
     if "esper" in systems and w.epl is not None:
-        attempt("esper", lambda: procs.run_esper(w.epl, path, timeout=timeout, time_scale=w.esper_time_scale))
+        runs.append(("esper", lambda: procs.run_esper(w.epl, path, timeout=timeout,
+                                                      time_scale=w.esper_time_scale)))
         for system, epl in w.epl_variants.items():
-            attempt(system, lambda epl=epl: procs.run_esper(epl, path, timeout=timeout,
-                                                            time_scale=w.esper_time_scale))
+            runs.append((system, lambda epl=epl: procs.run_esper(epl, path, timeout=timeout,
+                                                                 time_scale=w.esper_time_scale)))
+
+    # rounds interleave the systems (cep, Esper, cep, Esper, ...): on a shared machine a burst of other
+    # work then slows one round of every system instead of all the runs of one
+    results: dict[str, list[dict]] = {system: [] for system, _ in runs}
+    errors: dict[str, str] = {}
+    for rnd in range(max(1, repeat)):
+        for system, fn in runs:
+            if system in errors or (system == "cep mem" and rnd > 0):
+                continue
+            if progress is not None:
+                progress.set_postfix_str(f"{w.name} [{system}] {rnd + 1}/{repeat}")
+            try:
+                results[system].append(fn())
+            except procs.RunFailed as e:
+                errors[system] = str(e)[-300:]
+
+    rows: list[dict] = []
+    for system, _ in runs:
+        row = _base_row(w, system)
+        row["window_events"] = window_events
+        if system in errors:
+            row["error"] = errors[system]
+            row["expected"] = expected
+            rows.append(row)
+            continue
+        got = results[system]
+        res = min(got, key=lambda r: r.get("run_s") or 0)  # best of N: the least disturbed run
+        row["repeats"] = len(got)
+        times = [r.get("run_s") or 0 for r in got]
+        row["run_s_all"] = " ".join(f"{t:.4f}" for t in times)
+        row["run_s_median"] = statistics.median(times)
+        cpus = [r.get("loop_cpu_s") or r["cpu_s"] for r in got if r.get("cpu_s")]
+        if cpus:  # CPU time of the loop: what a loaded machine moves least (Esper's counts its JIT threads)
+            row["cpu_s_best"] = min(cpus)
+            row["cpu_s_median"] = statistics.median(cpus)
+        if system == "cep mem":
+            row["window_events"] = prefix_window
+            bpe = res.get("bytes_per_event") or 0
+            if prefix_window and bpe:
+                row["window_mb"] = prefix_window * bpe / 1048576.0
+                row["state_x_window"] = res["live_peak_mb"] / row["window_mb"]
+                row["traced_x_window"] = res["traced_peak_mb"] / row["window_mb"]
+            rows.append(_finish(row, res, None))
+            continue
+        # a wrong count in any round is a wrong count
+        bad = next((r for r in got if expected is not None and r.get("composites") not in (None, expected)), None)
+        rows.append(_finish(row, bad or res, expected))
     floor = next((r.get("floor_s") for r in rows if r["system"] == "cep" and r.get("floor_s")), None)
     for r in rows:
         if r["system"] == "cep run" and floor and r.get("run_s"):
@@ -175,14 +207,14 @@ def run_workload(w: Workload, systems: set[str], out_dir: Path, timeout: float, 
 
 
 def run_all(ws: list[Workload], systems: set[str], out_dir: Path, timeout: float, show_progress: bool = True,
-            on_rows=None, repeat: int = 1) -> list[dict]:
+            on_rows=None, repeat: int = 1, base: str | None = None) -> list[dict]:
     from tqdm import tqdm
 
     rows: list[dict] = []
     bar = tqdm(ws, desc="bench", unit="workload", disable=not show_progress)
     t0 = time.perf_counter()
     for w in bar:
-        rows += run_workload(w, systems, out_dir, timeout, bar, repeat)
+        rows += run_workload(w, systems, out_dir, timeout, bar, repeat, base)
         if on_rows is not None:
             on_rows(rows)  # partial results survive an interrupted run
     bar.close()

@@ -11,7 +11,8 @@ import csv
 from pathlib import Path
 
 CSV_FIELDS = ["family", "workload", "query", "order", "n", "system", "expected", "composites", "count_ok",
-              "records", "run_s", "floor_s", "x_floor", "events_per_s", "us_per_composite", "p50_us", "p99_us",
+              "records", "run_s", "run_s_median", "run_s_all", "floor_s", "x_floor", "events_per_s",
+              "events_per_s_median", "cpu_s", "cpu_s_best", "cpu_s_median", "us_per_composite", "p50_us", "p99_us",
               "peak_rss_mb", "base_rss_mb", "peak_heap_mb", "peak_retained", "final_retained", "state_size",
               "window_events", "compile_s", "wall_s", "param_x", "param_key_domain", "error", "note"]
 
@@ -60,6 +61,21 @@ def _ratio(a, b) -> str:
     return f"{a / b:.2f}x"
 
 
+def _cpu_ratio(c: dict | None, e: dict | None, key: str) -> str:
+    """Throughput ratio from CPU time of the loop (Esper's: every JVM thread): Esper's time / cep's."""
+    if not c or not e or not c.get(key) or not e.get(key):
+        return "-"
+    return f"{e[key] / c[key]:.2f}x"
+
+
+def _base_ratio(b: dict | None, e: dict | None) -> str:
+    """``cep base`` (another checkout, ``--base``) over Esper, best (median)."""
+    if not b or not e or b.get("error") or e.get("error"):
+        return "-"
+    return (f"{_ratio(b.get('events_per_s'), e.get('events_per_s'))} "
+            f"({_ratio(b.get('events_per_s_median'), e.get('events_per_s_median'))})")
+
+
 def _lat(r: dict | None) -> str:
     if r is None or r.get("error") or r.get("p50_us") is None:
         return "-"
@@ -68,16 +84,20 @@ def _lat(r: dict | None) -> str:
 
 def comparison_table(rows: list[dict], family: str) -> list[str]:
     groups = _by([r for r in rows if r["family"] == family])
-    lines = ["| workload | expected | cep | Esper | cep ev/s | Esper ev/s | cep/Esper speed | "
+    lines = ["| workload | expected | cep | Esper | cep ev/s best (median) | Esper ev/s best (median) | "
+             "cep/Esper best | cep/Esper median | cep/Esper CPU best (median) | cep base/Esper best (median) | "
              "cep p50/p99 µs | Esper p50/p99 µs | cep peak RSS MB | Esper peak RSS MB (heap) | "
              "SEQ: cep / Esper pattern count | SEQ: cep / Esper pattern ev/s | note |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for name, sysrows in groups.items():
         c, e = sysrows.get("cep"), sysrows.get("esper")
         s, es = sysrows.get("cep SEQ"), sysrows.get("esper SEQ")
+        b = sysrows.get("cep base")
         any_row = c or e or s or es
         cps = c.get("events_per_s") if c else None
         eps = e.get("events_per_s") if e else None
+        cpm = c.get("events_per_s_median") if c else None
+        epm = e.get("events_per_s_median") if e else None
         erss = "-"
         if e and not e.get("error"):
             erss = f"{e.get('peak_rss_mb', 0):,.0f} ({e.get('peak_heap_mb', 0):,.0f})"
@@ -88,8 +108,10 @@ def comparison_table(rows: list[dict], family: str) -> list[str]:
             seq_eps = (f"{_f(s.get('events_per_s')) if s else '-'} / "
                        f"{_f(es.get('events_per_s')) if es and not es.get('error') else '-'}")
         lines.append(
-            f"| {name} | {_f(any_row.get('expected'))} | {_count_cell(c)} | {_count_cell(e)} | {_f(cps)} | "
-            f"{_f(eps)} | {_ratio(cps, eps)} | {_lat(c)} | {_lat(e)} | {crss} | {erss} | {seq_counts} | "
+            f"| {name} | {_f(any_row.get('expected'))} | {_count_cell(c)} | {_count_cell(e)} | "
+            f"{_f(cps)} ({_f(cpm)}) | {_f(eps)} ({_f(epm)}) | {_ratio(cps, eps)} | {_ratio(cpm, epm)} | "
+            f"{_cpu_ratio(c, e, 'cpu_s_best')} ({_cpu_ratio(c, e, 'cpu_s_median')}) | {_base_ratio(b, e)} | "
+            f"{_lat(c)} | {_lat(e)} | {crss} | {erss} | {seq_counts} | "
             f"{seq_eps} | {any_row.get('note', '')} |")
     return lines
 
@@ -186,22 +208,30 @@ def summary(rows: list[dict]) -> list[str]:
                        f"(target >= 50,000: {'met' if eps >= 50_000 else 'NOT met'}), {xf:.2f}x the parse-only "
                        f"floor (target <= 3x: {'met' if xf and xf <= 3 else 'NOT met'})")
     groups = _by([r for r in rows if r["family"] == "thesis"])
-    faster = slower = lessmem = moremem = 0
-    for sysrows in groups.values():
-        c, e = sysrows.get("cep"), sysrows.get("esper")
-        if not c or not e or c.get("error") or e.get("error"):
-            continue
-        if (c.get("events_per_s") or 0) >= (e.get("events_per_s") or 0):
-            faster += 1
-        else:
-            slower += 1
-        if (c.get("peak_rss_mb") or 0) < (e.get("peak_rss_mb") or 0):
-            lessmem += 1
-        else:
-            moremem += 1
-    if faster + slower:
-        out.append(f"- thesis Q1-Q12: cep throughput >= Esper's on {faster} of {faster + slower} workloads; "
-                   f"peak RSS below Esper's on {lessmem} of {lessmem + moremem}")
+    pairs = [(s["cep"], s["esper"]) for s in groups.values() if s.get("cep") and s.get("esper")
+             and not s["cep"].get("error") and not s["esper"].get("error")]
+    if pairs:
+        def at_least(key: str) -> int:
+            return sum((c.get(key) or 0) >= (e.get(key) or 0) for c, e in pairs)
+
+        lessmem = sum((c.get("peak_rss_mb") or 0) < (e.get("peak_rss_mb") or 0) for c, e in pairs)
+        below = ", ".join(f"{c['workload']} {c['events_per_s'] / e['events_per_s']:.2f}x" for c, e in pairs
+                          if (c.get("events_per_s") or 0) < (e.get("events_per_s") or 0)) or "none"
+        based = [(s["cep base"], s["esper"]) for s in groups.values() if s.get("cep base") and s.get("esper")
+                 and not s["cep base"].get("error") and not s["esper"].get("error")]
+        if based:
+            base_ok = sum((b.get("events_per_s") or 0) >= (e.get("events_per_s") or 0) for b, e in based)
+            base_med = sum((b.get("events_per_s_median") or 0) >= (e.get("events_per_s_median") or 0)
+                           for b, e in based)
+            base_below = ", ".join(f"{b['workload']} {b['events_per_s'] / e['events_per_s']:.2f}x" for b, e in based
+                                   if (b.get("events_per_s") or 0) < (e.get("events_per_s") or 0)) or "none"
+            out.append(f"- thesis Q1-Q12, `cep base` (--base, the same run): >= Esper's on {base_ok} of "
+                       f"{len(based)} (best), {base_med} of {len(based)} (median); below Esper (best): {base_below}")
+        cpu_at_most = sum((c.get("cpu_s_best") or 0) <= (e.get("cpu_s_best") or 0) for c, e in pairs)
+        out.append(f"- thesis Q1-Q12: cep throughput >= Esper's on {at_least('events_per_s')} of {len(pairs)} "
+                   f"workloads (best of {pairs[0][0].get('repeats', 1)}), on {at_least('events_per_s_median')} of "
+                   f"{len(pairs)} (median), on {cpu_at_most} of {len(pairs)} by CPU time (best); below Esper "
+                   f"(best): {below}; peak RSS below Esper's on {lessmem} of {len(pairs)}")
     return out
 
 
@@ -209,7 +239,10 @@ def write_markdown(rows: list[dict], machine: dict, command: str, elapsed: float
                    plots: list[str]) -> None:
     lines = ["# Benchmark results", "",
              f"Command: `{command}` ({elapsed:.0f} s). Machine: {machine.get('cpu')}, {machine.get('cores')} cores, "
-             f"{machine.get('memory')}; Python {machine.get('python')}; {machine.get('java')}.", "",
+             f"{machine.get('memory')}; Python {machine.get('python')}; {machine.get('java')}; load average "
+             f"{machine.get('load_start', '-')} at the start, {machine.get('load_end', '-')} at the end (the "
+             "machine is shared: compare the ratios, measured in one run with the systems interleaved per "
+             "round).", "",
              "## Summary", "", *summary(rows), ""]
     if any(r["family"] == "cep" for r in rows):
         lines += ["## CEP patterns (patterns/) on synthetic streams", "",

@@ -73,8 +73,10 @@ def test_t_reduct_after_each_update():
     assert set(rt.nodes[4].S.groups) == {1, 2}
     assert rt.nodes[2].P.spec.kind == "sorted"
     assert rt.plan.nodes[1].enumeration.kind == "hash"  # the plan's P of {y,z,w}: hash on its parent's variables,
-    assert rt.plan.nodes[1].P.storage == "S"  # kept in S's storage (same key, sorted on z) with an equality seek
-    assert rt.nodes[1].P.groups is rt.nodes[1].S.groups
+    # S sorts on z, a data value (not event times): P keeps its own hash storage (served from S's storage
+    # by an equality seek only for time-sorted S, cep.plan.physical)
+    assert rt.plan.nodes[1].P.storage == "own" and rt.plan.nodes[1].P.spec.kind == "hash"
+    assert rt.nodes[1].P.groups is not rt.nodes[1].S.groups
 
     # enumeration: every (y,z,w,u,...) combination with x < z and w < u
     got = sorted((s[0], s[1], s[2][0]) for s in rt.all_matches())

@@ -114,6 +114,7 @@ def physical_plan(plan: Plan, merge_pass_through: bool = True, keep_all_gmrs: bo
                     pspec.sort_var is None
                     and not pspec.filter_preds
                     and sspec.sort_var is not None
+                    and sspec.sort_var in numeric
                     and set(pspec.key_vars) >= set(sspec.key_vars) | {sspec.sort_var}
                 ):
                     # P groups on S's key, S's sort variable and maybe more (a leaf's P keys on
@@ -122,6 +123,13 @@ def physical_plan(plan: Plan, merge_pass_through: bool = True, keep_all_gmrs: bo
                     # two: each event costs one index entry and one update less).  The seek
                     # reads only tuples of the same S key with the same sort value (events of
                     # one partition key with equal times), so what it skips is that small.
+                    # Only when S is sorted on event times (a WITHIN band): then the seek is on
+                    # bare numbers and finds about one tuple.  S sorted on a data value (an
+                    # inequality between attributes: a join over values, as the thesis' Q1-Q12)
+                    # keeps P as a hash: such a join emits many composite events per event, and
+                    # enumeration probes P once per composite event, where a hash lookup costs a
+                    # fraction of a seek with rank keys (thesis Q1, Q3: 1.5-2x less time per
+                    # composite event, for one more index entry per event).
                     view = IndexSpec(pn.id, pspec.probe_vars, sspec.key_vars, sspec.sort_var,
                                      (Bound(sspec.sort_var, "=", sspec.sort_var),), (), "band")
                     rest = tuple(v for v in pspec.key_vars if v not in sspec.key_vars and v != sspec.sort_var)
