@@ -26,7 +26,7 @@ from pathlib import Path
 
 import orjson
 from cephelp import PATTERNS, ROOT
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from strategies import Case, cases, gap_cases, kleene_cases
 
@@ -100,15 +100,17 @@ _LINE = st.one_of(st.just(b""), st.just(b"   "), st.binary(max_size=12).map(lamb
 @settings(max_examples=200, deadline=None)
 @given(st.lists(_LINE, max_size=12), st.booleans(), st.booleans(), st.lists(st.integers(1, 9), max_size=5),
        st.integers(1, 5))
+@example(lines=[b"\xef\xbb\xbf"], last_newline=False, bom=False, sizes=[], limit=1)  # a first line that is a BOM
 def test_take_gives_the_lines_and_offsets_of_the_file(lines, last_newline, bom, sizes, limit):
     data = b"\n".join(lines) + (b"\n" if last_newline and lines else b"")
     if bom:
         data = b"\xef\xbb\xbf" + data
     expected, offsets, off, n = [], [], 0, 0
+    starts_with_bom = data.startswith(b"\xef\xbb\xbf")  # added, or a first line that is one
     for i, line in enumerate(io.BytesIO(data).readlines()):
         off += len(line)
         n += 1
-        expected.append((str(n), line[3:] if i == 0 and bom else line))
+        expected.append((str(n), line[3:] if i == 0 and starts_with_bom else line))
         offsets.append(off)
     src = JsonlSource(io.BufferedReader(_Trickle(data, sizes), buffer_size=8), "-")
     got, got_offsets = [], []
