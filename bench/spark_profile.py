@@ -50,6 +50,32 @@ def _processes() -> dict[int, tuple[int, str, float]]:
     return out
 
 
+def utime_stime(root: int) -> tuple[float, float]:
+    """User and system CPU seconds of ``root``'s process tree (reaped children included)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    children: dict[int, list[int]] = collections.defaultdict(list)
+    stats = {}
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                raw = Path(f"/proc/{d}/stat").read_text()
+            except OSError:
+                continue
+            f = raw[raw.rindex(")") + 2:].split()
+            stats[int(d)] = f
+            children[int(f[1])].append(int(d))
+    user = system = 0.0
+    todo = [root]
+    while todo:
+        pid = todo.pop()
+        todo.extend(children.get(pid, []))
+        f = stats.get(pid)
+        if f is not None:
+            user += (int(f[11]) + int(f[13])) / tick
+            system += (int(f[12]) + int(f[14])) / tick
+    return user, system
+
+
 def cpu_by_kind(root: int) -> dict[str, float]:
     """CPU seconds of ``root``'s process tree by kind of process (``KINDS``)."""
     procs = _processes()
@@ -94,6 +120,29 @@ def _category(classes: list[str]) -> str:
             if any(m in c for m in marks):
                 return name
     return "other: " + (classes[0].rsplit(".", 1)[0] if classes else "?")
+
+
+def jvm_threads(root: int) -> dict[str, list[float]]:
+    """[user, system] CPU seconds of the executor JVMs' threads (the driver JVM's on a local master), summed by
+    thread name with digits dropped (``Executor task launch worker``, ``C2 CompilerThread``, ``GC Thread``...)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    procs = _processes()
+    local = not any("CoarseGrainedExecutorBackend" in cmd for _pp, cmd, _c in procs.values())
+    out: dict[str, list[float]] = collections.defaultdict(lambda: [0.0, 0.0])
+    for pid, (ppid, cmd, _cpu) in procs.items():
+        java = "java" in cmd.split(" ")[0]
+        if not java or ("CoarseGrainedExecutorBackend" not in cmd and not (local and ppid == root)):
+            continue
+        for tid in os.listdir(f"/proc/{pid}/task"):
+            try:
+                raw = Path(f"/proc/{pid}/task/{tid}/stat").read_text()
+            except OSError:
+                continue
+            name = re.sub(r"[\d#-]+", "", raw[raw.index("(") + 1:raw.rindex(")")]).strip()
+            f = raw[raw.rindex(")") + 2:].split()
+            out[name][0] += int(f[11]) / tick
+            out[name][1] += int(f[12]) / tick
+    return out
 
 
 def jfr_profile(files: list[Path], since: float, top: int) -> dict:
@@ -163,6 +212,7 @@ def child(args: argparse.Namespace) -> None:
         def onQueryProgress(self, event) -> None:
             p = json.loads(event.progress.json)
             marks.append({"rows": p["numInputRows"], "cpu": cpu_by_kind(os.getpid()), "at": time.time(),
+                          "threads": jvm_threads(os.getpid()), "utime_stime": utime_stime(os.getpid()),
                           "durationMs": p["durationMs"], "state": p["stateOperators"][0] if p["stateOperators"]
                           else {}})
             if args.py_spy and not pyspy and p["numInputRows"] > 0:  # after the first data batch: steady state
@@ -204,6 +254,12 @@ def child(args: argparse.Namespace) -> None:
            "durationMs": [m["durationMs"] for m in data],
            "state": [{k: m["state"].get(k) for k in ("numRowsTotal", "numRowsUpdated", "allUpdatesTimeMs",
                                                       "commitTimeMs", "memoryUsedBytes")} for m in data]}
+    if len(data) > 1:
+        a, b = data[0]["threads"], data[-1]["threads"]
+        delta = {k: [round(v[0] - a.get(k, [0, 0])[0], 2), round(v[1] - a.get(k, [0, 0])[1], 2)] for k, v in b.items()}
+        out["jvm_threads_user_sys"] = sorted(((k, v) for k, v in delta.items() if sum(v) > 0.05),
+                                             key=lambda kv: -sum(kv[1]))
+        out["tree_user_sys"] = [round(data[-1]["utime_stime"][i] - data[0]["utime_stime"][i], 2) for i in (0, 1)]
     if args.jfr:
         time.sleep(2)  # executors dump their recording on exit
         out["jfr"] = jfr_profile(sorted(work.glob("jfr-*.jfr")), data[0]["at"], args.top)

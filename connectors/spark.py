@@ -353,42 +353,46 @@ def _push_all(spec: PatternSpec, eng, g: int, pdfs) -> list[tuple]:
     (counted per pattern; the record itself rides on its lead row only, so a late-records output holds each
     record once, as ``cep run --late-output`` does).
     """
-
     from cep.errors import LateEventError, UnknownRetractionError
     from cep.io.readers import make_decoder
 
     decode = make_decoder(spec.type_field, spec.time_field, spec.time_unit, spec.op_field)
     events = []
     for pdf in pdfs:
-        for pos, value, lead in zip(pdf["pos"], pdf["value"], pdf["lead"], strict=True):
-            events.append((decode(pos, value.encode()), value, bool(lead)))
+        for pos, value, lead in zip(pdf["pos"].tolist(), pdf["value"].tolist(), pdf["lead"].tolist(),
+                                    strict=True):
+            events.append((decode(pos, value.encode()), value, lead))
     # rows of a group arrive in no guaranteed order: event time, inserts before retractions of equal time
-    events.sort(key=lambda e: (e[0].ts, e[0].op == "-"))
+    events.sort(key=_push_order)
     name = spec.names[g]
     rows: list[tuple] = []
+    outs: list = []
+    push = eng.push
     for ev, value, lead in events:
         try:
-            outs = eng.push(ev)
+            outs += push(ev)
         except LateEventError:
             rows.append((name, "late", ev.pos, None, None, value if lead else None))
-            continue
         except UnknownRetractionError:
             reason = ("retraction of an event that was never inserted (or was already retracted or "
                       "expired)")
-            if spec.on_error == "skip":
-                if lead:
-                    rows.append((None, "error", ev.pos, None, None,
-                                 error_report(ev.pos, reason, value.encode())))
-                continue
-            raise SparkPathError(f"{BAD_RECORD_MARK}input record {ev.pos}: {reason}") from None
-        rows.extend(_rows(spec, g, outs))
-    return rows
+            if spec.on_error != "skip":
+                raise SparkPathError(f"{BAD_RECORD_MARK}input record {ev.pos}: {reason}") from None
+            if lead:
+                rows.append((None, "error", ev.pos, None, None, error_report(ev.pos, reason, value.encode())))
+    return rows + _rows(spec, g, outs)
+
+
+def _push_order(e: tuple) -> tuple:
+    return e[0].ts, e[0].op == "-"
 
 
 def _rows(spec: PatternSpec, g: int, outs: list) -> list[tuple]:
     """Output rows of composite events (also those a watermark move decides: gap elements)."""
     from cep.io.writers import dumps_exact, encode_output
 
+    if not outs:
+        return []
     key_fn = _key_fns(spec)[g]
     rows: list[tuple] = []
     for o in outs:
@@ -688,7 +692,8 @@ def detect(
         # (late rows are counted per pattern and written to the late output), so the column the state step sees
         # as the watermark column is a constant at the top of the time range, marked with the watermark's
         # metadata: no row is below it, while the watermark itself still comes from ``evt`` above.
-        keep = [c for c in routed.columns if c != "evt"]
+        # ``tus`` is in ``evt``: the state step reads the record's time from its text, so it is not shuffled
+        keep = [c for c in routed.columns if c not in ("evt", "tus")]
         top = F.timestamp_micros(F.lit(SPARK_TIME_RANGE_US[1])).alias(
             "evt", metadata={WATERMARK_DELAY_KEY: delay})
         routed = routed.select(*keep, top)
