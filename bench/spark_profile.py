@@ -1,9 +1,10 @@
 """Where the CPU of a Spark micro-batch goes, on both sides: JVMs and Python workers (issue 11).
 
 Why: ``bench.spark_bench`` says how the Spark path compares with ``cep run`` per CPU second; this says why. It runs
-one ``cep spark`` query (files -> files, ``availableNow``, one file per micro-batch, after a warm-up query) and at
-the end of every micro-batch reads ``/proc``: CPU seconds per kind of process (driver Python, driver JVM, the
-local-cluster master and worker JVMs, executor JVMs, Python workers). Steady state = the micro-batches after the
+one ``cep spark`` query (files -> files, ``availableNow``, one file per micro-batch, after a warm-up query of one
+micro-batch of the same size) and at the end of every micro-batch reads ``/proc``: user and system CPU seconds per
+kind of process (driver Python, driver JVM, the local-cluster master and worker JVMs, executor JVMs, Python
+workers) and per executor JVM thread (task threads, JIT compiler, GC). Steady state = the micro-batches after the
 first. Optionally it looks inside each side:
 
 - ``--jfr``: Java Flight Recorder on the executors (local-cluster) or the driver (local): JVM samples by the Spark
@@ -33,8 +34,8 @@ from bench.spark_bench import PATTERN, make_events, spark_home_for_cluster, writ
 KINDS = ("driver python", "driver JVM", "cluster master+worker JVMs", "executor JVMs", "python workers")
 
 
-def _processes() -> dict[int, tuple[int, str, float]]:
-    """pid -> (parent pid, command line, CPU seconds of itself and its reaped children)."""
+def _processes() -> dict[int, tuple[int, str, float, float]]:
+    """pid -> (parent pid, command line, user and system CPU seconds of itself and its reaped children)."""
     tick = os.sysconf("SC_CLK_TCK")
     out = {}
     for d in os.listdir("/proc"):
@@ -45,61 +46,40 @@ def _processes() -> dict[int, tuple[int, str, float]]:
             cmd = Path(f"/proc/{d}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
         except OSError:
             continue
-        f = raw[raw.rindex(")") + 2:].split()
-        out[int(d)] = (int(f[1]), cmd, sum(int(x) for x in f[11:15]) / tick)
+        f = raw[raw.rindex(")") + 2:].split()  # after "pid (comm) ": state ppid ... utime stime cutime cstime
+        out[int(d)] = (int(f[1]), cmd, (int(f[11]) + int(f[13])) / tick, (int(f[12]) + int(f[14])) / tick)
     return out
 
 
-def utime_stime(root: int) -> tuple[float, float]:
-    """User and system CPU seconds of ``root``'s process tree (reaped children included)."""
-    tick = os.sysconf("SC_CLK_TCK")
-    children: dict[int, list[int]] = collections.defaultdict(list)
-    stats = {}
-    for d in os.listdir("/proc"):
-        if d.isdigit():
-            try:
-                raw = Path(f"/proc/{d}/stat").read_text()
-            except OSError:
-                continue
-            f = raw[raw.rindex(")") + 2:].split()
-            stats[int(d)] = f
-            children[int(f[1])].append(int(d))
-    user = system = 0.0
-    todo = [root]
-    while todo:
-        pid = todo.pop()
-        todo.extend(children.get(pid, []))
-        f = stats.get(pid)
-        if f is not None:
-            user += (int(f[11]) + int(f[13])) / tick
-            system += (int(f[12]) + int(f[14])) / tick
-    return user, system
+def _kind(pid: int, root: int, cmd: str) -> str:
+    if pid == root:
+        return "driver python"
+    if "CoarseGrainedExecutorBackend" in cmd:
+        return "executor JVMs"
+    if "deploy.master.Master" in cmd or "deploy.worker.Worker" in cmd:
+        return "cluster master+worker JVMs"
+    if "java" in cmd.split(" ")[0]:
+        return "driver JVM"
+    return "python workers"
 
 
-def cpu_by_kind(root: int) -> dict[str, float]:
-    """CPU seconds of ``root``'s process tree by kind of process (``KINDS``)."""
+def cpu_by_kind(root: int) -> dict[str, tuple[float, float]]:
+    """User and system CPU seconds of ``root``'s process tree by kind of process (``KINDS``)."""
     procs = _processes()
     children: dict[int, list[int]] = collections.defaultdict(list)
-    for pid, (ppid, _cmd, _cpu) in procs.items():
+    for pid, (ppid, *_rest) in procs.items():
         children[ppid].append(pid)
-    totals = dict.fromkeys(KINDS, 0.0)
+    totals = {k: [0.0, 0.0] for k in KINDS}
     todo = [root]
     while todo:
         pid = todo.pop()
         todo.extend(children.get(pid, []))
-        _ppid, cmd, cpu = procs.get(pid, (0, "", 0.0))
-        if pid == root:
-            kind = "driver python"
-        elif "CoarseGrainedExecutorBackend" in cmd:
-            kind = "executor JVMs"
-        elif "deploy.master.Master" in cmd or "deploy.worker.Worker" in cmd:
-            kind = "cluster master+worker JVMs"
-        elif "java" in cmd.split(" ")[0]:
-            kind = "driver JVM"
-        else:
-            kind = "python workers"
-        totals[kind] += cpu
-    return totals
+        if pid in procs:
+            _ppid, cmd, user, system = procs[pid]
+            t = totals[_kind(pid, root, cmd)]
+            t[0] += user
+            t[1] += system
+    return {k: (u, s) for k, (u, s) in totals.items()}
 
 
 # JVM work by the operator nearest the sampled frame (first rule that matches, scanning from the leaf)
@@ -127,9 +107,9 @@ def jvm_threads(root: int) -> dict[str, list[float]]:
     thread name with digits dropped (``Executor task launch worker``, ``C2 CompilerThread``, ``GC Thread``...)."""
     tick = os.sysconf("SC_CLK_TCK")
     procs = _processes()
-    local = not any("CoarseGrainedExecutorBackend" in cmd for _pp, cmd, _c in procs.values())
+    local = not any("CoarseGrainedExecutorBackend" in cmd for _pp, cmd, _u, _s in procs.values())
     out: dict[str, list[float]] = collections.defaultdict(lambda: [0.0, 0.0])
-    for pid, (ppid, cmd, _cpu) in procs.items():
+    for pid, (ppid, cmd, _user, _system) in procs.items():
         java = "java" in cmd.split(" ")[0]
         if not java or ("CoarseGrainedExecutorBackend" not in cmd and not (local and ppid == root)):
             continue
@@ -212,11 +192,11 @@ def child(args: argparse.Namespace) -> None:
         def onQueryProgress(self, event) -> None:
             p = json.loads(event.progress.json)
             marks.append({"rows": p["numInputRows"], "cpu": cpu_by_kind(os.getpid()), "at": time.time(),
-                          "threads": jvm_threads(os.getpid()), "utime_stime": utime_stime(os.getpid()),
+                          "threads": jvm_threads(os.getpid()),
                           "durationMs": p["durationMs"], "state": p["stateOperators"][0] if p["stateOperators"]
                           else {}})
             if args.py_spy and not pyspy and p["numInputRows"] > 0:  # after the first data batch: steady state
-                for pid, (_pp, cmd, _c) in _processes().items():
+                for pid, (_pp, cmd, _u, _s) in _processes().items():
                     if "pyspark.daemon" in cmd:
                         pyspy.append(subprocess.Popen(
                             ["py-spy", "record", "--pid", str(pid), "--subprocesses", "--nonblocking",
@@ -247,10 +227,11 @@ def child(args: argparse.Namespace) -> None:
         p.wait(timeout=60)
     spark.stop()
     data = [m for m in marks if m["rows"] > 0]
-    steady = {k: round(data[-1]["cpu"][k] - data[0]["cpu"][k], 2) for k in KINDS}
+    # per kind: [user, system] CPU seconds of the steady micro-batches
+    steady = {k: [round(data[-1]["cpu"][k][i] - data[0]["cpu"][k][i], 2) for i in (0, 1)] for k in KINDS}
     out = {"master": args.master, "partitions": args.partitions, "key_groups": args.key_groups, "conf": args.conf,
            "batch_events": args.events // args.files, "steady_batches": len(data) - 1,
-           "steady_cpu_s": steady, "steady_cpu_total": round(sum(steady.values()), 2),
+           "steady_cpu_user_sys": steady, "steady_cpu_total": round(sum(sum(v) for v in steady.values()), 2),
            "durationMs": [m["durationMs"] for m in data],
            "state": [{k: m["state"].get(k) for k in ("numRowsTotal", "numRowsUpdated", "allUpdatesTimeMs",
                                                       "commitTimeMs", "memoryUsedBytes")} for m in data]}
@@ -259,7 +240,6 @@ def child(args: argparse.Namespace) -> None:
         delta = {k: [round(v[0] - a.get(k, [0, 0])[0], 2), round(v[1] - a.get(k, [0, 0])[1], 2)] for k, v in b.items()}
         out["jvm_threads_user_sys"] = sorted(((k, v) for k, v in delta.items() if sum(v) > 0.05),
                                              key=lambda kv: -sum(kv[1]))
-        out["tree_user_sys"] = [round(data[-1]["utime_stime"][i] - data[0]["utime_stime"][i], 2) for i in (0, 1)]
     if args.jfr:
         time.sleep(2)  # executors dump their recording on exit
         out["jfr"] = jfr_profile(sorted(work.glob("jfr-*.jfr")), data[0]["at"], args.top)
@@ -296,7 +276,7 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="cep-spark-profile-") as tmp:
         work = Path(tmp)
         write_dir(work / "in", make_events(args.events), args.files)
-        write_dir(work / "warm", make_events(2000, seed=2), 2)
+        write_dir(work / "warm", make_events(args.events // args.files, seed=2), 1)  # one micro-batch's size
         env = {**os.environ, "PYTHONPATH": str(root) + os.pathsep + os.environ.get("PYTHONPATH", "")}
         cmd = [sys.executable, "-m", "bench.spark_profile", "--child", "--work", str(work), *(argv or sys.argv[1:])]
         r = subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True)
