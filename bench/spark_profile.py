@@ -63,22 +63,29 @@ def _kind(pid: int, root: int, cmd: str) -> str:
     return "python workers"
 
 
-def cpu_by_kind(root: int) -> dict[str, tuple[float, float]]:
-    """User and system CPU seconds of ``root``'s process tree by kind of process (``KINDS``)."""
-    procs = _processes()
+def _tree(root: int, procs: dict) -> list[int]:
+    """``root`` and its live descendants."""
     children: dict[int, list[int]] = collections.defaultdict(list)
     for pid, (ppid, *_rest) in procs.items():
         children[ppid].append(pid)
-    totals = {k: [0.0, 0.0] for k in KINDS}
-    todo = [root]
+    out, todo = [], [root]
     while todo:
         pid = todo.pop()
         todo.extend(children.get(pid, []))
         if pid in procs:
-            _ppid, cmd, user, system = procs[pid]
-            t = totals[_kind(pid, root, cmd)]
-            t[0] += user
-            t[1] += system
+            out.append(pid)
+    return out
+
+
+def cpu_by_kind(root: int) -> dict[str, tuple[float, float]]:
+    """User and system CPU seconds of ``root``'s process tree by kind of process (``KINDS``)."""
+    procs = _processes()
+    totals = {k: [0.0, 0.0] for k in KINDS}
+    for pid in _tree(root, procs):
+        _ppid, cmd, user, system = procs[pid]
+        t = totals[_kind(pid, root, cmd)]
+        t[0] += user
+        t[1] += system
     return {k: (u, s) for k, (u, s) in totals.items()}
 
 
@@ -107,9 +114,11 @@ def jvm_threads(root: int) -> dict[str, list[float]]:
     thread name with digits dropped (``Executor task launch worker``, ``C2 CompilerThread``, ``GC Thread``...)."""
     tick = os.sysconf("SC_CLK_TCK")
     procs = _processes()
-    local = not any("CoarseGrainedExecutorBackend" in cmd for _pp, cmd, _u, _s in procs.values())
+    tree = _tree(root, procs)  # this query's processes only: other Spark jobs may run on the machine
+    local = not any("CoarseGrainedExecutorBackend" in procs[pid][1] for pid in tree)
     out: dict[str, list[float]] = collections.defaultdict(lambda: [0.0, 0.0])
-    for pid, (ppid, cmd, _user, _system) in procs.items():
+    for pid in tree:
+        ppid, cmd = procs[pid][0], procs[pid][1]
         java = "java" in cmd.split(" ")[0]
         if not java or ("CoarseGrainedExecutorBackend" not in cmd and not (local and ppid == root)):
             continue
