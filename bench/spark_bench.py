@@ -6,8 +6,7 @@ of local cores is fixed per session): a warm-up query first, then the timed quer
 ``availableNow``. The warm-up reads one micro-batch of the timed query's size (``--files-per-batch`` files of
 ``--events / --files`` events; 2 000 events without it): the first micro-batch of a session costs 10-20 s of JIT and
 Python worker start, and the JVMs keep compiling hot code through the first micro-batches of that size (on
-local-cluster every executor JVM compiles its own: ``bench.spark_profile`` counted C1/C2 compiler threads at 60 % of
-the executors' CPU in the batches after a 2 000-event warm-up). Events/s =
+local-cluster every executor JVM compiles its own; ``bench.spark_profile`` counts the JIT compiler threads' CPU). Events/s =
 input events / wall time of the timed query (startup excluded). The CLI Kafka figure is the wall time of one
 ``cep run -i kafka://...&until=end -o kafka://...`` process (Python start included), next to the same run on files.
 
