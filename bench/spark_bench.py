@@ -2,8 +2,11 @@
 
 Why a separate benchmark: these paths pay for a JVM, a broker and micro-batches, so their figures answer "when is
 Spark worth it" rather than "how fast is the engine". Each Spark configuration runs in a fresh process (the number
-of local cores is fixed per session): a small warm-up query first (the first micro-batch of a session costs 10-20 s
-of JIT and Python worker start), then the timed query over the whole input with ``availableNow``. Events/s =
+of local cores is fixed per session): a warm-up query first, then the timed query over the whole input with
+``availableNow``. The warm-up reads one micro-batch of the timed query's size (``--files-per-batch`` files of
+``--events / --files`` events; 2 000 events without it): the first micro-batch of a session costs 10-20 s of JIT and
+Python worker start, and the JVMs keep compiling hot code through the first micro-batches of that size (on
+local-cluster every executor JVM compiles its own; ``bench.spark_profile`` counts the JIT compiler threads' CPU). Events/s =
 input events / wall time of the timed query (startup excluded). The CLI Kafka figure is the wall time of one
 ``cep run -i kafka://...&until=end -o kafka://...`` process (Python start included), next to the same run on files.
 
@@ -281,7 +284,8 @@ def main(argv: list[str] | None = None) -> int:
         try:
             if not args.no_spark:
                 write_dir(work / "in", events, args.files)
-                write_dir(work / "warm", make_events(2000, args.keys, seed=2), 2)
+                warm = args.events // args.files * args.files_per_batch if args.files_per_batch else 2000
+                write_dir(work / "warm", make_events(warm, args.keys, seed=2), 1)
                 env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
                 kafka_args = ["--bootstrap", broker.bootstrap, "--topic", tin] if broker else []
                 masters = args.cores.split(";") if ";" in args.cores or "[" in args.cores else \

@@ -55,8 +55,6 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     from cep.connectors import spark as S
 
-    from cep.runtime.engine import Engine
-
     spec = S.pattern_spec(PATTERN, lateness=args.lateness)
     events = make_events(args.batch * args.batches, args.keys)
     handler, route = S._handler(spec), S._router(spec)
@@ -76,9 +74,8 @@ def main(argv: list[str] | None = None) -> int:
             list(handler(key, [rows], st))
         handler_s = time.process_time() - t
         blobs = [(k, st.get[1]) for k, st in states.items() if st.exists]
-        cps = spec.compile()
         t = time.process_time()
-        engines = [Engine.loads(bytes(blob), [cps[k[0]]]) for k, blob in blobs]
+        engines = [spec.load_engine(k[0], bytes(blob)) for k, blob in blobs]
         loads_s = time.process_time() - t
         t = time.process_time()
         for eng in engines:

@@ -88,6 +88,7 @@ class PatternSpec:
                 self.lateness, self.on_error, self.key_groups)
 
     def compile(self) -> list:
+        """The compiled patterns, once per process for the same text and time unit."""
         key = (tuple(self.sources), self.time_unit)
         cached = _COMPILED.get(key)
         if cached is None:
@@ -99,8 +100,40 @@ class PatternSpec:
             _COMPILED[key] = cached
         return cached
 
+    def plans(self) -> list:
+        """The compiled patterns' physical plans, once per process (as ``compile``).
 
+        Why: a worker builds an engine for a key group whenever it has none cached for the stored state
+        (its first batch, a group that moved between workers), and planning is most of building one.
+        The plans are immutable; each engine still builds its own runtime and holds only its own data.
+        """
+        key = (tuple(self.sources), self.time_unit)
+        cached = _PLANS.get(key)
+        if cached is None:
+            from cep.plan.physical import physical_plan
+            from cep.plan.planner import plan_pattern
+
+            cached = _PLANS[key] = [physical_plan(plan_pattern(cp)) for cp in self.compile()]
+        return cached
+
+    def new_engine(self, g: int, *, own_watermark: bool = True):
+        """A fresh engine for pattern ``g``, from this process's compiled patterns and plans."""
+        from cep.runtime.engine import Engine
+
+        return Engine([self.compile()[g]], lateness=self.lateness, own_watermark=own_watermark,
+                      plans=[self.plans()[g]])
+
+    def load_engine(self, g: int, blob: bytes):
+        """Pattern ``g``'s engine from its saved state (``Engine.dumps``), from this process's plans."""
+        from cep.runtime.engine import Engine
+
+        return Engine.loads(blob, [self.compile()[g]], [self.plans()[g]])
+
+
+# per process (Spark's Python workers are reused across tasks): compiled patterns and physical plans, keyed by
+# the pattern text and time unit; they hold no key group's data
 _COMPILED: dict[Any, list] = {}
+_PLANS: dict[Any, list] = {}
 
 
 def pattern_spec(patterns: str | os.PathLike | Sequence[str | os.PathLike], **kw: Any) -> PatternSpec:
@@ -320,42 +353,46 @@ def _push_all(spec: PatternSpec, eng, g: int, pdfs) -> list[tuple]:
     (counted per pattern; the record itself rides on its lead row only, so a late-records output holds each
     record once, as ``cep run --late-output`` does).
     """
-
     from cep.errors import LateEventError, UnknownRetractionError
     from cep.io.readers import make_decoder
 
     decode = make_decoder(spec.type_field, spec.time_field, spec.time_unit, spec.op_field)
     events = []
     for pdf in pdfs:
-        for pos, value, lead in zip(pdf["pos"], pdf["value"], pdf["lead"], strict=True):
-            events.append((decode(pos, value.encode()), value, bool(lead)))
+        for pos, value, lead in zip(pdf["pos"].tolist(), pdf["value"].tolist(), pdf["lead"].tolist(),
+                                    strict=True):
+            events.append((decode(pos, value.encode()), value, lead))
     # rows of a group arrive in no guaranteed order: event time, inserts before retractions of equal time
-    events.sort(key=lambda e: (e[0].ts, e[0].op == "-"))
+    events.sort(key=_push_order)
     name = spec.names[g]
     rows: list[tuple] = []
+    outs: list = []
+    push = eng.push
     for ev, value, lead in events:
         try:
-            outs = eng.push(ev)
+            outs += push(ev)
         except LateEventError:
             rows.append((name, "late", ev.pos, None, None, value if lead else None))
-            continue
         except UnknownRetractionError:
             reason = ("retraction of an event that was never inserted (or was already retracted or "
                       "expired)")
-            if spec.on_error == "skip":
-                if lead:
-                    rows.append((None, "error", ev.pos, None, None,
-                                 error_report(ev.pos, reason, value.encode())))
-                continue
-            raise SparkPathError(f"{BAD_RECORD_MARK}input record {ev.pos}: {reason}") from None
-        rows.extend(_rows(spec, g, outs))
-    return rows
+            if spec.on_error != "skip":
+                raise SparkPathError(f"{BAD_RECORD_MARK}input record {ev.pos}: {reason}") from None
+            if lead:
+                rows.append((None, "error", ev.pos, None, None, error_report(ev.pos, reason, value.encode())))
+    return rows + _rows(spec, g, outs)
+
+
+def _push_order(e: tuple) -> tuple:
+    return e[0].ts, e[0].op == "-"
 
 
 def _rows(spec: PatternSpec, g: int, outs: list) -> list[tuple]:
     """Output rows of composite events (also those a watermark move decides: gap elements)."""
     from cep.io.writers import dumps_exact, encode_output
 
+    if not outs:
+        return []
     key_fn = _key_fns(spec)[g]
     rows: list[tuple] = []
     for o in outs:
@@ -381,11 +418,8 @@ def _engine_for(spec: PatternSpec, g: int, kg: int, state):
     from every input partition, and one partition running ahead would make another's rows late. Spark's
     global watermark moves it instead (``engine_watermark``).
     """
-    from cep.runtime.engine import Engine
-
-    cp = spec.compile()[g]
     if not state.exists:
-        return Engine([cp], lateness=spec.lateness, own_watermark=False)
+        return spec.new_engine(g, own_watermark=False)
     nonce, blob = state.get
     if not nonce.startswith(f"{spec.key_groups}:"):
         raise SparkPathError(f"this checkpoint was written with {nonce.split(':')[0]} key groups, not "
@@ -395,7 +429,7 @@ def _engine_for(spec: PatternSpec, g: int, kg: int, state):
     if hit is not None and hit[0] == nonce:
         _ENGINES.move_to_end(ck)
         return hit[1]
-    eng = Engine.loads(bytes(blob), [cp])
+    eng = spec.load_engine(g, bytes(blob))
     eng.own_watermark = False
     return eng
 
@@ -465,8 +499,9 @@ def _handler(spec: PatternSpec):
     and reported (a ``late`` row) rather than dropped unseen. A group with pending matches (gap elements) sets an
     event-time timeout at its next decision time, so Spark calls it when the watermark passes that time even if
     the group gets no more rows (the watermark is carried by other keys' rows; with ``availableNow`` the final
-    no-data batch fires it too). A key group expires its events when it is next called; an idle one without
-    pending matches keeps its state meanwhile (there are at most key groups x patterns of them).
+    no-data batch fires it too). Without pending matches the timeout is where the watermark will have expired
+    every event the group retains (``Engine.empty_at``): an idle group's state is then removed, not kept until
+    it next gets rows.
     """
 
     def fn(key, pdfs, state) -> Iterator[Any]:
@@ -499,9 +534,13 @@ def _handler(spec: PatternSpec):
             _forget_engine(spec, g, kg)
         else:
             _save(spec, g, kg, state, eng)
-            due = eng.next_decision_time()
-            if due is not None:
-                state.setTimeoutTimestamp(max(timer_ms(spec, due), state.getCurrentWatermarkMs(), 1))
+            # wake up at the next pending decision, or once the watermark has expired every event: then the
+            # group's state is empty and removed, even if the group never gets rows again
+            wake = eng.next_decision_time()
+            if wake is None:
+                wake = eng.empty_at()
+            if wake is not None and wake != math.inf:
+                state.setTimeoutTimestamp(max(timer_ms(spec, wake), state.getCurrentWatermarkMs(), 1))
         if rows:
             yield pd.DataFrame(rows, columns=OUT_COLS)
 
@@ -514,14 +553,12 @@ def _batch_handler(spec: PatternSpec):
     def fn(key, pdf):
         import pandas as pd
 
-        from cep.runtime.engine import Engine
-
         g = int(key[0])
         if g == BAD_ROW_GROUP:
             rows = [(None, "error", pos, None, None, report)
                     for pos, report in zip(pdf["pos"], pdf["value"], strict=True)]
         else:
-            eng = Engine([spec.compile()[g]], lateness=spec.lateness)
+            eng = spec.new_engine(g)
             rows = _push_all(spec, eng, g, [pdf])
             # a static DataFrame is a bounded input: its end decides every pending match
             rows += _rows(spec, g, eng.advance_watermark(math.inf))
@@ -655,7 +692,8 @@ def detect(
         # (late rows are counted per pattern and written to the late output), so the column the state step sees
         # as the watermark column is a constant at the top of the time range, marked with the watermark's
         # metadata: no row is below it, while the watermark itself still comes from ``evt`` above.
-        keep = [c for c in routed.columns if c != "evt"]
+        # ``tus`` is in ``evt``: the state step reads the record's time from its text, so it is not shuffled
+        keep = [c for c in routed.columns if c not in ("evt", "tus")]
         top = F.timestamp_micros(F.lit(SPARK_TIME_RANGE_US[1])).alias(
             "evt", metadata={WATERMARK_DELAY_KEY: delay})
         routed = routed.select(*keep, top)
@@ -688,15 +726,12 @@ def _drain_batches(spec: PatternSpec):
     def fn(batches: Iterator[Any]) -> Iterator[Any]:
         import pandas as pd
 
-        from cep.runtime.engine import Engine
-
-        cps = spec.compile()
         for pdf in batches:
             rows: list[tuple] = []
             for g, blob in zip(pdf["g"], pdf["blob"], strict=True):
                 if blob is None:
                     continue
-                eng = Engine.loads(bytes(blob), [cps[int(g)]])
+                eng = spec.load_engine(int(g), bytes(blob))
                 rows += _rows(spec, int(g), eng.advance_watermark(math.inf))
             yield pd.DataFrame(rows, columns=OUT_COLS)
 

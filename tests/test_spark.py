@@ -707,3 +707,43 @@ def test_detect_gives_the_kleene_examples_like_cep_run(spark):
         assert want, name
         assert Counter(json.dumps(o, sort_keys=True) for o in got) == \
             Counter(json.dumps(o, sort_keys=True) for o in want), name
+
+
+def test_idle_key_groups_state_is_removed_once_the_watermark_expires_it(spark, tmp_path):
+    """A key group that gets no more rows keeps no state once Spark's watermark has passed its window: its
+    event-time timeout is the engine's ``empty_at`` and the timed-out group removes its state (the state rows
+    of the query's progress drop)."""
+    import os
+    import zlib
+
+    from cep.connectors.spark import _canon_key
+    from cep.connectors.spark_cli import build_parser, start_query
+
+    pat = tmp_path / "p.pattern"
+    pat.write_text("PATTERN p\n  SEQ(A a, B b)\n  PARTITION BY k\n  WITHIN 1 hour\n")
+    groups = 64
+
+    def group(k: int) -> int:
+        return zlib.crc32(_canon_key([k]).encode()) % groups
+
+    idle = [1, next(k for k in range(2, 100) if group(k) != group(1))]
+    busy = next(k for k in range(3, 200) if group(k) not in map(group, idle))
+    t0, day = 1_700_000_000, 86400
+    first = [{"type": "A", "ts": t0 + i, "k": k} for i, k in enumerate(idle)]
+    second = [{"type": "A", "ts": t0 + day, "k": busy}]  # moves the watermark a day on; its own group stays
+    d = tmp_path / "in"
+    d.mkdir()
+    for i, (name, evs) in enumerate([("a.jsonl", first), ("b.jsonl", second)]):
+        os.utime(write_jsonl(d / name, evs), (t0 + i * 100, t0 + i * 100))  # one file a micro-batch, in order
+    args = build_parser().parse_args([str(pat), "-i", str(d), "-o", str(tmp_path / "out"), "--lateness", "1 min",
+                                      "--key-groups", str(groups), "--checkpoint", str(tmp_path / "ck"),
+                                      "--available-now", "--max-per-batch", "1"])
+    q = start_query(spark, args)
+    q.awaitTermination()
+    assert q.exception() is None
+    rows = [(p["numInputRows"], p["stateOperators"][0]["numRowsTotal"]) for p in q.recentProgress
+            if p["stateOperators"]]
+    # batch 1: the idle keys' groups; batch 2: + the busy key's group; then a no-data batch under the new
+    # watermark times the idle groups out and removes their state
+    assert [n for n, _ in rows][:2] == [1, 1]
+    assert [total for _, total in rows] == [2, 3, 1]

@@ -25,7 +25,7 @@ import heapq
 import math
 from collections import deque
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cep import codegen
 from cep.errors import BatchInterrupted, LateEventError, UnknownRetractionError
@@ -37,6 +37,9 @@ from cep.runtime.iedyn import PatternRuntime
 from cep.runtime.pending import PendingDecisions, is_decided
 from cep.runtime.state import StateError, decode_state, encode_state
 from cep.values import canon
+
+if TYPE_CHECKING:
+    from cep.plan.physical import PhysicalPlan
 
 __all__ = ["Engine", "StateError"]
 
@@ -76,10 +79,12 @@ class Engine:
     """Runs compiled patterns over one stream of events (the core API)."""
 
     def __init__(self, patterns: Sequence[CompiledPattern], lateness: int | float = 0,
-                 *, own_watermark: bool = True) -> None:
+                 *, own_watermark: bool = True, plans: Sequence[PhysicalPlan] | None = None) -> None:
         """``own_watermark``: derive the watermark from the events pushed (``max ts seen -
         lateness``, one ordered source); False when the source owns it (the minimum over
         Kafka partitions, Spark's global watermark) and moves it with ``advance_watermark``.
+        ``plans``: the patterns' physical plans (``physical_plan(plan_pattern(cp))``), when the caller
+        keeps them (Spark workers build an engine per key group: planning is most of that).
         """
         from cep.lang.compiler import match_builder
         from cep.plan.physical import physical_plan
@@ -94,7 +99,9 @@ class Engine:
         # serial -> which (pattern, atom) slots hold the event (a bit mask, never 0): the
         # engine's bookkeeping, kept beside the events rather than on the user's records
         self._holders: dict[int, int] = {}
-        self.runtimes = [PatternRuntime(physical_plan(plan_pattern(cp))) for cp in self.patterns]
+        if plans is None:
+            plans = [physical_plan(plan_pattern(cp)) for cp in self.patterns]
+        self.runtimes = [PatternRuntime(pp) for pp in plans]
         self._by_name = {cp.name: i for i, cp in enumerate(self.patterns)}
         # every (pattern, atom) is a bit; an event's holders are a bit mask (a small int),
         # and its leaf tuples are recomputed from the event when it leaves
@@ -593,6 +600,31 @@ class Engine:
         times = [p.next_time() for p in self.pending if p is not None and len(p)]
         return min(times) if times else None
 
+    def empty_at(self) -> int | float | None:
+        """The watermark above which this engine holds no event (None: it holds none now; inf: a
+        pattern without WITHIN keeps one): each retained event leaves once the watermark passes its
+        time plus the longest window or gap horizon of the atoms and gap indexes holding it.
+
+        A pure function of the state, for a source that owns the watermark: Spark sets an idle key
+        group's event-time timeout there, and drops the group's state once it is empty.
+        """
+        if not self.events:
+            return None
+        horizon = {1 << j: math.inf if self.patterns[ri].within is None else self.patterns[ri].within
+                   for j, (ri, _ai) in enumerate(self._slots)}
+        horizon.update(dict.fromkeys(self._gap_of_bit, math.inf))  # gap indexes of unwindowed patterns
+        horizon.update({entry[1]: entry[4] for entry in self._gap_expiry})  # (index, bit, ..., horizon, groups)
+        by_mask: dict[int, Any] = {}
+        latest: Any = -math.inf
+        for serial, event in self.events.items():
+            mask = self._holders[serial]
+            h = by_mask.get(mask)
+            if h is None:
+                h = by_mask[mask] = max(hz for bit, hz in horizon.items() if mask & bit)
+            if event.ts + h > latest:
+                latest = event.ts + h
+        return latest
+
     def pending_count(self) -> int:
         """Matches waiting for the watermark to decide them (docs/language.md section 7, Decided matches)."""
         return sum(len(p) for p in self.pending if p is not None)
@@ -619,10 +651,12 @@ class Engine:
         })
 
     @classmethod
-    def loads(cls, data: bytes, patterns: Sequence[CompiledPattern]) -> Engine:
-        """Rebuild an engine from ``dumps()`` output and the same compiled patterns."""
+    def loads(cls, data: bytes, patterns: Sequence[CompiledPattern],
+              plans: Sequence[PhysicalPlan] | None = None) -> Engine:
+        """Rebuild an engine from ``dumps()`` output and the same compiled patterns (and their
+        physical plans, if the caller keeps them: see ``__init__``)."""
         state = decode_state(data)  # StateError: not a state, unreadable, or not plain data
-        eng = cls(patterns, lateness=state["lateness"])
+        eng = cls(patterns, lateness=state["lateness"], plans=plans)
         if state["patterns"] != [pattern_signature(cp) for cp in eng.patterns]:
             raise StateError("the engine state was saved with different patterns or time unit")
         if set(state["stats"]) != set(eng.stats) or any(

@@ -1,0 +1,301 @@
+"""Where the CPU of a Spark micro-batch goes, on both sides: JVMs and Python workers (issue 11).
+
+Why: ``bench.spark_bench`` says how the Spark path compares with ``cep run`` per CPU second; this says why. It runs
+one ``cep spark`` query (files -> files, ``availableNow``, one file per micro-batch, after a warm-up query of one
+micro-batch of the same size) and at the end of every micro-batch reads ``/proc``: user and system CPU seconds per
+kind of process (driver Python, driver JVM, the local-cluster master and worker JVMs, executor JVMs, Python
+workers) and per executor JVM thread (task threads, JIT compiler, GC). Steady state = the micro-batches after the
+first. Optionally it looks inside each side:
+
+- ``--jfr``: Java Flight Recorder on the executors (local-cluster) or the driver (local): JVM samples by the Spark
+  operator class on the stack (the file source, Arrow to/from Python, shuffle, sort, state store, sink);
+- ``--py-spy``: py-spy samples of the Python workers during the steady micro-batches, by cep / PySpark function.
+
+    python -m bench.spark_profile                                   # local-cluster[2,1,1024], 3 x 10^5 events
+    python -m bench.spark_profile --jfr --py-spy --key-groups 16 --conf spark.sql.execution.arrow.maxRecordsPerBatch=50000
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from bench.spark_bench import PATTERN, make_events, spark_home_for_cluster, write_dir
+
+KINDS = ("driver python", "driver JVM", "cluster master+worker JVMs", "executor JVMs", "python workers")
+
+
+def _processes() -> dict[int, tuple[int, str, float, float]]:
+    """pid -> (parent pid, command line, user and system CPU seconds of itself and its reaped children)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    out = {}
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            raw = Path(f"/proc/{d}/stat").read_text()
+            cmd = Path(f"/proc/{d}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        f = raw[raw.rindex(")") + 2:].split()  # after "pid (comm) ": state ppid ... utime stime cutime cstime
+        out[int(d)] = (int(f[1]), cmd, (int(f[11]) + int(f[13])) / tick, (int(f[12]) + int(f[14])) / tick)
+    return out
+
+
+def _kind(pid: int, root: int, cmd: str) -> str:
+    if pid == root:
+        return "driver python"
+    if "CoarseGrainedExecutorBackend" in cmd:
+        return "executor JVMs"
+    if "deploy.master.Master" in cmd or "deploy.worker.Worker" in cmd:
+        return "cluster master+worker JVMs"
+    if "java" in cmd.split(" ")[0]:
+        return "driver JVM"
+    return "python workers"
+
+
+def _tree(root: int, procs: dict) -> list[int]:
+    """``root`` and its live descendants."""
+    children: dict[int, list[int]] = collections.defaultdict(list)
+    for pid, (ppid, *_rest) in procs.items():
+        children[ppid].append(pid)
+    out, todo = [], [root]
+    while todo:
+        pid = todo.pop()
+        todo.extend(children.get(pid, []))
+        if pid in procs:
+            out.append(pid)
+    return out
+
+
+def cpu_by_kind(root: int) -> dict[str, tuple[float, float]]:
+    """User and system CPU seconds of ``root``'s process tree by kind of process (``KINDS``)."""
+    procs = _processes()
+    totals = {k: [0.0, 0.0] for k in KINDS}
+    for pid in _tree(root, procs):
+        _ppid, cmd, user, system = procs[pid]
+        t = totals[_kind(pid, root, cmd)]
+        t[0] += user
+        t[1] += system
+    return {k: (u, s) for k, (u, s) in totals.items()}
+
+
+# JVM work by the operator nearest the sampled frame (first rule that matches, scanning from the leaf)
+JVM_CATEGORIES = (
+    ("Arrow to/from Python", ("org.apache.arrow", ".python.", "ArrowWriter", "ArrowColumnVector", "api.python")),
+    ("state store", ("org.rocksdb", ".state.", "StateStore")),
+    ("sort", ("UnsafeExternalSorter", "UnsafeInMemorySorter", "SortExec", "RadixSort")),
+    ("shuffle", (".shuffle.", "Shuffle", "network.", "io.netty")),
+    ("file source", ("FileScan", "WholeText", "TextFileFormat", "HadoopFile", "LineRecordReader")),
+    ("file sink", ("FileFormatWriter", "FileFormatDataWriter", "TextOutputWriter", "OutputCommitter")),
+    ("generated code (projections, filters, explode)", ("GeneratedClass", "codegen", "expressions.")),
+)
+
+
+def _category(classes: list[str]) -> str:
+    for c in classes:
+        for name, marks in JVM_CATEGORIES:
+            if any(m in c for m in marks):
+                return name
+    return "other: " + (classes[0].rsplit(".", 1)[0] if classes else "?")
+
+
+def jvm_threads(root: int) -> dict[str, list[float]]:
+    """[user, system] CPU seconds of the executor JVMs' threads (the driver JVM's on a local master), summed by
+    thread name with digits dropped (``Executor task launch worker``, ``C2 CompilerThread``, ``GC Thread``...)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    procs = _processes()
+    tree = _tree(root, procs)  # this query's processes only: other Spark jobs may run on the machine
+    local = not any("CoarseGrainedExecutorBackend" in procs[pid][1] for pid in tree)
+    out: dict[str, list[float]] = collections.defaultdict(lambda: [0.0, 0.0])
+    for pid in tree:
+        ppid, cmd = procs[pid][0], procs[pid][1]
+        java = "java" in cmd.split(" ")[0]
+        if not java or ("CoarseGrainedExecutorBackend" not in cmd and not (local and ppid == root)):
+            continue
+        for tid in os.listdir(f"/proc/{pid}/task"):
+            try:
+                raw = Path(f"/proc/{pid}/task/{tid}/stat").read_text()
+            except OSError:
+                continue
+            name = re.sub(r"[\d#-]+", "", raw[raw.index("(") + 1:raw.rindex(")")]).strip()
+            f = raw[raw.rindex(")") + 2:].split()
+            out[name][0] += int(f[11]) / tick
+            out[name][1] += int(f[12]) / tick
+    return out
+
+
+def jfr_profile(files: list[Path], since: float, top: int) -> dict:
+    """JVM execution samples taken after ``since`` (epoch s): by operator category and by the leaf frame's class."""
+    from datetime import datetime
+
+    cats: collections.Counter = collections.Counter()
+    leaf: collections.Counter = collections.Counter()
+    n = 0
+    for f in files:
+        r = subprocess.run(["jfr", "print", "--json", "--stack-depth", "128", "--events", "jdk.ExecutionSample",
+                            str(f)], capture_output=True, text=True, check=True)
+        for ev in json.loads(r.stdout)["recording"]["events"]:
+            v = ev["values"]
+            t = datetime.fromisoformat(re.sub(r"(\.\d{6})\d*", r"\1", v["startTime"]).replace("Z", "+00:00"))
+            if t.timestamp() < since or not v.get("stackTrace"):
+                continue
+            classes = [fr["method"]["type"]["name"].replace("/", ".").split("$$Lambda")[0]
+                       for fr in v["stackTrace"]["frames"]]
+            n += 1
+            cats[_category(classes)] += 1
+            leaf[classes[0]] += 1
+    return {"samples": n, "by_category": cats.most_common(), "by_leaf_class": leaf.most_common(top)}
+
+
+def pyspy_profile(raw: Path, top: int) -> dict:
+    """py-spy collapsed stacks: by leaf function (self) and by every function on the stack (inclusive)."""
+    self_: collections.Counter = collections.Counter()
+    incl: collections.Counter = collections.Counter()
+    n = 0
+    for line in raw.read_text().splitlines():
+        stack, _, count = line.rpartition(" ")
+        frames = [fr.split(" (")[0] + " " + fr.split(" (")[1].split(":")[0].rsplit("/", 1)[-1]
+                  if " (" in fr else fr for fr in stack.split(";")]
+        frames = [fr for fr in frames if not fr.startswith(("process ", "thread "))]
+        if not any(fr.startswith("main worker.py") for fr in frames):  # the daemon's idle loop, not work
+            continue
+        c = int(count)
+        n += c
+        self_[frames[-1]] += c
+        for fr in dict.fromkeys(frames):
+            incl[fr] += c
+    return {"samples": n, "self": self_.most_common(top), "inclusive": incl.most_common(top)}
+
+
+def child(args: argparse.Namespace) -> None:
+    from cep.connectors.spark import make_session
+    from cep.connectors.spark_cli import build_parser, start_query
+    from pyspark.sql.streaming import StreamingQueryListener
+
+    work = Path(args.work)
+    extra = dict(kv.split("=", 1) for kv in args.conf)
+    cluster = args.master.startswith("local-cluster")
+    if cluster:
+        os.environ["SPARK_HOME"] = spark_home_for_cluster(work)
+    if args.jfr:
+        opt = f"-XX:StartFlightRecording=filename={work}/jfr-%p.jfr,dumponexit=true,settings=profile"
+        extra["spark.executor.extraJavaOptions" if cluster else "spark.driver.extraJavaOptions"] = opt
+    spark = make_session(args.master, args.partitions, kafka=False, app="cep-profile", extra=extra)
+    marks: list[dict] = []
+    pyspy: list[subprocess.Popen] = []
+
+    class AtProgress(StreamingQueryListener):
+        def onQueryStarted(self, event) -> None:
+            marks.clear()
+
+        def onQueryProgress(self, event) -> None:
+            p = json.loads(event.progress.json)
+            marks.append({"rows": p["numInputRows"], "cpu": cpu_by_kind(os.getpid()), "at": time.time(),
+                          "threads": jvm_threads(os.getpid()),
+                          "durationMs": p["durationMs"], "state": p["stateOperators"][0] if p["stateOperators"]
+                          else {}})
+            if args.py_spy and not pyspy and p["numInputRows"] > 0:  # after the first data batch: steady state
+                for pid, (_pp, cmd, _u, _s) in _processes().items():
+                    if "pyspark.daemon" in cmd:
+                        pyspy.append(subprocess.Popen(
+                            ["py-spy", "record", "--pid", str(pid), "--subprocesses", "--nonblocking",
+                             "--format", "raw", "--rate", "50", "-o", str(work / f"pyspy-{pid}.txt")],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+
+        def onQueryIdle(self, event) -> None:
+            pass
+
+        def onQueryTerminated(self, event) -> None:
+            pass
+
+    spark.streams.addListener(AtProgress())
+
+    def run(inp: Path, tag: str):
+        a = build_parser().parse_args([PATTERN, "-i", str(inp), "-o", str(work / f"out-{tag}"), "--checkpoint",
+                                       str(work / f"ck-{tag}"), "--available-now", "--max-per-batch", "1",
+                                       "--key-groups", str(args.key_groups)])
+        q = start_query(spark, a)
+        q.awaitTermination()
+        if q.exception() is not None:
+            raise SystemExit(f"query failed: {q.exception()}")
+
+    run(work / "warm", "warm")
+    run(work / "in", "main")
+    for p in pyspy:
+        p.send_signal(signal.SIGINT)
+        p.wait(timeout=60)
+    spark.stop()
+    data = [m for m in marks if m["rows"] > 0]
+    # per kind: [user, system] CPU seconds of the steady micro-batches
+    steady = {k: [round(data[-1]["cpu"][k][i] - data[0]["cpu"][k][i], 2) for i in (0, 1)] for k in KINDS}
+    out = {"master": args.master, "partitions": args.partitions, "key_groups": args.key_groups, "conf": args.conf,
+           "batch_events": args.events // args.files, "steady_batches": len(data) - 1,
+           "steady_cpu_user_sys": steady, "steady_cpu_total": round(sum(sum(v) for v in steady.values()), 2),
+           "durationMs": [m["durationMs"] for m in data],
+           "state": [{k: m["state"].get(k) for k in ("numRowsTotal", "numRowsUpdated", "allUpdatesTimeMs",
+                                                      "commitTimeMs", "memoryUsedBytes")} for m in data]}
+    if len(data) > 1:
+        a, b = data[0]["threads"], data[-1]["threads"]
+        delta = {k: [round(v[0] - a.get(k, [0, 0])[0], 2), round(v[1] - a.get(k, [0, 0])[1], 2)] for k, v in b.items()}
+        out["jvm_threads_user_sys"] = sorted(((k, v) for k, v in delta.items() if sum(v) > 0.05),
+                                             key=lambda kv: -sum(kv[1]))
+    if args.jfr:
+        time.sleep(2)  # executors dump their recording on exit
+        out["jfr"] = jfr_profile(sorted(work.glob("jfr-*.jfr")), data[0]["at"], args.top)
+    if args.py_spy:
+        out["py_spy"] = pyspy_profile_all(work, args.top)
+    print(json.dumps(out), flush=True)
+
+
+def pyspy_profile_all(work: Path, top: int) -> dict:
+    merged = work / "pyspy-all.txt"
+    merged.write_text("".join(f.read_text() for f in sorted(work.glob("pyspy-*.txt")) if f != merged))
+    return pyspy_profile(merged, top)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m bench.spark_profile", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--events", type=int, default=300_000)
+    ap.add_argument("--files", type=int, default=3, help="input files = micro-batches")
+    ap.add_argument("--master", default="local-cluster[2,1,1024]")
+    ap.add_argument("--partitions", type=int, default=2, help="state partitions (spark.sql.shuffle.partitions)")
+    ap.add_argument("--key-groups", type=int, default=64)
+    ap.add_argument("--conf", action="append", default=[], help="extra Spark setting KEY=VALUE (repeatable)")
+    ap.add_argument("--jfr", action="store_true", help="JVM profile (Java Flight Recorder)")
+    ap.add_argument("--py-spy", action="store_true", help="Python worker profile (needs py-spy on PATH)")
+    ap.add_argument("--top", type=int, default=25)
+    ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--work", help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    if args.child:
+        child(args)
+        return 0
+    root = Path(__file__).resolve().parent.parent
+    with tempfile.TemporaryDirectory(prefix="cep-spark-profile-") as tmp:
+        work = Path(tmp)
+        write_dir(work / "in", make_events(args.events), args.files)
+        write_dir(work / "warm", make_events(args.events // args.files, seed=2), 1)  # one micro-batch's size
+        env = {**os.environ, "PYTHONPATH": str(root) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+        cmd = [sys.executable, "-m", "bench.spark_profile", "--child", "--work", str(work), *(argv or sys.argv[1:])]
+        r = subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True)
+        lines = [ln for ln in r.stdout.splitlines() if ln.startswith("{")]
+        if r.returncode != 0 or not lines:
+            print(r.stderr[-3000:], file=sys.stderr)
+            return 1
+        print(lines[-1])
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
