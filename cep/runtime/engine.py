@@ -175,17 +175,11 @@ class Engine:
         # horizon: an event is kept while ts >= watermark - w (gap indexes expire their own)
         self._windowed: list[tuple[int, int, int]] = []
         self._windows: list[Any] = []
-        # per queue: (bit, leaf tuple, update path) of each atom it expires
-        self._expirers: list[list[tuple[int, Any, Any]]] = []
         for ri, cp in enumerate(self.patterns):
             if cp.within is None:
                 continue
             self._windowed.append((len(self._windows), ri, self._pattern_mask[ri] & self._atom_bits))
             self._windows.append(cp.within)
-        for _qi, ri, qmask in self._windowed:
-            rt = self.runtimes[ri]
-            self._expirers.append([(1 << j, rt.extract[ai], rt._prop_of_atom[ai])
-                                   for j, (r, ai) in enumerate(self._slots) if r == ri and qmask >> j & 1])
         # record -> serials, built on the first retraction (insert-only streams never pay for it)
         self._by_fp: dict[Any, list[int]] = {}
         self._fp_enabled = False
@@ -194,6 +188,9 @@ class Engine:
         self._expiry: list[list[tuple[Any, int]]] = [[] for _ in self._windows]
         self._in_order: list[deque[int]] = [deque() for _ in self._windows]
         self._last_ts: list[Any] = [-math.inf] * len(self._windows)
+        # per queue, a lower bound of the times of its events (inf: none): the generated handlers
+        # call the expiry only when one is before ``watermark - w`` (``cep.runtime.handler``)
+        self._oldest: list[Any] = [math.inf] * len(self._windows)
         self.max_ts: int | float | None = None
         self.watermark: int | float | None = None
         self._serial = 0
@@ -540,8 +537,11 @@ class Engine:
         event = self.events.pop(serial)
         del self._holders[serial]
         self._n_expired += 1
-        if not self._fp_enabled:
-            return
+        if self._fp_enabled:
+            self._unindex_fp(serial, event)
+
+    def _unindex_fp(self, serial: int, event: Event) -> None:
+        """Drop a forgotten event from the record index (only once a retraction has been seen)."""
         fp = _fingerprint(event.fields)
         serials = self._by_fp.get(fp)
         if serials is not None:

@@ -29,6 +29,7 @@ are made with ``cep.codegen.define``, so a traceback shows the generated line an
 from __future__ import annotations
 
 import heapq
+import math
 from typing import TYPE_CHECKING, Any
 
 from cep import codegen
@@ -94,7 +95,21 @@ def _watermark_move(src: _Source, eng: Engine) -> None:
     if eng._decided:
         src.add(3, "if wm > eng._decide_at or (wm == eng._decide_at and not eng._decide_strict):",
                 "    outs += eng._decide()")
-    src.add(3, "expire(wm)")
+    due = _due_test(src, eng)
+    if due is not None:
+        src.add(3, f"if {due}:", "    expire(wm)")
+
+
+def _due_test(src: _Source, eng: Engine) -> str | None:
+    """The condition under which ``expire(wm)`` has work at watermark ``wm``: some window queue's
+    oldest time (``Engine._oldest``, a lower bound) is before ``wm - w``, or a gap-index entry is due
+    (``Engine._gap_expire_at``); None when nothing ever expires.  Why: the watermark moves with
+    nearly every event, and most moves expire nothing in some window; the test is the same
+    comparison ``expire`` makes, so it calls ``expire`` exactly when that has something to do."""
+    tests = [f"{src.name('OLDEST', eng._oldest)}[{qi}] < wm - {eng._windows[qi]!r}" for qi, _ri, _m in eng._windowed]
+    if eng._gap_expiry:
+        tests.append("wm > eng._gap_expire_at")
+    return " or ".join(tests) or None
 
 
 def _filters(src: _Source, entries: list[tuple[int, int, Any, int]], eng: Engine) -> list[str | None]:
@@ -208,10 +223,11 @@ def _insert_body(src: _Source, eng: Engine, etype: str, emit: bool) -> None:
     for qi, _ri, qmask in eng._windowed:
         if not qmask & type_bits:
             continue
-        q, heap, last = (src.name("Q", eng._in_order[qi]), src.name("HP", eng._expiry[qi]),
-                         src.name("LAST", eng._last_ts))
+        q, heap, last, oldest = (src.name("Q", eng._in_order[qi]), src.name("HP", eng._expiry[qi]),
+                                 src.name("LAST", eng._last_ts), src.name("OLDEST", eng._oldest))
         src.add(1, f"if mask & {qmask}:", f"    if ts >= {last}[{qi}]:", f"        {q}.append(s)",
-                f"        {last}[{qi}] = ts", "    else:", f"        heappush({heap}, (ts, s))")
+                f"        {last}[{qi}] = ts", "    else:", f"        heappush({heap}, (ts, s))",
+                f"    if ts < {oldest}[{qi}]:", f"        {oldest}[{qi}] = ts")
     src.add(1, "eng._n_inserted += 1", "n = len(E)", "if n > eng._peak_retained:", "    eng._peak_retained = n")
 
 
@@ -258,24 +274,31 @@ def quiet_inserter(eng: Engine, etype: str) -> Any:
 
 def _expiry(eng: Engine) -> Any:
     """``expire(wm)``: per window, the events before ``wm - w`` leave their atoms; then the gap
-    indexes' own expiry when one of their entries is due."""
+    indexes' own expiry when one of their entries is due.  A window whose oldest time
+    (``Engine._oldest``) is not before ``wm - w`` is skipped; after a window's due events are popped
+    its oldest time is the (live) head of its queue or of its heap."""
     src = _Source(eng)
+    src.env["inf"] = math.inf
     src.add(0, "def expire(wm):")
     for qi, ri, qmask in eng._windowed:
         q, heap = src.name("Q", eng._in_order[qi]), src.name("HP", eng._expiry[qi])
+        oldest = src.name("OLDEST", eng._oldest)
         # the first due event in ``one``, a list ``due`` only when there are more
         src.add(1, f"# {eng.patterns[ri].name}: WITHIN {eng._windows[qi]}", f"limit = wm - {eng._windows[qi]!r}",
-                "one = due = None", f"while {q}:", f"    s = {q}[0]", "    e = E.get(s)", "    if e is None:",
+                f"if {oldest}[{qi}] < limit:")
+        src.add(2, "one = due = None", "old = inf", f"while {q}:", f"    s = {q}[0]", "    e = E.get(s)", "    if e is None:",
                 f"        {q}.popleft()  # retracted meanwhile", "    elif e.ts < limit:", f"        {q}.popleft()",
                 "        if one is None:", "            one = s", "        elif due is None:", "            due = [one, s]",
-                "        else:", "            due.append(s)", "    else:", "        break",
+                "        else:", "            due.append(s)", "    else:", "        old = e.ts", "        break",
                 f"while {heap} and {heap}[0][0] < limit:", f"    s = heappop({heap})[1]",
                 "    if one is None:", "        one = s", "    elif due is None:", "        due = [one, s]",
                 "    else:", "        due.append(s)",
+                f"if {heap} and {heap}[0][0] < old:", f"    old = {heap}[0][0]", f"{oldest}[{qi}] = old",
                 "if due is not None:", f"    eng._expire_serials({ri}, {qmask}, due)", "elif one is not None:",
                 "    s = one", "    m = H.get(s, 0)", f"    if m & {qmask}:", "        e = E[s]")
-        _expire_one(src, eng, ri, qmask, 3)
-        src.add(3, f"m &= {~qmask}", "if m:", "    H[s] = m", "else:", "    eng._forget(s)")
+        _expire_one(src, eng, ri, qmask, 4)
+        src.add(4, f"m &= {~qmask}", "if m:", "    H[s] = m", "else:", "    del E[s]", "    del H[s]",
+                "    eng._n_expired += 1", "    if eng._fp_enabled:", "        eng._unindex_fp(s, e)")
     if eng._gap_expiry:
         src.add(1, "if wm > eng._gap_expire_at:", "    eng._expire_gaps(wm)")
     if not eng._windowed and not eng._gap_expiry:
@@ -285,20 +308,21 @@ def _expiry(eng: Engine) -> Any:
 
 def _expire_one(src: _Source, eng: Engine, ri: int, qmask: int, indent: int) -> None:
     """Lines that take event ``e`` (serial ``s``, holder mask ``m``) out of every atom of
-    pattern ``ri`` holding it: each leaf-tuple shape extracted once, each atom's update path."""
+    pattern ``ri`` holding it: each leaf-tuple shape computed once (inline), each atom's update path."""
     rt = eng.runtimes[ri]
     atoms = [(j, ai) for j, (r, ai) in enumerate(eng._slots) if r == ri and qmask >> j & 1]
-    shapes: dict[tuple[str, ...], tuple[str, int, Any]] = {}
+    shapes: dict[tuple[str, ...], tuple[str, int, list[str]]] = {}
     for j, ai in atoms:
         lines, null = _leaf_shape(src, eng, ri, ai)
-        tv, bits, ex = shapes.get((*lines, str(null)), (f"t{len(shapes)}", 0, rt.extract[ai]))
-        shapes[(*lines, str(null))] = (tv, bits | 1 << j, ex)
+        tv, bits, _lines = shapes.get((*lines, str(null)), (f"t{len(shapes)}", 0, lines))
+        shapes[(*lines, str(null))] = (tv, bits | 1 << j, lines)
     tuple_of = {}
-    for tv, bits, ex in shapes.values():
+    src.add(indent, "f = e.fields")
+    for tv, bits, lines in shapes.values():
         if bits == qmask:  # every atom of the window has this shape: the event holds one of them
-            src.add(indent, f"{tv} = {src.name('ex', ex)}(e, s)")
+            src.add(indent, *lines, f"{tv} = t")
         else:
-            src.add(indent, f"if m & {bits}:", f"    {tv} = {src.name('ex', ex)}(e, s)")
+            src.add(indent, f"if m & {bits}:", *(f"    {line}" for line in lines), f"    {tv} = t")
         for j, _ai in atoms:
             if bits >> j & 1:
                 tuple_of[j] = tv
