@@ -14,10 +14,15 @@ from cep.runtime.engine import Engine
 
 
 def _handler_source(text: str, etype: str) -> str:
+    """The branch of the engine's generated batch function that pushes an event of type ``etype``."""
     mark = codegen.mark()
     Engine(compile_text(text))
-    (src,) = [s for name, s in codegen.defined_since(mark) if name.startswith(f"<cep engine: push {etype} (")]
-    return src
+    (src,) = [s for name, s in codegen.defined_since(mark) if name.startswith("<cep engine: push a batch (")]
+    lines = src.splitlines()
+    (start,) = [i for i, line in enumerate(lines) if line.strip().endswith(f"_typ == {etype!r}:")]
+    pad = len(lines[start]) - len(lines[start].lstrip())
+    end = next(i for i in range(start + 1, len(lines)) if len(lines[i]) - len(lines[i].lstrip()) <= pad)
+    return "\n".join(lines[start:end])
 
 
 def test_the_card_testing_handler_reads_amount_once_and_builds_one_leaf_tuple():

@@ -276,9 +276,11 @@ class _Run:
         skip = o.on_error == "skip"
         late_sink = self.sinks.get("late")
 
-        def apply(evs: list, where: list) -> int | None:
-            """Push a batch of decoded events and write their composite events (no flush); an event
-            that raises is handled as ``push`` would have been.  Returns an exit status to stop with."""
+        def apply(evs: list, batch: list, lo: int, n_lo: int) -> int | None:
+            """Push a run of decoded events and write their composite events (no flush); an event
+            that raises is handled as ``push`` would have been.  Returns an exit status to stop with.
+            The run is contiguous in the source's batch: ``evs[i]`` is ``batch[lo + i]``, record
+            ``n_lo + i + 1`` (so nothing is kept per record for the rare event that raises)."""
             nonlocal nout
             start = 0
             while start < len(evs):
@@ -290,7 +292,8 @@ class _Run:
                     i = start + bi.index
                     start = i + 1
                     cause = bi.__cause__
-                    pos, raw, k = where[i]
+                    pos, raw = batch[lo + i]
+                    k = n_lo + i + 1
                     if isinstance(cause, LateEventError):
                         self.late += 1
                         if late_sink is not None:
@@ -370,21 +373,24 @@ class _Run:
                         continue
                 n0 = nout
                 evs: list = []
-                where: list = []
-                for pos, raw in batch:
+                append = evs.append
+                lo, n_lo = 0, n  # where the run of events ``evs`` starts in the batch (``apply``)
+                for j, (pos, raw) in enumerate(batch):
                     n += 1
                     try:
                         ev = decode(pos, raw)
                     except BadRecord as e:
-                        if type(raw) is bytes and not raw.strip():
-                            n -= 1  # a blank line is not a record
-                            continue
                         if evs:  # the records before it are applied (and their output written) first
-                            status = apply(evs, where)
-                            evs, where = [], []
+                            status = apply(evs, batch, lo, n_lo)
+                            evs = []
+                            append = evs.append
                             if status is not None:
                                 self.outputs = nout
                                 return status
+                        lo, n_lo = j + 1, n
+                        if type(raw) is bytes and not raw.strip():
+                            n_lo = n = n - 1  # a blank line is not a record
+                            continue
                         self.records = n
                         if not self._bad(pos, raw, str(e), skip):
                             self.outputs = nout
@@ -392,16 +398,17 @@ class _Run:
                         continue
                     if clock is not None and observe(part, ev.ts):
                         if evs:
-                            status = apply(evs, where)
-                            evs, where = [], []
+                            status = apply(evs, batch, lo, n_lo)
+                            evs = []
+                            append = evs.append
                             if status is not None:
                                 self.outputs = nout
                                 return status
+                        lo, n_lo = j, n - 1
                         nout += write(eng.advance_watermark(clock.low - lateness))
-                    evs.append(ev)
-                    where.append((pos, raw, n))
+                    append(ev)
                 if evs:
-                    status = apply(evs, where)
+                    status = apply(evs, batch, lo, n_lo)
                     if status is not None:
                         self.outputs = nout
                         return status

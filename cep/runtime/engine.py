@@ -247,12 +247,16 @@ class Engine:
     def push(self, event: Event) -> list[Output]:
         """Process one event; return the composite events it completes or undoes.
 
-        The work is the generated handler of the event's type (``cep.runtime.handler``): the
-        late check, the watermark move (decisions, expiry), then the retraction or the insert."""
+        The work is the engine's generated batch function (``cep.runtime.handler``): per event,
+        the late check, the watermark move (decisions, expiry), then the retraction or the insert."""
         outs: list[Output] = []
-        h = self._handlers
-        h.by_type.get(event.type, h.other)(event, outs)
-        return outs
+        try:
+            self._handlers.batch((event,), outs)
+        except BatchInterrupted as bi:
+            cause = bi.__cause__
+        else:
+            return outs
+        raise cause  # outside the handler: the event's own error, as it was raised
 
     def push_batch(self, events: Sequence[Event]) -> list[Output]:
         """Process events in order, as many ``push`` calls would; return their composite events.
@@ -263,17 +267,7 @@ class Engine:
         outputs of the events before it (applied; the ones after it are not), its cause the error.
         """
         outs: list[Output] = []
-        h = self._handlers
-        handlers, other = h.by_type, h.other
-        i = n = 0
-        try:
-            for event in events:
-                n = len(outs)
-                handlers.get(event.type, other)(event, outs)
-                i += 1
-        except BaseException as e:  # noqa: BLE001 - handed to the caller with the outputs so far
-            del outs[n:]  # what the failing event emitted before it raised is lost, as with push
-            raise BatchInterrupted(i, outs) from e
+        self._handlers.batch(events, outs)
         return outs
 
     def _late(self, ts: Any, wm: Any) -> None:
