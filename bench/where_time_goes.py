@@ -45,14 +45,14 @@ RESULTS = procs.BENCH_DIR / "results"
 # Targets are "module:Class.attr" (a class attribute, wrapped on the class), "module:function" (a module
 # global the run loop looks up when it starts), "decoder" (what make_decoder returns), or one of the
 # engine's generated functions, wrapped after the engine is built and its handlers generated again
-# around the wrapped parts (``_wrap_engine``): "handlers" (the per-type push handlers,
+# around the wrapped parts (``_wrap_engine``): "handlers" (the engine's generated batch function,
 # ``cep.runtime.handler``), "expiry" (the generated expiry), "update paths" (each atom's generated
 # update path, for inserts and expiry), "builders" (each pattern's EMIT builder and match id).
 PHASES: dict[str, tuple[str, ...]] = {
     "read (Source.take: chunks, lines, positions)": ("cep.io.readers:JsonlSource.take",),
     "decode (orjson, checks, Event)": ("decoder",),
-    "push_batch (dispatch by type)": ("cep.runtime.engine:Engine.push", "cep.runtime.engine:Engine.push_batch"),
-    "handler (generated per type: late check, watermark, filters, leaf tuples, holders, queues, counters, "
+    "push_batch (entry)": ("cep.runtime.engine:Engine.push", "cep.runtime.engine:Engine.push_batch"),
+    "handler (generated batch loop, per type: late check, watermark, filters, leaf tuples, holders, queues, counters, "
     "enumeration calls, Output tuples)": ("handlers",),
     "expiry: due events, holders, forgetting, leaf tuples (generated; gap indexes, batches)": (
         "expiry", "cep.runtime.engine:Engine._expire_serials", "cep.runtime.engine:Engine._forget"),
@@ -169,10 +169,8 @@ def _wrap_engine(init, pc: PhaseClock, phases: dict[str, str]):
         h = self._handlers = build_handlers(self)  # generated again around the wrapped parts
         expire = pc.wrap(h.expire, phases["expiry"])
         h.expire = expire
-        for fn in (*h.by_type.values(), h.other):
-            fn.__globals__["expire"] = expire  # the name the handlers call it by
-        h.by_type = {t: pc.wrap(fn, phases["handlers"]) for t, fn in h.by_type.items()}
-        h.other = pc.wrap(h.other, phases["handlers"])
+        h.batch.__globals__["expire"] = expire  # the name the batch function calls it by
+        h.batch = pc.wrap(h.batch, phases["handlers"])
 
     return init_wrapped
 

@@ -11,7 +11,11 @@ gives the same ids and a ``-`` carries the id of the ``+`` it retracts.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from hashlib import blake2b
+
+try:  # the BLAKE2 module itself: ``hashlib`` would load OpenSSL too (a few ms at every start, unused)
+    from _blake2 import blake2b
+except ImportError:  # pragma: no cover - a Python built without it
+    from hashlib import blake2b
 from typing import Any, NamedTuple
 
 from cep import codegen

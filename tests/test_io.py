@@ -264,18 +264,23 @@ def test_engine_failure_names_the_record_and_keeps_output(tmp_path, monkeypatch)
 
     import cep.commands.run as runner
     import cep.runtime.engine
+    from cep.errors import BatchInterrupted
     from cep.runtime.handler import Handlers
 
-    def handle(e, outs):  # a generated handler's contract: append the event's outputs, or raise
-        if e.pos == "2":
-            raise TypeError("unhashable")
-        outs.append(Output("p", "+", "id1", {"x": 1}))
+    def batch(events, outs):  # the generated batch function's contract: outputs appended, or
+        for i, e in enumerate(events):  # BatchInterrupted(index, outputs before it) from the error
+            try:
+                if e.pos == "2":
+                    raise TypeError("unhashable")
+                outs.append(Output("p", "+", "id1", {"x": 1}))
+            except BaseException as x:
+                raise BatchInterrupted(i, outs) from x
 
     class Boom:
         def __init__(self, patterns, lateness=0, *, own_watermark=True):
             self.stats, self.matches_emitted, self.retained_events = {}, {}, 0
             self.lateness, self.own_watermark = lateness, own_watermark
-            self._handlers = Handlers({}, handle, None)
+            self._handlers = Handlers(batch, None)
 
         push_batch = cep.runtime.engine.Engine.push_batch  # the engine's batch entry, over this handler
 

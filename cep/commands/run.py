@@ -20,9 +20,7 @@ from __future__ import annotations
 
 import math
 import os
-import queue
 import sys
-import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -31,7 +29,6 @@ from typing import IO, Any
 from cep.commands.heap import tune_heap
 from cep.errors import BatchInterrupted, LateEventError, PatternError, UnknownRetractionError
 from cep.exit_codes import EXIT_OK, EXIT_OTHER, EXIT_PATTERN, EXIT_RECORD, EXIT_SIMULATED_CRASH
-from cep.io import checkpoint as ckpt
 from cep.io.paths import PathClash, Role, check_checkpoint_path, check_roles
 from cep.io.protocol import Sink, Source
 from cep.io.readers import (
@@ -173,6 +170,10 @@ class _Run:
 
         state = None
         if o.checkpoint:
+            from cep.io import (
+                checkpoint as ckpt,  # only with --checkpoint: not imported at start-up
+            )
+
             if o.input == "-":
                 raise RunError("--checkpoint needs a file or Kafka input: stdin cannot be resumed")
             self.fp = ckpt.fingerprint(o.patterns, o.result_options())
@@ -543,6 +544,8 @@ class _Run:
 
     def save_checkpoint(self) -> None:
         """Flush (and fsync) the outputs, then atomically write position + state + sizes."""
+        from cep.io import checkpoint as ckpt
+
         sizes = {}
         for role, s in self.sinks.items():
             if _is_file_sink(s):
@@ -628,6 +631,9 @@ def _with_idle(take: Callable[[int], list], limit: int, seconds: float,
     Why a thread: reading stdin blocks, and a quiet input must still let time pass.  The
     queue holds one batch, so the reader is at most one batch ahead.
     """
+    import queue
+    import threading
+
     q: queue.Queue = queue.Queue(maxsize=1)
 
     def read() -> None:

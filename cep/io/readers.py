@@ -17,12 +17,9 @@ the line of the last record for error messages.  A file source is resumable:
 
 from __future__ import annotations
 
-import csv
-import json
 import re
 import sys
 from collections.abc import Callable, Iterator
-from datetime import datetime, timezone
 from io import BytesIO
 from itertools import islice
 from typing import IO, Any
@@ -36,7 +33,6 @@ from cep.units import TIME_UNITS, check_time_unit
 # numbers are ASCII: "٣" (an Arabic-Indic digit) is text, not 3
 _NUMBER = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
 _INTEGER = re.compile(r"[+-]?[0-9]+")
-_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 CHUNK = 1 << 16  # bytes per read of a JSON lines input
 BATCH = 512  # records per batch at most: what the run loop applies before it writes its output
 
@@ -67,6 +63,8 @@ def _finite_float(text: str) -> float:
 
 def exact_loads(raw: Any) -> Any:
     """JSON with exact integers of any size (up to Python's 4300 digits); no NaN, no overflowing float."""
+    import json  # only for such records: not imported at start-up
+
     try:
         return json.loads(raw, parse_constant=_reject_constant, parse_float=_finite_float)
     except (ValueError, RecursionError) as e:
@@ -100,6 +98,8 @@ def iso_to_units(text: str, factor: int) -> int | float:
     Exact for whole units (integer arithmetic on microseconds), so
     ``2024-03-01T12:00:00.250Z`` in ms is the integer 1709294400250.
     """
+    from datetime import datetime, timezone  # only for ISO times: not imported at start-up
+
     s = text.strip()
     if s[-1:] in ("Z", "z"):
         s = s[:-1] + "+00:00"
@@ -109,7 +109,7 @@ def iso_to_units(text: str, factor: int) -> int | float:
         raise BadRecord(f"bad time value {text!r}: not a number or an ISO-8601 time") from None
     if dt.tzinfo is None:
         dt = dt.replace(tzinfo=timezone.utc)
-    delta = dt - _EPOCH
+    delta = dt - datetime(1970, 1, 1, tzinfo=timezone.utc)
     micros = (delta.days * 86400 + delta.seconds) * 1_000_000 + delta.microseconds
     per_unit = 1_000_000 // factor
     if micros % per_unit == 0:
@@ -378,6 +378,8 @@ class CsvSource(Source):
         return buf, nlines, problem
 
     def _read_header(self) -> None:
+        import csv
+
         got = self._read_one()
         if got is None:
             self.header = []
@@ -392,6 +394,8 @@ class CsvSource(Source):
         self.header = rows[0] if rows else []
 
     def records(self) -> Iterator[tuple[str, Any]]:
+        import csv
+
         header = self.header or []
         width = len(header)
         num = _NUMBER.fullmatch

@@ -14,7 +14,6 @@ the lines written after the last checkpoint are not duplicated.
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import sys
@@ -62,6 +61,8 @@ def dumps_exact(obj: Any, option: int = 0) -> bytes:
     except TypeError as e:
         if "64-bit" not in str(e):
             raise
+    import json  # only for such values: not imported at start-up
+
     text = json.dumps(_plain(obj), separators=(",", ":"), ensure_ascii=False, allow_nan=False,
                       default=_default)
     return text.encode("utf-8") + (b"\n" if option & orjson.OPT_APPEND_NEWLINE else b"")

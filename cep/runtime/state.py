@@ -27,7 +27,6 @@ finish the old run with the cep that wrote it).
 
 from __future__ import annotations
 
-import json
 import math
 from typing import Any
 
@@ -45,6 +44,8 @@ class StateError(Exception):
 
 def encode_state(state: dict[str, Any]) -> bytes:
     """The state document (shape in the module docstring) as bytes."""
+    import json  # checkpoints only: not imported at start-up
+
     doc = dict(state)
     doc["format"] = STATE_FORMAT
     doc["events"] = [[s, e.type, e.ts, e.fields, e.pos, e.op] for s, e in state["events"]]
@@ -61,6 +62,8 @@ def _constant(name: str) -> float:
 
 def decode_state(data: bytes) -> dict[str, Any]:
     """``encode_state``'s document back, every part checked; events as ``(serial, Event)`` pairs."""
+    import json
+
     if not data.startswith(STATE_MAGIC):
         raise StateError("not a cep engine state")
     if not data.startswith(_HEADER):

@@ -1,0 +1,50 @@
+"""What `cep run` imports to run patterns over a file (issue 15: start-up decides short streams).
+
+A 5,000-event stream takes well under a second, so every module a file run imports without using
+it is a measurable part of the run.  Connectors (Kafka, Spark), `cep explain`, checkpoints, CSV and
+the idle-advance reader thread are imported where they are used; this checks that a plain file run
+does not load them, and that the run still works when they are needed (other tests run them).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+from cephelp import PATTERNS, ROOT
+
+# what a JSON-lines file run with no checkpoint, no CSV and no idle advance never needs
+NOT_IMPORTED = ("kafka", "pyspark", "cep.connectors", "cep.io.kafka", "cep.commands.explain",
+                "cep.io.checkpoint", "csv", "queue", "tqdm", "hypothesis", "cep.commands.check")
+
+_PROBE = """
+import sys
+sys.argv = ["cep", "run", sys.argv[1], "-i", sys.argv[2], "-o", sys.argv[3], "-q"]
+from cep.cli import main
+try:
+    main()
+except SystemExit as e:
+    assert not e.code, e.code
+print(" ".join(sorted(sys.modules)))
+"""
+
+
+def _modules_of_a_file_run(tmp_path) -> set[str]:
+    data = tmp_path / "in.jsonl"
+    data.write_text("".join(f'{{"type":"Txn","ts":{t},"card":"c","amount":{a}}}\n'
+                            for t, a in enumerate((10, 20, 500, 30))))
+    out = tmp_path / "out.jsonl"
+    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    r = subprocess.run([sys.executable, "-c", _PROBE, str(PATTERNS / "card_testing.pattern"), str(data), str(out)],
+                       capture_output=True, text=True, cwd=str(ROOT), env=env, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert len(out.read_text().splitlines()) == 1  # the run did its work
+    return set(r.stdout.split())
+
+
+def test_a_file_run_imports_no_connector_explain_checkpoint_or_csv_module(tmp_path):
+    loaded = _modules_of_a_file_run(tmp_path)
+    assert "cep.runtime.engine" in loaded  # the probe sees the run's modules
+    leaked = [m for m in NOT_IMPORTED if m in loaded or any(x.startswith(m + ".") for x in loaded)]
+    assert leaked == []
