@@ -3,11 +3,15 @@ fused forms give what the plain ones give (the property tests compare whole runs
 
 from __future__ import annotations
 
+import math
+
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from test_engine import CARD, txn
 
 from cep import codegen
-from cep.errors import LateEventError
+from cep.errors import LateEventError, UnknownRetractionError
 from cep.event import Event, match_id, match_id_fn
 from cep.lang.compiler import compile_text
 from cep.runtime.engine import Engine
@@ -72,3 +76,62 @@ def test_match_ids_from_the_seeded_hash_equal_match_id():
         assert match_id_fn("p", k)(events) == match_id("p", tuple(e.pos for e in events))
     events = [Event("T", i, {}, str(i)) for i in range(5)]  # another number of events: the general path
     assert match_id_fn("p", 3)(events) == match_id("p", tuple(e.pos for e in events))
+
+
+# ------------------------------------------------------------------ the expiry driver's due test
+
+TWO_WINDOWS = """
+PATTERN long_w
+  SEQ(Txn s1, Txn big)
+  WHERE s1.amount < 100 AND big.amount > 400
+  PARTITION BY card
+  WITHIN 30 s
+
+PATTERN short_w
+  SEQ(Txn a, Txn b)
+  WHERE a.amount < b.amount
+  PARTITION BY card
+  WITHIN 5 s
+"""
+
+
+def _held_times(eng: Engine, qi: int) -> list:
+    """The times of the retained events that window queue ``qi``'s atoms hold."""
+    _q, _ri, qmask = eng._windowed[qi]
+    return [eng.events[s].ts for s, m in eng._holders.items() if m & qmask]
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 6), st.sampled_from("cd"), st.sampled_from([10, 50, 500, 900]),
+                          st.integers(0, 4)), min_size=1, max_size=40))
+def test_expiry_runs_exactly_when_something_is_due(steps):
+    """The handler calls ``expire`` only when a window's oldest time (``Engine._oldest``) is before
+    ``wm - w``: after every event nothing due is left, ``_oldest`` never passes a held event, and
+    the outputs and counters are those of an engine that runs the expiry on every move."""
+    pats = compile_text(TWO_WINDOWS)
+    eng, always = Engine(pats, lateness=3), Engine(pats, lateness=3)
+    ts, kept = 0, []
+    for i, (step, card, amount, action) in enumerate(steps):
+        ts += step
+        if action == 0 and kept:  # a retraction of a record still inside the lateness
+            e = kept.pop()
+            ev = txn(e.pos, e.ts, e.fields["card"], e.fields["amount"], "-")
+        else:  # disorder within the lateness: up to 3 s back
+            ev = txn(i, max(0, ts - action % 4), card, amount)
+        for q in range(len(always._oldest)):
+            always._oldest[q] = -math.inf  # the due test always true: the expiry runs on every move
+        try:
+            got = eng.push(ev)
+        except (LateEventError, UnknownRetractionError) as err:
+            with pytest.raises(type(err)):
+                always.push(ev)
+            continue
+        assert got == always.push(ev)
+        if ev.op == "+" and eng.watermark is not None and ev.ts >= eng.watermark:
+            kept.append(ev)
+        kept = [k for k in kept if k.ts >= eng.watermark]
+        for qi in range(len(eng._windows)):
+            times = _held_times(eng, qi)
+            assert all(t >= eng.watermark - eng._windows[qi] for t in times)  # nothing due is left
+            assert all(eng._oldest[qi] <= t for t in times)  # a lower bound of the held times
+    assert eng.stats == always.stats and eng.retained_events == always.retained_events
