@@ -183,10 +183,12 @@ class Engine:
         # record -> serials, built on the first retraction (insert-only streams never pay for it)
         self._by_fp: dict[Any, list[int]] = {}
         self._fp_enabled = False
-        # expiry order per pattern: serials in arrival order while times do not
-        # decrease (a deque, the common case), a heap of (ts, serial) for the rest
-        self._expiry: list[list[tuple[Any, int]]] = [[] for _ in self._windows]
-        self._in_order: list[deque[int]] = [deque() for _ in self._windows]
+        # expiry order per pattern: entries (ts, serial, leaf tuple or None) in arrival order while
+        # times do not decrease (a deque, the common case), a heap of them for the rest; the leaf
+        # tuple is there when the atoms of the window that hold the event share it (the expiry
+        # deletes it without recomputing it from the event)
+        self._expiry: list[list[tuple[Any, int, tuple | None]]] = [[] for _ in self._windows]
+        self._in_order: list[deque[tuple[Any, int, tuple | None]]] = [deque() for _ in self._windows]
         self._last_ts: list[Any] = [-math.inf] * len(self._windows)
         # per queue, a lower bound of the times of its events (inf: none): the generated handlers
         # call the expiry only when one is before ``watermark - w`` (``cep.runtime.handler``)

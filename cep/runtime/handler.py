@@ -232,8 +232,12 @@ def _insert_body(src: _Source, eng: Engine, etype: str, emit: bool) -> None:
             continue
         q, heap, last, oldest = (src.name("Q", eng._in_order[qi]), src.name("HP", eng._expiry[qi]),
                                  src.name("LAST", eng._last_ts), src.name("OLDEST", eng._oldest))
-        src.add(1, f"if mask & {qmask}:", f"    if ts >= {last}[{qi}]:", f"        {q}.append(s)",
-                f"        {last}[{qi}] = ts", "    else:", f"        heappush({heap}, (ts, s))",
+        # the entry carries the leaf tuple when this type's atoms of the window share one: the
+        # expiry then deletes that very tuple (no recomputation from the event)
+        shared = {tuple_of[j] for j, (*_x, bit) in enumerate(entries) if bit & qmask}
+        item = f"(ts, s, {shared.pop() if len(shared) == 1 else None})"
+        src.add(1, f"if mask & {qmask}:", f"    if ts >= {last}[{qi}]:", f"        {q}.append({item})",
+                f"        {last}[{qi}] = ts", "    else:", f"        heappush({heap}, {item})",
                 f"    if ts < {oldest}[{qi}]:", f"        {oldest}[{qi}] = ts")
     if src.exit == "continue":  # in the batch loop: the counters are locals (``_batch``)
         src.add(1, "_nins += 1", "n = len(E)", "if n > _peak:", "    _peak = n")
@@ -322,22 +326,21 @@ def _expiry(eng: Engine) -> Any:
     for qi, ri, qmask in eng._windowed:
         q, heap = src.name("Q", eng._in_order[qi]), src.name("HP", eng._expiry[qi])
         oldest = src.name("OLDEST", eng._oldest)
-        # the first due event in ``one``, a list ``due`` only when there are more
+        # the first due entry in ``one``, a list ``due`` only when there are more; an entry is
+        # (ts, serial, its leaf tuple or None); one whose event was retracted meanwhile is skipped
         src.add(1, f"# {eng.patterns[ri].name}: WITHIN {eng._windows[qi]}", f"limit = wm - {eng._windows[qi]!r}",
                 f"if {oldest}[{qi}] < limit:")
-        src.add(2, "one = due = None", "old = inf", f"while {q}:", f"    s = {q}[0]", "    e = E.get(s)", "    if e is None:",
-                f"        {q}.popleft()  # retracted meanwhile", "    elif e.ts < limit:", f"        {q}.popleft()",
-                "        if one is None:", "            one = s", "        elif due is None:", "            due = [one, s]",
-                "        else:", "            due.append(s)", "    else:", "        old = e.ts", "        break",
-                f"while {heap} and {heap}[0][0] < limit:", f"    s = heappop({heap})[1]",
-                "    if one is None:", "        one = s", "    elif due is None:", "        due = [one, s]",
-                "    else:", "        due.append(s)",
-                f"if {heap} and {heap}[0][0] < old:", f"    old = {heap}[0][0]", f"{oldest}[{qi}] = old",
-                "if due is not None:", f"    eng._expire_serials({ri}, {qmask}, due)", "elif one is not None:",
-                "    s = one", "    m = H.get(s, 0)", f"    if m & {qmask}:", "        e = E[s]")
+        src.add(2, "one = due = None")
+        for pop, has in ((f"{q}.popleft()", f"{q} and {q}[0][0] < limit"), (f"heappop({heap})", f"{heap} and {heap}[0][0] < limit")):
+            src.add(2, f"while {has}:", f"    x = {pop}", "    if one is None:", "        one = x", "    elif due is None:",
+                    "        due = [one, x]", "    else:", "        due.append(x)")
+        src.add(2, f"old = {q}[0][0] if {q} else inf", f"if {heap} and {heap}[0][0] < old:", f"    old = {heap}[0][0]",
+                f"{oldest}[{qi}] = old",
+                "if due is not None:", f"    eng._expire_serials({ri}, {qmask}, [x[1] for x in due])", "elif one is not None:",
+                "    _ts, s, t = one", "    m = H.get(s, 0)", f"    if m & {qmask}:")
         _expire_one(src, eng, ri, qmask, 4)
-        src.add(4, f"m &= {~qmask}", "if m:", "    H[s] = m", "else:", "    del E[s]", "    del H[s]",
-                "    eng._n_expired += 1", "    if eng._fp_enabled:", "        eng._unindex_fp(s, e)")
+        src.add(4, f"m &= {~qmask}", "if m:", "    H[s] = m", "else:", "    if eng._fp_enabled:",
+                "        eng._unindex_fp(s, E[s])", "    del E[s]", "    del H[s]", "    eng._n_expired += 1")
     if eng._gap_expiry:
         src.add(1, "if wm > eng._gap_expire_at:", "    eng._expire_gaps(wm)")
     if not eng._windowed and not eng._gap_expiry:
@@ -346,8 +349,9 @@ def _expiry(eng: Engine) -> Any:
 
 
 def _expire_one(src: _Source, eng: Engine, ri: int, qmask: int, indent: int) -> None:
-    """Lines that take event ``e`` (serial ``s``, holder mask ``m``) out of every atom of
-    pattern ``ri`` holding it: each leaf-tuple shape computed once (inline), each atom's update path."""
+    """Lines that take the event of serial ``s`` (holder mask ``m``, its queue entry's leaf tuple
+    ``t`` or None) out of every atom of pattern ``ri`` holding it: the entry's tuple when it has
+    one (the atoms holding the event share it), else each leaf-tuple shape computed (inline) once."""
     rt = eng.runtimes[ri]
     atoms = [(j, ai) for j, (r, ai) in enumerate(eng._slots) if r == ri and qmask >> j & 1]
     shapes: dict[tuple[str, ...], tuple[str, int, list[str]]] = {}
@@ -356,15 +360,16 @@ def _expire_one(src: _Source, eng: Engine, ri: int, qmask: int, indent: int) -> 
         tv, bits, _lines = shapes.get((*lines, str(null)), (f"t{len(shapes)}", 0, lines))
         shapes[(*lines, str(null))] = (tv, bits | 1 << j, lines)
     tuple_of = {}
-    src.add(indent, "f = e.fields")
+    src.add(indent, "if t is None:", "    e = E[s]", "    f = e.fields")
     for tv, bits, lines in shapes.values():
         if bits == qmask:  # every atom of the window has this shape: the event holds one of them
-            src.add(indent, *lines, f"{tv} = t")
+            src.add(indent + 1, *lines, f"{tv} = t")
         else:
-            src.add(indent, f"if m & {bits}:", *(f"    {line}" for line in lines), f"    {tv} = t")
+            src.add(indent + 1, f"if m & {bits}:", *(f"    {line}" for line in lines), f"    {tv} = t")
         for j, _ai in atoms:
             if bits >> j & 1:
                 tuple_of[j] = tv
+    src.add(indent, "else:", "    " + " = ".join(tv for tv, _b, _l in shapes.values()) + " = t")
     for j, ai in atoms:
         src.add(indent, f"if m & {1 << j}:", f"    {src.name('prop', rt._prop_of_atom[ai])}({tuple_of[j]}, -1)")
 
