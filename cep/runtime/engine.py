@@ -201,7 +201,7 @@ class Engine:
         self._peak_retained = self._peak_pending = 0
         # per pattern, [composite events emitted with +, with -] (``matches_emitted``)
         self._emitted: list[list[int]] = [[0, 0] for _ in self.patterns]
-        # the generated per-type push handlers and expiry (``cep.runtime.handler``); the restore
+        # the generated batch function and expiry (``cep.runtime.handler``); the restore
         # path's inserters (``loads``) are generated when first needed
         self._handlers = build_handlers(self)
         self._quiet: dict[str, Any] = {}

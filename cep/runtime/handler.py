@@ -3,8 +3,11 @@
 Why: ``Engine.push`` used to walk, for every event, a route list per type (a tuple unpacked
 per atom, one filter call per atom, one insert call per atom computing the same leaf tuple
 again), a loop over the expiry queues, and a dict of counters.  None of that depends on the
-event: it is fixed by the patterns.  So, per engine and per event type, this module writes
-one function that does all the work one event of that type causes, in straight-line code:
+event: it is fixed by the patterns.  So, per engine, this module writes one function
+``batch(events, outs)``: a loop over the events whose body, per event type, does all the work
+one event of that type causes, in straight-line code (the watermark, the highest time, the
+next serial and the counters live in the loop's locals; a call and a dict lookup per event
+were a measurable part of its cost):
 
 - the late check and the watermark move (with the decisions and the expiry it triggers);
 - the atom filters inlined, each attribute the filters read fetched once for all of them
@@ -15,10 +18,13 @@ one function that does all the work one event of that type causes, in straight-l
   new matches enumerated and built inline (no per-output method chain);
 - the holder mask, the expiry-queue registration and the counters (plain ints on the engine).
 
-Expiry is generated the same way: per window, the due events are popped from the in-order
-queue (or the heap of out-of-order ones), and one due event (the common in-order case: the
-watermark moves with every event) goes through its atoms' update paths with its leaf tuples
-computed once per shape; several go as one batch per atom (``Engine._expire_serials``).
+Expiry is generated the same way, and the loop calls it only when a window's oldest time
+(``Engine._oldest``, a lower bound kept on insert) is before ``watermark - w``: per window, the
+due entries ``(ts, serial, leaf tuple or None)`` are popped from the in-order queue (or the heap
+of out-of-order ones), and one due event (the common in-order case: the watermark moves with
+every event) goes through its atoms' update paths with the entry's leaf tuple (recomputed per
+shape only when the atoms holding it have different shapes); several go as one batch per atom
+(``Engine._expire_serials``).
 
 Everything rare stays in ``Engine``'s plain methods: retractions, decided matches of patterns
 with gap elements (``_complete``/``_decide``), gap-index expiry, batch expiry.  The sources
