@@ -18,7 +18,9 @@ environment switches it off (for measurements).
 
 from __future__ import annotations
 
+import ctypes
 import os
+import platform
 import sys
 
 M_TRIM_THRESHOLD = -1  # glibc <malloc.h>
@@ -32,15 +34,8 @@ def tune_heap() -> bool:
     """Set glibc's trim and mmap thresholds for this process; True when they were set."""
     if os.environ.get("CEP_HEAP_TUNING", "1") == "0":
         return False
-    if not sys.platform.startswith("linux"):
+    if not sys.platform.startswith("linux") or platform.libc_ver()[0] != "glibc":
         return False
-    try:  # glibc says its name here (musl has no such variable); ``platform.libc_ver`` would read the executable
-        if not os.confstr("CS_GNU_LIBC_VERSION").startswith("glibc"):
-            return False
-    except (ValueError, OSError):
-        return False
-    import ctypes  # only where it is used: not imported by the library
-
     try:
         libc = ctypes.CDLL("libc.so.6")
         mallopt = libc.mallopt
