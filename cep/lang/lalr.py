@@ -206,10 +206,22 @@ def _reducer_source(r: int, rule: _Rule) -> str:
     return "\n".join(lines) + "\n"
 
 
-class TableParser:
-    """Lark's LALR(1) tables and terminals, driven by a plain loop (see the module doc)."""
+_MAX_SHAPES = 256  # generated pattern shapes kept per parser
+_MAX_SEEN = 4096  # shapes met once, remembered to be generated the second time
+_MAX_SHAPE_TOKENS = 2000  # (a longer pattern runs through the loop: its code would cost more than it saves)
 
-    def __init__(self, lark: Lark) -> None:
+
+class TableParser:
+    """Lark's LALR(1) tables and terminals, driven by a plain loop (see the module doc).
+
+    ``segment`` is the terminal that starts a unit the texts repeat (``PATTERN``):
+    there the loop may run the code generated for the shape that follows.
+    """
+
+    def __init__(self, lark: Lark, segment: str | None = None) -> None:
+        self._segment = segment
+        self._shapes: dict[tuple, tuple[Callable, int] | None] = {}
+        self._seen: set[tuple] = set()
         frontend = lark.parser
         table = frontend.parser.parser.parse_table
         lexer = frontend.lexer
@@ -303,15 +315,16 @@ class TableParser:
         kinds = self.lex(text, builder)
         rules = self._rules
         deepest: list[tuple[int, Loc]] = []
-        red = self._reducers(
-            [None if r.unit or r.splice else getattr(builder, "b_" + r.name) for r in rules],
-            builder.L, builder.C, builder.EL, builder.E, deepest, builder.max_depth,
-        )
+        actions = [None if r.unit or r.splice else getattr(builder, "b_" + r.name) for r in rules]
+        L, C, EL, E = builder.L, builder.C, builder.EL, builder.E
+        max_depth = builder.max_depth
+        red = self._reducers(actions, L, C, EL, E, deepest, max_depth)
         acts = self._acts
         sizes = self._sizes
         origins = self._origins
         chains = self._chains
         nrules = len(rules)
+        segment = self._segment
         state = self._start[start]
         end_state = self._end[start]
         ss = [state]  # states
@@ -319,42 +332,170 @@ class TableParser:
         push_s = ss.append
         push_v = vs.append
         row = acts[state]
-        for i, kind in enumerate(kinds):
-            while True:
-                act = row.get(kind)
-                if act is None:
+        last = len(kinds) - 1
+        i = 0
+        kind = kinds[0]
+        next_segment = 0 if kind == segment else -1
+        while True:
+            act = row.get(kind)
+            if act is None:
+                raise Rejected
+            if act >= 0:
+                if i == next_segment:  # a pattern starts here: its shape's generated code, if it has one
+                    try:
+                        j = kinds.index(segment, i + 1, last)
+                    except ValueError:
+                        j = last
+                    next_segment = j
+                    shape = self._shape(state, kinds, i, j, max_depth)
+                    if shape is not None:
+                        fn, state = shape
+                        push_v(fn(i, actions, L, C, EL, E, deepest))
+                        push_s(state)
+                        row = acts[state]
+                        i = j
+                        kind = kinds[j]
+                        continue
+                if i == last:  # ($END is never shifted)
                     raise Rejected
-                if act >= 0:
-                    push_s(act)
-                    push_v(i)
-                    row = acts[act]
-                    break
-                r = -1 - act
-                fn = red[r]
-                if fn is None:  # a chain of `?rule: other` steps: one look-up
-                    below = ss[-2]
-                    chain = chains[below * nrules + r]
-                    if chain is None:
-                        chain = chains[below * nrules + r] = {}
-                    state = chain.get(kind)  # type: ignore[assignment]
-                    if state is None:
-                        state = chain[kind] = self._after_units(below, r, kind)
-                    ss[-1] = state
-                    if state == end_state and kind == END:
-                        _report_depth(builder, deepest)
-                        return vs[-1][0]
-                    row = acts[state]
-                    continue
-                entry = fn(vs, i)
-                del ss[-sizes[r]:]
-                state = acts[ss[-1]][origins[r]]
+                push_s(act)
+                push_v(i)
+                state = act
+                row = acts[act]
+                i += 1
+                kind = kinds[i]
+                continue
+            r = -1 - act
+            fn = red[r]
+            if fn is None:  # a chain of `?rule: other` steps: one look-up
+                below = ss[-2]
+                chain = chains[below * nrules + r]
+                if chain is None:
+                    chain = chains[below * nrules + r] = {}
+                state = chain.get(kind)  # type: ignore[assignment]
+                if state is None:
+                    state = chain[kind] = self._after_units(below, r, kind)
+                ss[-1] = state
                 if state == end_state and kind == END:
                     _report_depth(builder, deepest)
-                    return entry[0]
-                push_s(state)
-                push_v(entry)
+                    return vs[-1][0]
                 row = acts[state]
-        raise Rejected
+                continue
+            entry = fn(vs, i)
+            del ss[-sizes[r]:]
+            state = acts[ss[-1]][origins[r]]
+            if state == end_state and kind == END:
+                _report_depth(builder, deepest)
+                return entry[0]
+            push_s(state)
+            push_v(entry)
+            row = acts[state]
+
+    def _shape(self, state: int, kinds: list[str], i: int, j: int, max_depth: int) -> tuple[Callable, int] | None:
+        """``(generated code, state after)`` of tokens ``i:j`` parsed from ``state``, or None.
+
+        The parse of a pattern depends only on the state it starts from, its
+        tokens' kinds and the kind after it; a file repeats a few shapes.  The
+        second time a shape is met, the loop's steps over it are run once on
+        the kinds alone and written out as straight-line code that builds the
+        same entries (``_shape_source``); a shape whose parse does not end as
+        one entry above ``state`` (or past the cap on shapes) has none.
+        """
+        if j - i > _MAX_SHAPE_TOKENS:
+            return None
+        key = (state, tuple(kinds[i : j + 1]), max_depth)
+        got = self._shapes.get(key, False)
+        if got is not False:
+            return got  # type: ignore[return-value]
+        if key not in self._seen:
+            if len(self._seen) > _MAX_SEEN:
+                self._seen.clear()
+            self._seen.add(key)
+            return None
+        if len(self._shapes) >= _MAX_SHAPES:
+            return None
+        made = self._shape_source(state, key[1], max_depth)
+        if made is not None:
+            source, after = made
+            made = codegen.define("parser: pattern shape", source, "shape", {"new": tuple.__new__, "Loc": Loc}), after
+        self._shapes[key] = made
+        return made
+
+    def _shape_source(self, state: int, kinds: tuple[str, ...], max_depth: int) -> tuple[str, int] | None:
+        """The straight-line code of one shape (see ``_shape``): the loop's steps with the stack known."""
+        acts, rules = self._acts, self._rules
+        ss = [state]
+        # what the stack holds above `state`: ("t", offset) a token, ("n", var, first, last, depth) a node,
+        # ("s", items, first, last, depth) a `_rule` list
+        vs: list[tuple] = []
+        out: list[str] = []
+        used: set[int] = set()
+        count = 0
+
+        def tok(k: int) -> str:
+            return f"i + {k}" if k else "i"
+
+        def expr(x: tuple) -> str:
+            return tok(x[1]) if x[0] == "t" else x[1]
+
+        def first(x: tuple) -> int:
+            return x[1] if x[0] == "t" else x[2]
+
+        def depth(x: tuple) -> int:
+            return 0 if x[0] == "t" else x[4]
+
+        last = len(kinds) - 1
+        k = 0
+        while True:
+            kind = kinds[k]
+            act = acts[ss[-1]].get(kind)
+            if act is None:
+                return None
+            if act >= 0:
+                if k == last:
+                    break
+                ss.append(act)
+                vs.append(("t", k))
+                k += 1
+                continue
+            rule = rules[-1 - act]
+            n = rule.size
+            if n > len(vs):  # it reduces below where the shape started: the shape ends here
+                break
+            raw = vs[len(vs) - n :]
+            del vs[len(vs) - n :]
+            del ss[len(ss) - n :]
+            goto = acts[ss[-1]][rule.origin]
+            if goto in self._end.values() and kind == END:
+                return None
+            ss.append(goto)
+            if rule.unit:
+                vs.append(raw[0])
+                continue
+            kids: list[tuple] = []
+            for j, spliced in rule.include:
+                if spliced:
+                    kids += raw[j][1]
+                else:
+                    kids.append(raw[j])
+            f, lt, d = first(raw[0]), k - 1, max(depth(x) for x in raw)
+            if rule.splice:
+                vs.append(("s", kids, f, lt, d))
+                continue
+            count += 1
+            used.add(-1 - act)
+            r = -1 - act
+            out.append(f"    loc = new(Loc, (L[{tok(f)}], C[{tok(f)}], EL[{tok(lt)}], E[{tok(lt)}]))")
+            if d == max_depth:
+                out.append(f"    deepest.append(({tok(f)}, loc))")
+            out.append(f"    v{count} = (a{r}([{', '.join(expr(x) for x in kids)}], loc), {rule.name!r}, "
+                       f"{tok(f)}, {tok(lt)}, {d + 1})")
+            vs.append(("n", f"v{count}", f, lt, d + 1))
+        if len(vs) != 1 or vs[0][0] != "n" or k != last:
+            return None
+        head = ["def shape(i, actions, L, C, EL, E, deepest):"]
+        head += [f"    a{r} = actions[{r}]" for r in sorted(used)]
+        return "\n".join(head + out + [f"    return {vs[0][1]}"]) + "\n", ss[-1]
 
     def _after_units(self, below: int, r: int, kind: str) -> int:
         """The state after unit rule ``r`` and every `?rule: other` reduction ``kind`` then triggers above ``below``."""

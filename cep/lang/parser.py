@@ -495,7 +495,7 @@ _TABLES: TableParser | None = None
 def _tables() -> TableParser:
     global _TABLES
     if _TABLES is None:
-        _TABLES = TableParser(_lark())
+        _TABLES = TableParser(_lark(), segment="PATTERN")
     return _TABLES
 
 
