@@ -7,20 +7,25 @@ grammar is ``grammar/pattern.lark``, Lark computes the LALR tables and the
 terminals' regular expressions from it, and Lark parses every text this module
 rejects, so syntax errors are Lark's exceptions as before.  What runs here:
 
-- the lexer, one C-level pass: ``re.split`` with a regex made of Lark's own
-  terminals (the ignored ones, blanks and comments, skipped in front of each
-  token), then each token's kind from its text (each distinct text classified
-  once by Lark's terminals in Lark's order) and its line and columns from
-  offsets (``accumulate``, ``str.count``, ``str.rfind`` mapped over the lists).
-  Tokens are indices into parallel lists (text, kind, line, column, end column,
-  start and end offset) that the builder reads;
+- the lexer, line by line (no token holds a newline), one ``re.split`` per
+  distinct line with a regex made of Lark's own terminals (the ignored ones,
+  blanks and comments, skipped in front of each token), each token's kind from
+  its text (each distinct text classified once by Lark's terminals in Lark's
+  order), its columns from the parts' lengths.  Tokens are indices into
+  parallel lists (text, kind, line, column, end line, end column) the builder
+  reads;
 - the shift/reduce loop over Lark's own tables, a chain of ``?rule: other``
   reductions resolved by one cached look-up, and at each other reduction a
   generated reducer for that rule (``cep.codegen``: ``<cep parser: reducers>``
   in tracebacks) that takes its children off the stack, shapes them the way
   Lark's tree builder would have (anonymous tokens filtered out, ``_rule``
   lists spliced into their parent) and calls the builder's action for the rule
-  (``b_<rule name or alias>``) with them and the node's ``cep.lang.ast.Loc``.
+  (``b_<rule name or alias>``) with them and the node's ``cep.lang.ast.Loc``;
+- for a pattern whose shape (its tokens' kinds, the state it starts from and
+  the kind after it) was met before, straight-line code generated from the
+  loop's own steps over those kinds (``<cep parser: pattern shape>``): the same
+  reductions, actions and entries, without the table look-ups and the stack.
+  A file of patterns repeats a few shapes; a shape met once costs nothing.
 
 A child is a token index (``int``) or an *entry* ``(value, kind, first, last,
 depth)``: ``kind`` is the rule's alias (or name), ``value`` what its action
