@@ -214,6 +214,9 @@ def _reducer_source(r: int, rule: _Rule) -> str:
 _MAX_SHAPES = 256  # generated pattern shapes kept per parser
 _MAX_SEEN = 4096  # shapes met once, remembered to be generated the second time
 _MAX_SHAPE_TOKENS = 2000  # (a longer pattern runs through the loop: its code would cost more than it saves)
+# Generating a shape costs some 25 loop passes over its tokens: a parse generates shapes of at most
+# this many tokens, or a 50th of its own, so a file of shapes each met twice costs at most ~50% more.
+_SHAPE_BUDGET = 2000
 
 
 class TableParser:
@@ -227,6 +230,7 @@ class TableParser:
         self._segment = segment
         self._shapes: dict[tuple, tuple[Callable, int] | None] = {}
         self._seen: set[tuple] = set()
+        self._budget = _SHAPE_BUDGET  # (tokens of shapes the current parse may still generate)
         frontend = lark.parser
         table = frontend.parser.parser.parse_table
         lexer = frontend.lexer
@@ -318,6 +322,7 @@ class TableParser:
     def parse(self, text: str, start: str, builder: Any) -> Any:
         """The value of ``start`` for ``text`` (actions ``builder.b_<rule>``), or ``Rejected``."""
         kinds = self.lex(text, builder)
+        self._budget = max(_SHAPE_BUDGET, len(kinds) // 50)
         rules = self._rules
         deepest: list[tuple[int, Loc]] = []
         actions = [None if r.unit or r.splice else getattr(builder, "b_" + r.name) for r in rules]
@@ -404,7 +409,7 @@ class TableParser:
         second time a shape is met, the loop's steps over it are run once on
         the kinds alone and written out as straight-line code that builds the
         same entries (``_shape_source``); a shape whose parse does not end as
-        one entry above ``state`` (or past the cap on shapes) has none.
+        one entry above ``state`` (or past the caps on shapes) has none.
         """
         if j - i > _MAX_SHAPE_TOKENS:
             return None
@@ -417,8 +422,9 @@ class TableParser:
                 self._seen.clear()
             self._seen.add(key)
             return None
-        if len(self._shapes) >= _MAX_SHAPES:
+        if len(self._shapes) >= _MAX_SHAPES or j - i > self._budget:
             return None
+        self._budget -= j - i
         made = self._shape_source(state, key[1], max_depth)
         if made is not None:
             source, after = made
