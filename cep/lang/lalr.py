@@ -149,8 +149,8 @@ class _Rule:
         self.size = len(rule.expansion)
         if not self.size:
             raise ValueError(f"rule {rule} is empty: the loop assumes every node ends before the look-ahead")
-        self.origin = rule.origin.name
-        self.name = rule.alias or rule.origin.name
+        self.origin = str(rule.origin.name)  # (from Lark's cache these are its Token, a str with another repr)
+        self.name = str(rule.alias or rule.origin.name)
         self.terms = tuple(s.is_term for s in rule.expansion)
         # which children Lark keeps, and which are `_rule` lists spliced into this node
         self.include = tuple(
