@@ -21,8 +21,8 @@ rejects, so syntax errors are Lark's exceptions as before.  What runs here:
   Lark's tree builder would have (anonymous tokens filtered out, ``_rule``
   lists spliced into their parent) and calls the builder's action for the rule
   (``b_<rule name or alias>``) with them and the node's ``cep.lang.ast.Loc``;
-- for a pattern whose shape (its tokens' kinds, the state it starts from and
-  the kind after it) was met before, straight-line code generated from the
+- for a pattern or clause whose shape (its tokens' kinds, the state it starts
+  from and the kind after it) was met before, straight-line code generated from the
   loop's own steps over those kinds (``<cep parser: pattern shape>``): the same
   reductions, actions and entries, without the table look-ups and the stack.
   A file of patterns repeats a few shapes; a shape met once costs nothing.
@@ -44,7 +44,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from itertools import accumulate, repeat
+from itertools import accumulate, compress, repeat
 from typing import Any
 
 from lark import Lark, Token, Tree
@@ -222,13 +222,14 @@ _SHAPE_BUDGET = 2000
 class TableParser:
     """Lark's LALR(1) tables and terminals, driven by a plain loop (see the module doc).
 
-    ``segment`` is the terminal that starts a unit the texts repeat (``PATTERN``):
-    there the loop may run the code generated for the shape that follows.
+    ``segments`` are the terminals that start a part the texts repeat (a pattern,
+    a clause): there the loop may run the code generated for the shape that
+    follows, up to the next one.
     """
 
-    def __init__(self, lark: Lark, segment: str | None = None) -> None:
-        self._segment = segment
-        self._shapes: dict[tuple, tuple[Callable, int] | None] = {}
+    def __init__(self, lark: Lark, segments: frozenset[str] = frozenset()) -> None:
+        self._segments = segments
+        self._shapes: dict[tuple, tuple[Callable, list] | None] = {}
         self._seen: set[tuple] = set()
         self._budget = _SHAPE_BUDGET  # (tokens of shapes the current parse may still generate)
         frontend = lark.parser
@@ -334,7 +335,6 @@ class TableParser:
         origins = self._origins
         chains = self._chains
         nrules = len(rules)
-        segment = self._segment
         state = self._start[start]
         end_state = self._end[start]
         ss = [state]  # states
@@ -343,25 +343,26 @@ class TableParser:
         push_v = vs.append
         row = acts[state]
         last = len(kinds) - 1
+        starts = list(compress(range(last), map(self._segments.__contains__, kinds)))  # where a shape may start
+        starts.append(last)
+        s = 0
+        next_segment = starts[0]
         i = 0
         kind = kinds[0]
-        next_segment = 0 if kind == segment else -1
         while True:
             act = row.get(kind)
             if act is None:
                 raise Rejected
             if act >= 0:
-                if i == next_segment:  # a pattern starts here: its shape's generated code, if it has one
-                    try:
-                        j = kinds.index(segment, i + 1, last)
-                    except ValueError:
-                        j = last
-                    next_segment = j
+                if i == next_segment:  # a pattern or clause starts here: its shape's generated code, if any
+                    s += 1
+                    j = next_segment = starts[s]
                     shape = self._shape(state, kinds, i, j, max_depth)
                     if shape is not None:
-                        fn, state = shape
-                        push_v(fn(i, actions, L, C, EL, E, deepest))
-                        push_s(state)
+                        fn, states = shape
+                        vs += fn(i, actions, L, C, EL, E, deepest)
+                        ss += states
+                        state = states[-1]
                         row = acts[state]
                         i = j
                         kind = kinds[j]
@@ -401,15 +402,16 @@ class TableParser:
             push_v(entry)
             row = acts[state]
 
-    def _shape(self, state: int, kinds: list[str], i: int, j: int, max_depth: int) -> tuple[Callable, int] | None:
-        """``(generated code, state after)`` of tokens ``i:j`` parsed from ``state``, or None.
+    def _shape(self, state: int, kinds: list[str], i: int, j: int, max_depth: int) -> tuple[Callable, list] | None:
+        """``(generated code, states it pushes)`` of tokens ``i:j`` parsed from ``state``, or None.
 
-        The parse of a pattern depends only on the state it starts from, its
-        tokens' kinds and the kind after it; a file repeats a few shapes.  The
+        The parse of a pattern or clause depends only on the state it starts
+        from, its tokens' kinds and the kind after it; a file repeats a few.  The
         second time a shape is met, the loop's steps over it are run once on
         the kinds alone and written out as straight-line code that builds the
-        same entries (``_shape_source``); a shape whose parse does not end as
-        one entry above ``state`` (or past the caps on shapes) has none.
+        same entries, returned as the list the stack holds above ``state`` at
+        the kind after it (``_shape_source``); a shape the tables reject (or
+        past the caps on shapes) has none.
         """
         if j - i > _MAX_SHAPE_TOKENS:
             return None
@@ -432,7 +434,7 @@ class TableParser:
         self._shapes[key] = made
         return made
 
-    def _shape_source(self, state: int, kinds: tuple[str, ...], max_depth: int) -> tuple[str, int] | None:
+    def _shape_source(self, state: int, kinds: tuple[str, ...], max_depth: int) -> tuple[str, list] | None:
         """The straight-line code of one shape (see ``_shape``): the loop's steps with the stack known."""
         acts, rules = self._acts, self._rules
         ss = [state]
@@ -502,11 +504,17 @@ class TableParser:
             out.append(f"    v{count} = (a{r}([{', '.join(expr(x) for x in kids)}], loc), {rule.name!r}, "
                        f"{tok(f)}, {tok(lt)}, {d + 1})")
             vs.append(("n", f"v{count}", f, lt, d + 1))
-        if len(vs) != 1 or vs[0][0] != "n" or k != last:
+        if k != last or not vs:
             return None
+
+        def entry(x: tuple) -> str:
+            if x[0] == "s":
+                return f"([{', '.join(expr(y) for y in x[1])}], '_', {tok(x[2])}, {tok(x[3])}, {x[4]})"
+            return expr(x)
+
         head = ["def shape(i, actions, L, C, EL, E, deepest):"]
         head += [f"    a{r} = actions[{r}]" for r in sorted(used)]
-        return "\n".join(head + out + [f"    return {vs[0][1]}"]) + "\n", ss[-1]
+        return "\n".join(head + out + [f"    return [{', '.join(entry(x) for x in vs)}]"]) + "\n", ss[1:]
 
     def _after_units(self, below: int, r: int, kind: str) -> int:
         """The state after unit rule ``r`` and every `?rule: other` reduction ``kind`` then triggers above ``below``."""

@@ -495,7 +495,7 @@ _TABLES: TableParser | None = None
 def _tables() -> TableParser:
     global _TABLES
     if _TABLES is None:
-        _TABLES = TableParser(_lark(), segment="PATTERN")
+        _TABLES = TableParser(_lark(), segments=frozenset(["PATTERN", *_CLAUSES]))
     return _TABLES
 
 
