@@ -25,7 +25,7 @@ rejects, so syntax errors are Lark's exceptions as before.  What runs here:
   from and the kind after it) was met before, straight-line code generated from the
   loop's own steps over those kinds (``<cep parser: pattern shape>``): the same
   reductions, actions and entries, without the table look-ups and the stack.
-  A file of patterns repeats a few shapes; a shape met once costs nothing.
+  A file of patterns repeats a few shapes; a shape met rarely costs nothing.
 
 A child is a token index (``int``) or an *entry* ``(value, kind, first, last,
 depth)``: ``kind`` is the rule's alias (or name), ``value`` what its action
@@ -212,7 +212,8 @@ def _reducer_source(r: int, rule: _Rule) -> str:
 
 
 _MAX_SHAPES = 256  # generated pattern shapes kept per parser
-_MAX_SEEN = 4096  # shapes met once, remembered to be generated the second time
+_MAX_SEEN = 4096  # shapes met fewer times, counted
+_GENERATE_AT = 4  # a shape is generated the 4th time it is met (generating it costs ~25 loop passes)
 _MAX_SHAPE_TOKENS = 2000  # (a longer pattern runs through the loop: its code would cost more than it saves)
 # Generating a shape costs some 25 loop passes over its tokens: a parse generates shapes of at most
 # this many tokens, or a 50th of its own, so a file of shapes each met twice costs at most ~50% more.
@@ -230,7 +231,7 @@ class TableParser:
     def __init__(self, lark: Lark, segments: frozenset[str] = frozenset()) -> None:
         self._segments = segments
         self._shapes: dict[tuple, tuple[Callable, list] | None] = {}
-        self._seen: set[tuple] = set()
+        self._seen: dict[tuple, int] = {}
         self._budget = _SHAPE_BUDGET  # (tokens of shapes the current parse may still generate)
         frontend = lark.parser
         table = frontend.parser.parser.parse_table
@@ -407,7 +408,7 @@ class TableParser:
 
         The parse of a pattern or clause depends only on the state it starts
         from, its tokens' kinds and the kind after it; a file repeats a few.  The
-        second time a shape is met, the loop's steps over it are run once on
+        ``_GENERATE_AT``-th time a shape is met, the loop's steps over it are run once on
         the kinds alone and written out as straight-line code that builds the
         same entries, returned as the list the stack holds above ``state`` at
         the kind after it (``_shape_source``); a shape the tables reject (or
@@ -419,10 +420,11 @@ class TableParser:
         got = self._shapes.get(key, False)
         if got is not False:
             return got  # type: ignore[return-value]
-        if key not in self._seen:
+        seen = self._seen.get(key, 0) + 1
+        if seen < _GENERATE_AT:
             if len(self._seen) > _MAX_SEEN:
                 self._seen.clear()
-            self._seen.add(key)
+            self._seen[key] = seen
             return None
         if len(self._shapes) >= _MAX_SHAPES or j - i > self._budget:
             return None
