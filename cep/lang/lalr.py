@@ -312,12 +312,11 @@ class TableParser:
         # between tokens only blanks and comments (a character no terminal matches is left between)
         if parts[0::3].count("") != len(parts[0::3]):
             raise Rejected
-        for t in toks:
-            if t not in kind_of:
-                m = self._classify(t)
-                if m is None or m.end() != len(t) or m.lastgroup == "_END" or m.start(m.lastindex) != 0:
-                    raise Rejected
-                kind_of[t] = m.lastgroup  # type: ignore[assignment]
+        for t in set(toks).difference(kind_of):  # (each distinct text classified once)
+            m = self._classify(t)
+            if m is None or m.end() != len(t) or m.lastgroup == "_END" or m.start(m.lastindex) != 0:
+                raise Rejected
+            kind_of[t] = m.lastgroup  # type: ignore[assignment]
         columns = list(accumulate(map(len, parts), initial=1))  # (1-based: where each part starts)
         return list(map(kind_of.__getitem__, toks)), toks, columns[2 : 3 * n : 3], columns[3 : 3 * n + 1 : 3]
 
