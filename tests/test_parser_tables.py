@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from lark.exceptions import UnexpectedInput
 
 from cep.lang import parser
-from cep.lang.lalr import Rejected, walk_tree
+from cep.lang.lalr import Rejected, TableParser, walk_tree
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -35,10 +35,10 @@ def deep(x):
     return x
 
 
-def by_tables(text: str, start: str = "start", tree: bool = True):
+def by_tables(text: str, start: str = "start", tree: bool = True, tables: TableParser | None = None):
     b = parser._Builder(text, "f")
     try:
-        value = parser._tables().parse(text, start, b)
+        value = (tables or parser._tables()).parse(text, start, b)
     except Rejected:
         return None
     return deep(value) if tree else None, [(i.loc, i.message) for i in b.issues]
@@ -130,3 +130,49 @@ def test_negative_literals_fold_only_from_a_number():
     where = parser.parse_text(text)[0].where
     assert "Literal(value=-5)" in repr(where) and "Neg(operand=Literal(value=-5))" in repr(where)
     assert "Neg(operand=Literal(value=5))" in repr(where) and "Neg(operand=Literal(value=True))" in repr(where)
+
+
+# ------------------------------------------------- generated code per pattern shape
+# A shape met a second time runs as generated straight-line code (``TableParser._shape``):
+# the texts below repeat their patterns so that path builds the AST, and compare it with Lark's.
+
+
+def test_repeated_shipped_patterns_agree_through_generated_shapes():
+    texts = shipped_and_documented()
+    fresh = TableParser(parser._lark(), parser._tables()._segments)  # (no shapes from other tests)
+    for t in texts:
+        text = "\n".join([t] * 6)
+        assert by_tables(text, tables=fresh) == by_lark(text), text
+    text = "\n".join(texts + texts[::-1] + texts)
+    assert by_tables(text, tables=fresh) == by_lark(text)
+    assert sum(v is not None for v in fresh._shapes.values()) > 10  # (the generated path ran)
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.one_of(cs.patterns(), cs.gap_patterns(), cs.kleene_patterns()), min_size=1, max_size=3),
+       st.lists(st.integers(0, 2), min_size=2, max_size=8), st.sampled_from(["\n", " ", "\n-- c\n", "#x\n\n"]))
+def test_repeated_generated_patterns_agree(pieces, order, sep):
+    text = sep.join(pieces[k % len(pieces)] for k in order * 4)
+    same(text)
+    assert by_tables(text) is not None
+
+
+def test_repeated_deep_patterns_report_depth_as_lark():
+    """A shape holding a node at the depth limit reports it from the generated code, as the loop does."""
+    for where in ("(" * 199 + "a.x" + ")" * 199 + " > 1", "(" * 201 + "a.x" + ")" * 201 + " > 1",
+                  " OR ".join(f"a.x{i} > {i}" for i in range(205)), "- " * 201 + "a.x > 1"):
+        text = f"PATTERN p SEQ(A a, B b) WHERE {where}\n"
+        for n in (1, 2, 6):
+            same(text * n, tree=False)
+            assert by_tables(text * n, tree=False) == by_lark(text * n, tree=False)
+
+
+def test_odd_line_breaks_and_blanks_keep_lark_positions():
+    """Lines end at \\n only (\\r, form feed and U+2028 are blanks inside a line), as Lark counts."""
+    for text in ["PATTERN p\r\n SEQ(A a,\r\n B b)\r\n WITHIN 1 h\r\n",
+                 "PATTERN p\x0c SEQ(A a,\u2028 B b) WHERE a.x\x0b> 1 --c\u2028x\n EMIT a.x",
+                 "\n\n   PATTERN p SEQ(A a) -- end without newline",
+                 "PATTERN p SEQ(A a) WHERE a.x = 'it''s' AND a.y <> \"q\\\"\" # c\n"]:
+        same(text)
+        same(text + "\n" + text)
+        assert by_tables(text) is not None

@@ -4,43 +4,60 @@ Why: ``cep check`` on 10,000 patterns spent most of its time in Lark's parse
 loop, which makes a ``Token`` object per token, a ``Tree`` per rule and then
 hands the tree to a second pass (issue 12).  Lark still owns the language: the
 grammar is ``grammar/pattern.lark``, Lark computes the LALR tables and the
-lexer's regular expression from it, and Lark parses every text this module
-rejects, so syntax errors are Lark's exceptions as before.  What runs here is
-the loop: one ``re`` scan with Lark's own combined terminal regex, the
-shift/reduce loop over Lark's own tables, and at each reduction a call to the
-builder's action for that rule (``b_<rule name or alias>``), the way Lark's
-tree builder would have shaped its children (anonymous tokens filtered out,
-``?rule`` with one child passed through, ``_rule`` lists spliced into their
-parent).
+terminals' regular expressions from it, and Lark parses every text this module
+rejects, so syntax errors are Lark's exceptions as before.  What runs here:
 
-Values travel as *entries*, plain tuples ``(kind, value, line, col, end_line,
-end_col, start_pos, end_pos, depth)``: for a token ``kind`` is its terminal and
-``value`` its text; for a rule ``kind`` is the rule's alias (or name) and
-``value`` what its action returned; ``depth`` is the node's depth in the tree
-Lark would have built (tokens 0).  The positions are those Lark's
-``propagate_positions`` gives; an action gets its node's as a ready
-``cep.lang.ast.Loc`` (every AST node holds one, so the loop builds it once,
-without a helper call per node).  A node whose children reach ``builder.max_depth``
-is reported once through ``builder.too_deep(loc)``: the one Lark's tree walked
-from the right meets first (the deepest-reaching node that starts last).
-``walk_tree`` feeds the same actions from a
-Lark tree: the fallback when this loop rejects a text Lark accepts (it should
-not happen; the tests compare both on many texts).
+- the lexer, line by line (no token holds a newline), one ``re.split`` per
+  distinct line with a regex made of Lark's own terminals (the ignored ones,
+  blanks and comments, skipped in front of each token), each token's kind from
+  its text (each distinct text classified once by Lark's terminals in Lark's
+  order), its columns from the parts' lengths.  Tokens are indices into
+  parallel lists (text, kind, line, column, end line, end column) the builder
+  reads;
+- the shift/reduce loop over Lark's own tables, a chain of ``?rule: other``
+  reductions resolved by one cached look-up, and at each other reduction a
+  generated reducer for that rule (``cep.codegen``: ``<cep parser: reducers>``
+  in tracebacks) that takes its children off the stack, shapes them the way
+  Lark's tree builder would have (anonymous tokens filtered out, ``_rule``
+  lists spliced into their parent) and calls the builder's action for the rule
+  (``b_<rule name or alias>``) with them and the node's ``cep.lang.ast.Loc``;
+- for a pattern or clause whose shape (its tokens' kinds, the state it starts
+  from and the kind after it) was met before, straight-line code generated from the
+  loop's own steps over those kinds (``<cep parser: pattern shape>``): the same
+  reductions, actions and entries, without the table look-ups and the stack.
+  A file of patterns repeats a few shapes; a shape met rarely costs nothing.
+
+A child is a token index (``int``) or an *entry* ``(value, kind, first, last,
+depth)``: ``kind`` is the rule's alias (or name), ``value`` what its action
+returned, ``first``/``last`` the indices of its first and last token (the
+rules have no empty expansion, so a node ends right before the look-ahead),
+``depth`` its depth in the tree Lark would have built.  The positions are those
+Lark's ``propagate_positions`` gives.  A node whose children reach
+``builder.max_depth`` is reported once through ``builder.too_deep(loc)``: the
+one Lark's tree walked from the right meets first (the deepest-reaching node
+that starts last).  ``walk_tree`` feeds the same actions from a Lark tree: the
+fallback when this loop rejects a text Lark accepts (it should not happen; the
+tests compare both on many texts).
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from itertools import accumulate, compress, repeat
 from typing import Any
 
 from lark import Lark, Token, Tree
 from lark.parsers.lalr_analysis import Shift
 
+from cep import codegen
 from cep.lang.ast import Loc
 
-Entry = tuple  # (kind, value, line, col, end_line, end_col, start_pos, end_pos, depth)
-Action = Callable[[list, Loc], Any]
+Entry = tuple  # (value, kind, first token, last token, depth)
+END = "$END"
+
+_KEYWORD_RE = re.compile(r"\(\?i:(\w+)\\b\)")  # Lark's form of a `/word\b/i` terminal
+_WORD = r"(?!\d)\w+"  # the name terminal a keyword's match is always also a match of
 
 
 class Rejected(Exception):
@@ -48,25 +65,56 @@ class Rejected(Exception):
 
 
 def _token_regex(terminals: list, ignore: frozenset[str]) -> re.Pattern:
-    """One match per token: the ignored terminals (blanks, comments) skipped in front of it.
+    """One match per token, in Lark's order: the ignored terminals (blanks, comments) skipped in front.
 
     Lark's lexer tries its terminals in order at each position, one match per
     token or blank; here the ignored ones are skipped first, then the others
     are tried in Lark's order (``_END`` matches the end of the text).  That
     picks the same token as long as no terminal that is not ignored can match
     where an ignored one does, true of this grammar (blanks, ``--`` and ``#``
-    start no token) and checked by the tests against Lark's lexer.
+    start no token) and checked by the tests against Lark's lexer.  The lexer
+    classifies each distinct token text with it.
     """
     skip = "|".join(_uncaptured(t.pattern.to_regexp()) for t in terminals if t.name in ignore)
     tokens = "|".join(f"(?P<{t.name}>{t.pattern.to_regexp()})" for t in terminals if t.name not in ignore)
     return re.compile(f"(?:{skip})*+(?:{tokens}|(?P<_END>\\Z))")  # (*+: no backtracking into blanks)
 
 
+def _split_regex(terminals: list, ignore: frozenset[str]) -> re.Pattern:
+    """``(blanks)(token)`` for ``re.split``: Lark's terminals in Lark's order, keywords left to the word.
+
+    A keyword terminal (``/and\\b/i``) matches exactly where the word terminal
+    (``(?!\\d)\\w+``) that comes after it matches the same text (the ``\\b``
+    ends both at the end of the word), and no terminal between the two can
+    match at a letter; so the split leaves keywords out (a third of the regex
+    time) and the kind of a word is found from its text, with the keywords
+    first as Lark tries them.  Raises ``ValueError`` if the grammar's
+    terminals stop having that shape.
+    """
+    names = [t.name for t in terminals if t.name not in ignore]
+    regexps = {t.name: t.pattern.to_regexp() for t in terminals}
+    words = [n for n in names if _KEYWORD_RE.fullmatch(regexps[n])]
+    word_at = next((i for i, n in enumerate(names) if regexps[n] == _WORD), None)
+    if words and word_at is None:
+        raise ValueError("keyword terminals without a word terminal: the lexer needs adapting")
+    for kw in words:
+        text = _KEYWORD_RE.fullmatch(regexps[kw]).group(1)  # type: ignore[union-attr]
+        if names.index(kw) > word_at or not re.fullmatch(_WORD, text):  # type: ignore[operator]
+            raise ValueError(f"terminal {kw} does not fit the lexer's keyword rule")
+        between = names[names.index(kw) + 1 : word_at]
+        if any(re.match(regexps[n], text, re.I) for n in between if n not in words):
+            raise ValueError(f"terminal {kw} is shadowed by another terminal: the lexer needs adapting")
+    skip = "|".join(_uncaptured(regexps[n]) for n in regexps if n in ignore)
+    tokens = "|".join(_uncaptured(regexps[n]) for n in names if n not in words)
+    return re.compile(f"((?:{skip})*+)({tokens}|\\Z)")  # (the blanks at the end match, with an empty token)
+
+
 def _uncaptured(regex: str) -> str:
     """``regex`` with its capturing groups made non-capturing.
 
     (Python 3.11's ``re`` misreports a group captured inside a possessive
-    repeat, so the skipped terminals must have none.)
+    repeat, so the skipped terminals must have none; ``re.split`` returns
+    every group, so the tokens must have none either.)
     """
     out: list[str] = []
     i, in_class = 0, False
@@ -95,12 +143,15 @@ def _uncaptured(regex: str) -> str:
 
 
 class _Rule:
-    __slots__ = ("size", "origin", "name", "include", "splice", "unit", "plain")
+    __slots__ = ("size", "origin", "name", "include", "splice", "unit", "terms")
 
     def __init__(self, rule: Any) -> None:
         self.size = len(rule.expansion)
-        self.origin = rule.origin.name
-        self.name = rule.alias or rule.origin.name
+        if not self.size:
+            raise ValueError(f"rule {rule} is empty: the loop assumes every node ends before the look-ahead")
+        self.origin = str(rule.origin.name)  # (from Lark's cache these are its Token, a str with another repr)
+        self.name = str(rule.alias or rule.origin.name)
+        self.terms = tuple(s.is_term for s in rule.expansion)
         # which children Lark keeps, and which are `_rule` lists spliced into this node
         self.include = tuple(
             (i, (not s.is_term) and s.name.startswith("_"))
@@ -110,27 +161,90 @@ class _Rule:
         self.splice = self.origin.startswith("_")
         # `?rule: other` (one kept child, no alias): the child stands for the rule
         self.unit = bool(rule.options.expand1) and not rule.alias
-        if self.unit and (self.size != 1 or len(self.include) != 1):
+        if self.unit and (self.size != 1 or len(self.include) != 1 or self.terms[0]):
             raise ValueError(f"rule {rule} is not a plain `?rule: other` step")
-        # every child kept as it is: the children are the popped entries themselves
-        self.plain = self.include == tuple((i, False) for i in range(self.size))
+
+
+def _reducer_source(r: int, rule: _Rule) -> str:
+    """The reducer of one rule: pops its children, shapes them as Lark's tree would, returns the entry."""
+    n = rule.size
+    c = [f"c{j}" for j in range(n)]
+    lines = [f"    def r{r}(vs, i):"]
+    if n == 1:
+        lines.append("        c0 = vs.pop()")
+    else:
+        lines.append(f"        {', '.join(c)} = vs[-{n}:]")
+        lines.append(f"        del vs[-{n}:]")
+    lines.append(f"        f = {'c0' if rule.terms[0] else 'c0[2]'}")
+    nodes = [c[j] for j in range(n) if not rule.terms[j]]
+    if not nodes:
+        lines.append("        d = 0")
+    else:
+        lines.append(f"        d = {nodes[0]}[4]")
+        for x in nodes[1:]:
+            lines.append(f"        if {x}[4] > d: d = {x}[4]")
+    # the children Lark keeps, spliced lists flattened (a left-recursive list grows in place)
+    started = False
+    for j, spliced in rule.include:
+        if spliced:
+            if not started:
+                lines.append(f"        kids = {c[j]}[0]")
+            else:
+                lines.append(f"        kids += {c[j]}[0]")
+        elif not started:
+            lines.append(f"        kids = [{c[j]}]")
+        else:
+            lines.append(f"        kids.append({c[j]})")
+        started = True
+    if not started:
+        lines.append("        kids = []")
+    if rule.splice:
+        lines.append("        return (kids, '_', f, i - 1, d)")
+    else:
+        lines += [
+            "        l = i - 1",
+            "        loc = new(Loc, (L[f], C[f], EL[l], E[l]))",
+            "        if d == MAXD:",
+            "            deepest.append((f, loc))",
+            f"        return (a{r}(kids, loc), {rule.name!r}, f, l, d + 1)",
+        ]
+    return "\n".join(lines) + "\n"
+
+
+_MAX_SHAPES = 256  # generated pattern shapes kept per parser
+_MAX_SEEN = 4096  # shapes met fewer times, counted
+_GENERATE_AT = 4  # a shape is generated the 4th time it is met (generating it costs ~25 loop passes)
+_MAX_SHAPE_TOKENS = 2000  # (a longer pattern runs through the loop: its code would cost more than it saves)
+# Generating a shape costs some 25 loop passes over its tokens: a parse generates shapes of at most
+# this many tokens, or a 50th of its own, so a file of shapes each met twice costs at most ~50% more.
+_SHAPE_BUDGET = 2000
 
 
 class TableParser:
-    """Lark's LALR(1) tables and terminal regex, driven by a plain loop (see the module doc)."""
+    """Lark's LALR(1) tables and terminals, driven by a plain loop (see the module doc).
 
-    def __init__(self, lark: Lark) -> None:
+    ``segments`` are the terminals that start a part the texts repeat (a pattern,
+    a clause): there the loop may run the code generated for the shape that
+    follows, up to the next one.
+    """
+
+    def __init__(self, lark: Lark, segments: frozenset[str] = frozenset()) -> None:
+        self._segments = segments
+        self._shapes: dict[tuple, tuple[Callable, list] | None] = {}
+        self._seen: dict[tuple, int] = {}
+        self._budget = _SHAPE_BUDGET  # (tokens of shapes the current parse may still generate)
         frontend = lark.parser
         table = frontend.parser.parser.parse_table
         lexer = frontend.lexer
         scanner = lexer.scanner
         if len(scanner._mres) != 1 or lexer.callback:
             raise ValueError("the grammar's terminals do not fit one regex without callbacks")
-        self._regex = _token_regex(scanner.terminals, lexer.ignore_types)
-        self._newline_types = frozenset(lexer.newline_types) - lexer.ignore_types
+        self._classify = _token_regex(scanner.terminals, lexer.ignore_types).match
+        self._split = _split_regex(scanner.terminals, lexer.ignore_types).split
         rules: dict[Any, int] = {}
         self._rules: list[_Rule] = []
-        self._states: list[dict[str, int]] = [{} for _ in range(max(table.states) + 1)]
+        # one dict per state: terminal -> shift target (>= 0) or reduction (-1 - rule); nonterminal -> goto
+        self._acts: list[dict[str, int]] = [{} for _ in range(max(table.states) + 1)]
         for state, actions in table.states.items():
             row: dict[str, int] = {}
             for symbol, (action, arg) in actions.items():
@@ -141,134 +255,311 @@ class TableParser:
                         rules[arg] = len(self._rules)
                         self._rules.append(_Rule(arg))
                     row[symbol] = -1 - rules[arg]
-            self._states[state] = row
-        self._units: dict[tuple[int, int, str], int] = {}
+            self._acts[state] = row
+        self._sizes = [r.size for r in self._rules]
+        self._origins = [r.origin for r in self._rules]
+        # (state below, unit rule) -> {look-ahead: state after the whole `?rule: other` chain}
+        self._chains: list[dict[str, int] | None] = [None] * (len(self._acts) * len(self._rules))
         self._start = dict(table.start_states)
         self._end = dict(table.end_states)
+        names = ", ".join(f"a{r}" for r in range(len(self._rules)))
+        source = (
+            f"def reducers(actions, L, C, EL, E, deepest, MAXD):\n    {names}, = actions\n"
+            + "".join(_reducer_source(r, rule) for r, rule in enumerate(self._rules) if not rule.unit)
+            + "    return [" + ", ".join("None" if rule.unit else f"r{r}" for r, rule in enumerate(self._rules))
+            + "]\n"
+        )
+        self._reducers: Callable[..., list] = codegen.define(
+            "parser: reducers", source, "reducers", {"new": tuple.__new__, "Loc": Loc}
+        )
 
-    def parse(self, text: str, start: str, builder: object) -> Any:
-        """The value of ``start`` for ``text`` (actions ``builder.b_<rule>``), or ``Rejected``."""
-        actions = [None if r.unit or r.splice else getattr(builder, "b_" + r.name) for r in self._rules]
-        rules = self._rules
-        states = self._states
-        units = self._units
-        newline_types = self._newline_types  # (the terminals a newline can be part of)
-        count = text.count
-        rfind = text.rfind
-        ss = [self._start[start]]  # states
-        vs: list[Entry] = []  # entries, one per state above the first
-        end_state = self._end[start]
-        max_depth = builder.max_depth  # type: ignore[attr-defined]
-        deepest: list[tuple[int, Loc]] = []  # (start_pos, loc) of each node whose children reach max_depth
-        line, line_start, pos = 1, 0, 0
-        match = self._regex.scanner(text).match  # each match starts where the last one ended
-        new_tuple = tuple.__new__  # (a Loc without the call of its __new__)
-        while True:
-            m = match()
-            if m is None:
+    def lex(self, text: str, builder: Any) -> list[str]:
+        """The kinds of ``text``'s tokens then ``$END``; the builder gets the tokens' lists (``Rejected``: not all tokens).
+
+        Line by line: no token holds a newline and a comment ends at one, so
+        each line lexes on its own as within the text; and a file of patterns
+        repeats its lines, each distinct line is lexed once.
+        """
+        kind_of: dict[str, str] = {}
+        lexed: dict[str, tuple[list, list, list, list]] = {}
+        lex_line = self._lex_line
+        K: list[str] = []
+        T: list[str] = []
+        L: list[int] = []
+        C: list[int] = []
+        E: list[int] = []
+        for no, line in enumerate(text.split("\n"), 1):
+            got = lexed.get(line)
+            if got is None:
+                got = lexed[line] = lex_line(line, kind_of)
+            k, t, c, e = got
+            if k:
+                K += k
+                T += t
+                C += c
+                E += e
+                L += repeat(no, len(k))
+        K.append(END)
+        builder.tokens(T, K, L, C, L, E)
+        return K
+
+    def _lex_line(self, line: str, kind_of: dict[str, str]) -> tuple[list, list, list, list]:
+        """(kinds, texts, columns, end columns) of one line's tokens."""
+        parts = self._split(line)  # [gap, blanks, token] * n, then the end's (blanks, "") match(es) and gap
+        toks = parts[2::3]
+        n = len(toks) - toks.count("")  # (only the end matches an empty token)
+        del toks[n:]
+        # between tokens only blanks and comments (a character no terminal matches is left between)
+        if parts[0::3].count("") != len(parts[0::3]):
+            raise Rejected
+        for t in set(toks).difference(kind_of):  # (each distinct text classified once)
+            m = self._classify(t)
+            if m is None or m.end() != len(t) or m.lastgroup == "_END" or m.start(m.lastindex) != 0:
                 raise Rejected
-            kind = m.lastgroup
-            i = m.lastindex
-            start_pos, end_pos = m.span(i)
-            if kind == "_END":
-                kind = "$END"
-                tok = None
-            else:
-                if start_pos != pos:  # blanks and comments skipped
-                    n = count("\n", pos, start_pos)
-                    if n:
-                        line += n
-                        line_start = rfind("\n", 0, start_pos) + 1
-                col = start_pos - line_start + 1
-                tok_line = line
-                if kind in newline_types:
-                    n = count("\n", start_pos, end_pos)
-                    if n:
-                        line += n
-                        line_start = rfind("\n", 0, end_pos) + 1
-                tok = (kind, m.group(i), tok_line, col, line, end_pos - line_start + 1, start_pos, end_pos, 0)
-            pos = end_pos
-            while True:
-                top = ss[-1]
-                act = states[top].get(kind)  # type: ignore[arg-type]
-                if act is None:
-                    raise Rejected
-                if act >= 0:
-                    if tok is None:
-                        raise Rejected
-                    ss.append(act)
-                    vs.append(tok)
-                    break
-                rule = rules[-1 - act]
-                if rule.unit:  # a chain of `?rule: other` steps: one look-up
-                    key = (ss[-2], top, kind)
-                    after = units.get(key)
-                    if after is None:
-                        after = units[key] = self._after_units(ss[-2], top, kind)  # type: ignore[arg-type]
-                    ss[-1] = after
-                    if tok is None and after == end_state:
-                        _report_depth(builder, deepest)
-                        return vs[-1][1]
-                    continue
-                size = rule.size
-                raw = vs[-size:]
-                del vs[-size:]
-                del ss[-size:]
-                if rule.plain:
-                    kids = raw
-                else:
-                    kids = []
-                    for j, spliced in rule.include:
-                        if spliced:
-                            if kids:
-                                kids += raw[j][1]
-                            else:  # (a left-recursive list grows in place: linear, not quadratic)
-                                kids = raw[j][1]
-                        else:
-                            kids.append(raw[j])
-                first, last = raw[0], raw[-1]
-                depth = 0
-                for k in raw:  # (a spliced list carries the depth of its items)
-                    if k[8] > depth:
-                        depth = k[8]
-                if rule.splice:
-                    entry = ("_", kids, first[2], first[3], last[4], last[5], first[6], last[7], depth)
-                else:
-                    loc = new_tuple(Loc, (first[2], first[3], last[4], last[5]))
-                    if depth == max_depth:
-                        deepest.append((first[6], loc))
-                    entry = (rule.name, actions[-1 - act](kids, loc),  # type: ignore[misc]
-                             first[2], first[3], last[4], last[5], first[6], last[7], depth + 1)
-                goto = states[ss[-1]][rule.origin]
-                if tok is None and goto == end_state:
-                    _report_depth(builder, deepest)
-                    return entry[1]
-                ss.append(goto)
-                vs.append(entry)
+            kind_of[t] = m.lastgroup  # type: ignore[assignment]
+        columns = list(accumulate(map(len, parts), initial=1))  # (1-based: where each part starts)
+        return list(map(kind_of.__getitem__, toks)), toks, columns[2 : 3 * n : 3], columns[3 : 3 * n + 1 : 3]
 
-    def _after_units(self, below: int, top: int, kind: str) -> int:
-        """The state after every `?rule: other` reduction ``kind`` triggers above ``below``."""
+    def parse(self, text: str, start: str, builder: Any) -> Any:
+        """The value of ``start`` for ``text`` (actions ``builder.b_<rule>``), or ``Rejected``."""
+        kinds = self.lex(text, builder)
+        self._budget = max(_SHAPE_BUDGET, len(kinds) // 50)
+        rules = self._rules
+        deepest: list[tuple[int, Loc]] = []
+        actions = [None if r.unit or r.splice else getattr(builder, "b_" + r.name) for r in rules]
+        L, C, EL, E = builder.L, builder.C, builder.EL, builder.E
+        max_depth = builder.max_depth
+        red = self._reducers(actions, L, C, EL, E, deepest, max_depth)
+        acts = self._acts
+        sizes = self._sizes
+        origins = self._origins
+        chains = self._chains
+        nrules = len(rules)
+        state = self._start[start]
+        end_state = self._end[start]
+        ss = [state]  # states
+        vs: list = []  # token indices and entries, one per state above the first
+        push_s = ss.append
+        push_v = vs.append
+        row = acts[state]
+        last = len(kinds) - 1
+        starts = list(compress(range(last), map(self._segments.__contains__, kinds)))  # where a shape may start
+        starts.append(last)
+        s = 0
+        next_segment = starts[0]
+        i = 0
+        kind = kinds[0]
         while True:
-            act = self._states[top].get(kind)
+            act = row.get(kind)
+            if act is None:
+                raise Rejected
+            if act >= 0:
+                if i == next_segment:  # a pattern or clause starts here: its shape's generated code, if any
+                    s += 1
+                    j = next_segment = starts[s]
+                    shape = self._shape(state, kinds, i, j, max_depth)
+                    if shape is not None:
+                        fn, states = shape
+                        vs += fn(i, actions, L, C, EL, E, deepest)
+                        ss += states
+                        state = states[-1]
+                        row = acts[state]
+                        i = j
+                        kind = kinds[j]
+                        continue
+                if i == last:  # ($END is never shifted)
+                    raise Rejected
+                push_s(act)
+                push_v(i)
+                state = act
+                row = acts[act]
+                i += 1
+                kind = kinds[i]
+                continue
+            r = -1 - act
+            fn = red[r]
+            if fn is None:  # a chain of `?rule: other` steps: one look-up
+                below = ss[-2]
+                chain = chains[below * nrules + r]
+                if chain is None:
+                    chain = chains[below * nrules + r] = {}
+                state = chain.get(kind)  # type: ignore[assignment]
+                if state is None:
+                    state = chain[kind] = self._after_units(below, r, kind)
+                ss[-1] = state
+                if state == end_state and kind == END:
+                    _report_depth(builder, deepest)
+                    return vs[-1][0]
+                row = acts[state]
+                continue
+            entry = fn(vs, i)
+            del ss[-sizes[r]:]
+            state = acts[ss[-1]][origins[r]]
+            if state == end_state and kind == END:
+                _report_depth(builder, deepest)
+                return entry[0]
+            push_s(state)
+            push_v(entry)
+            row = acts[state]
+
+    def _shape(self, state: int, kinds: list[str], i: int, j: int, max_depth: int) -> tuple[Callable, list] | None:
+        """``(generated code, states it pushes)`` of tokens ``i:j`` parsed from ``state``, or None.
+
+        The parse of a pattern or clause depends only on the state it starts
+        from, its tokens' kinds and the kind after it; a file repeats a few.  The
+        ``_GENERATE_AT``-th time a shape is met, the loop's steps over it are run once on
+        the kinds alone and written out as straight-line code that builds the
+        same entries, returned as the list the stack holds above ``state`` at
+        the kind after it (``_shape_source``); a shape the tables reject (or
+        past the caps on shapes) has none.
+        """
+        if j - i > _MAX_SHAPE_TOKENS:
+            return None
+        key = (state, tuple(kinds[i : j + 1]), max_depth)
+        got = self._shapes.get(key, False)
+        if got is not False:
+            return got  # type: ignore[return-value]
+        seen = self._seen.get(key, 0) + 1
+        if seen < _GENERATE_AT:
+            if len(self._seen) > _MAX_SEEN:
+                self._seen.clear()
+            self._seen[key] = seen
+            return None
+        if len(self._shapes) >= _MAX_SHAPES or j - i > self._budget:
+            return None
+        self._budget -= j - i
+        made = self._shape_source(state, key[1], max_depth)
+        if made is not None:
+            source, after = made
+            made = codegen.define("parser: pattern shape", source, "shape", {"new": tuple.__new__, "Loc": Loc}), after
+        self._shapes[key] = made
+        return made
+
+    def _shape_source(self, state: int, kinds: tuple[str, ...], max_depth: int) -> tuple[str, list] | None:
+        """The straight-line code of one shape (see ``_shape``): the loop's steps with the stack known."""
+        acts, rules = self._acts, self._rules
+        ss = [state]
+        # what the stack holds above `state`: ("t", offset) a token, ("n", var, first, last, depth) a node,
+        # ("s", items, first, last, depth) a `_rule` list
+        vs: list[tuple] = []
+        out: list[str] = []
+        used: set[int] = set()
+        count = 0
+
+        def tok(k: int) -> str:
+            return f"i + {k}" if k else "i"
+
+        def expr(x: tuple) -> str:
+            return tok(x[1]) if x[0] == "t" else x[1]
+
+        def first(x: tuple) -> int:
+            return x[1] if x[0] == "t" else x[2]
+
+        def depth(x: tuple) -> int:
+            return 0 if x[0] == "t" else x[4]
+
+        last = len(kinds) - 1
+        k = 0
+        while True:
+            kind = kinds[k]
+            act = acts[ss[-1]].get(kind)
+            if act is None:
+                return None
+            if act >= 0:
+                if k == last:
+                    break
+                ss.append(act)
+                vs.append(("t", k))
+                k += 1
+                continue
+            rule = rules[-1 - act]
+            n = rule.size
+            if n > len(vs):  # it reduces below where the shape started: the shape ends here
+                break
+            raw = vs[len(vs) - n :]
+            del vs[len(vs) - n :]
+            del ss[len(ss) - n :]
+            goto = acts[ss[-1]][rule.origin]
+            if goto in self._end.values() and kind == END:
+                return None
+            ss.append(goto)
+            if rule.unit:
+                vs.append(raw[0])
+                continue
+            kids: list[tuple] = []
+            for j, spliced in rule.include:
+                if spliced:
+                    kids += raw[j][1]
+                else:
+                    kids.append(raw[j])
+            f, lt, d = first(raw[0]), k - 1, max(depth(x) for x in raw)
+            if rule.splice:
+                vs.append(("s", kids, f, lt, d))
+                continue
+            count += 1
+            used.add(-1 - act)
+            r = -1 - act
+            out.append(f"    loc = new(Loc, (L[{tok(f)}], C[{tok(f)}], EL[{tok(lt)}], E[{tok(lt)}]))")
+            if d == max_depth:
+                out.append(f"    deepest.append(({tok(f)}, loc))")
+            out.append(f"    v{count} = (a{r}([{', '.join(expr(x) for x in kids)}], loc), {rule.name!r}, "
+                       f"{tok(f)}, {tok(lt)}, {d + 1})")
+            vs.append(("n", f"v{count}", f, lt, d + 1))
+        if k != last or not vs:
+            return None
+
+        def entry(x: tuple) -> str:
+            if x[0] == "s":
+                return f"([{', '.join(expr(y) for y in x[1])}], '_', {tok(x[2])}, {tok(x[3])}, {x[4]})"
+            return expr(x)
+
+        head = ["def shape(i, actions, L, C, EL, E, deepest):"]
+        head += [f"    a{r} = actions[{r}]" for r in sorted(used)]
+        return "\n".join(head + out + [f"    return [{', '.join(entry(x) for x in vs)}]"]) + "\n", ss[1:]
+
+    def _after_units(self, below: int, r: int, kind: str) -> int:
+        """The state after unit rule ``r`` and every `?rule: other` reduction ``kind`` then triggers above ``below``."""
+        top = self._acts[below][self._rules[r].origin]
+        while True:
+            act = self._acts[top].get(kind)
             if act is None or act >= 0 or not self._rules[-1 - act].unit:
                 return top
-            top = self._states[below][self._rules[-1 - act].origin]
+            top = self._acts[below][self._rules[-1 - act].origin]
 
 
-def _report_depth(builder: object, deepest: list[tuple[int, Loc]]) -> None:
+def _report_depth(builder: Any, deepest: list[tuple[int, Loc]]) -> None:
     if deepest:
-        builder.too_deep(max(deepest, key=lambda d: d[0])[1])  # type: ignore[attr-defined]
+        builder.too_deep(max(deepest, key=lambda d: d[0])[1])
 
 
-def walk_tree(root: Tree, builder: object) -> Any:
+def walk_tree(root: Tree, builder: Any) -> Any:
     """The value of a Lark tree (``propagate_positions=True``) under the same actions.
 
     Bottom-up with an explicit stack (no recursion: 50,000 nested calls are a
     deep tree), children last to first, as the parser's builder always went.
+    Tokens are appended to the builder's token lists; each node gets one more
+    entry there holding its start and end (its ``first`` and ``last``).
     """
+    T: list[str] = []
+    K: list[str] = []
+    L: list[int] = []
+    C: list[int] = []
+    EL: list[int] = []
+    E: list[int] = []
+    builder.tokens(T, K, L, C, EL, E)
+
+    def add(text: str, kind: str, line: int, col: int, end_line: int, end_col: int) -> int:
+        T.append(text)
+        K.append(kind)
+        L.append(line)
+        C.append(col)
+        EL.append(end_line)
+        E.append(end_col)
+        return len(T) - 1
+
     done: dict[int, Entry] = {}
     deepest: list[tuple[int, Loc]] = []
-    max_depth = builder.max_depth  # type: ignore[attr-defined]
+    max_depth = builder.max_depth
     stack: list[Tree] = [root]
     while stack:
         node = stack[-1]
@@ -277,22 +568,22 @@ def walk_tree(root: Tree, builder: object) -> Any:
             stack.extend(pending)
             continue
         stack.pop()
-        kids: list[Entry] = []
+        kids: list = []
         depth = 0
         for c in node.children:
             if type(c) is Tree:
                 e = done.pop(id(c))
-                depth = max(depth, e[8])
+                depth = max(depth, e[4])
+                kids.append(e)
             else:
                 assert isinstance(c, Token)
-                e = (c.type, str(c), c.line, c.column, c.end_line, c.end_column, c.start_pos, c.end_pos, 0)
-            kids.append(e)
+                kids.append(add(str(c), c.type, c.line, c.column, c.end_line, c.end_column))  # type: ignore[arg-type]
         m = node.meta
         loc = Loc(m.line, m.column, m.end_line, m.end_column)
         if depth == max_depth:
             deepest.append((m.start_pos, loc))
         value = getattr(builder, "b_" + node.data)(kids, loc)
-        done[id(node)] = (str(node.data), value, m.line, m.column, m.end_line, m.end_column, m.start_pos,
-                          m.end_pos, depth + 1)
+        here = add("", "", m.line, m.column, m.end_line, m.end_column)
+        done[id(node)] = (value, str(node.data), here, here, depth + 1)
     _report_depth(builder, deepest)
-    return done[id(root)][1]
+    return done[id(root)][0]

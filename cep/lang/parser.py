@@ -34,6 +34,7 @@ import math
 import os
 import re
 from importlib import resources
+from itertools import accumulate
 from pathlib import Path
 from typing import Any
 
@@ -148,11 +149,6 @@ def _unescape(token: str) -> str:
     )
 
 
-def _tok_loc(t: tuple) -> ast.Loc:
-    """A token entry's location (``cep.lang.lalr``: its fields 2 to 5)."""
-    return tuple.__new__(ast.Loc, t[2:6])
-
-
 # --------------------------------------------------------------- syntax errors
 
 _EXPR_START = {"NAME", "NUMBER", "STRING", "TRUE", "FALSE", "NULL", "LPAR", "MINUS", "NOT"}
@@ -251,9 +247,10 @@ _COMPOPS = {"==": "=", "<>": "!=", "=": "=", "!=": "!=", "<": "<", "<=": "<=", "
 class _Builder:
     """The actions that turn each rule's children into AST values (``cep.lang.lalr`` calls them).
 
-    ``kids`` are the rule's children as Lark's tree would hold them, each an
-    entry ``(kind, value, line, col, end_line, end_col, start_pos, end_pos,
-    depth)`` (a token's value is its text); ``loc`` is the node's own location.
+    ``kids`` are the rule's children as Lark's tree would hold them: a token
+    is its index in the token lists ``tokens`` gives (text ``T``, kind ``K``,
+    line ``L``, column ``C``, end line ``EL``, end column ``E``), a node an entry ``(value, kind, first token,
+    last token, depth)``; ``loc`` is the node's own location.
     """
 
     max_depth = MAX_DEPTH
@@ -263,6 +260,22 @@ class _Builder:
         self.file = filename
         self.issues: list[Issue] = []
         self.name_locs: dict[int, ast.Loc] = {}
+        self._line_starts: list[int] | None = None
+
+    def tokens(self, T: list, K: list, L: list, C: list, EL: list, E: list) -> None:
+        """The token lists the children's indices point into (``cep.lang.lalr`` fills them)."""
+        self.T, self.K, self.L, self.C, self.EL, self.E = T, K, L, C, EL, E
+
+    def source(self, first: int, last: int) -> str:
+        """The text from token ``first``'s start to token ``last``'s end."""
+        if self._line_starts is None:
+            self._line_starts = [0, *accumulate(map((1).__add__, map(len, self.text.split("\n"))))]
+        starts = self._line_starts
+        return self.text[starts[self.L[first] - 1] + self.C[first] - 1 : starts[self.EL[last] - 1] + self.E[last] - 1]
+
+    def tok_loc(self, k: int) -> ast.Loc:
+        """Token ``k``'s location."""
+        return tuple.__new__(ast.Loc, (self.L[k], self.C[k], self.EL[k], self.E[k]))
 
     def error(self, loc: ast.Loc, msg: str) -> None:
         self.issues.append(Issue(loc, msg))
@@ -272,18 +285,18 @@ class _Builder:
 
     # --------------------------------------------------------------- patterns
     def b_start(self, kids: list, loc: ast.Loc) -> list[ast.Pattern]:
-        return [k[1] for k in kids]
+        return [k[0] for k in kids]
 
     def b_expr_only(self, kids: list, loc: ast.Loc) -> ast.Expr:
-        return kids[0][1]
+        return kids[0][0]
 
     def b_pattern(self, kids: list, loc: ast.Loc) -> ast.Pattern:
         _kw, name, structure, *clauses = kids
         got: dict[str, object] = {}
         first: dict[str, ast.Loc] = {}
         for clause in clauses:
-            kind, kw, value = clause[1]
-            kw_loc = _tok_loc(kw)
+            kind, kw, value = clause[0]
+            kw_loc = self.tok_loc(kw)
             if kind in first:
                 f = first[kind]
                 self.error(
@@ -295,8 +308,8 @@ class _Builder:
             got[kind] = value
         partition = got.get("partition", ((), ()))
         p = ast.Pattern(
-            name=name[1],
-            structure=structure[1],
+            name=self.T[name],
+            structure=structure[0],
             where=got.get("where"),  # type: ignore[arg-type]
             partition_by=partition[0],  # type: ignore[index]
             within=got.get("within"),  # type: ignore[arg-type]
@@ -307,28 +320,30 @@ class _Builder:
             partition_locs=partition[1],  # type: ignore[index]
             using_loc=first.get("using", ast.NOLOC),
         )
-        self.name_locs[id(p)] = _tok_loc(name)
+        self.name_locs[id(p)] = self.tok_loc(name)
         return p
 
     def b_structure(self, kids: list, loc: ast.Loc) -> ast.Structure:
         op, *elements = kids
-        return ast.Structure(op[1].upper(), tuple(e[1] for e in elements), loc)
+        return ast.Structure(self.T[op].upper(), tuple(e[0] for e in elements), loc)
 
     def b_el_event(self, kids: list, loc: ast.Loc) -> ast.Element:
         t, a = kids
-        return ast.Element(t[1], a[1], "event", None, loc, tuple.__new__(ast.Loc, a[2:6]))
+        T = self.T
+        return ast.Element(T[t], T[a], "event", None, loc, tuple.__new__(ast.Loc, (self.L[a], self.C[a], self.EL[a],
+                                                                                   self.E[a])))
 
     def b_el_not(self, kids: list, loc: ast.Loc) -> ast.Element:
-        return ast.Element(kids[1][1], kids[2][1], "not", None, loc, _tok_loc(kids[2]))
+        return ast.Element(self.T[kids[1]], self.T[kids[2]], "not", None, loc, self.tok_loc(kids[2]))
 
     def b_el_kleene(self, kids: list, loc: ast.Loc) -> ast.Element:
-        return ast.Element(kids[0][1], kids[2][1], "kleene", None, loc, _tok_loc(kids[2]))
+        return ast.Element(self.T[kids[0]], self.T[kids[2]], "kleene", None, loc, self.tok_loc(kids[2]))
 
-    def _quantified(self, kids: list, loc: ast.Loc, lo: tuple, hi: tuple | None, bounded: bool) -> ast.Element:
+    def _quantified(self, kids: list, loc: ast.Loc, lo: int, hi: int | None, bounded: bool) -> ast.Element:
         alias = kids[-1]
         low = self.number(lo)
         high = (self.number(hi) if hi is not None else low) if bounded else None
-        return ast.Element(kids[0][1], alias[1], "kleene", None, loc, _tok_loc(alias), low, high)
+        return ast.Element(self.T[kids[0]], self.T[alias], "kleene", None, loc, self.tok_loc(alias), low, high)
 
     def b_el_exactly(self, kids: list, loc: ast.Loc) -> ast.Element:
         return self._quantified(kids, loc, kids[1], None, True)
@@ -340,70 +355,70 @@ class _Builder:
         return self._quantified(kids, loc, kids[1], kids[2], True)
 
     def b_el_nested(self, kids: list, loc: ast.Loc) -> ast.Element:
-        s = kids[0][1]
+        s = kids[0][0]
         return ast.Element("", "", "nested", s, s.loc, ast.NOLOC)
 
     # ---------------------------------------------------------------- clauses
     def b_where_clause(self, kids: list, loc: ast.Loc):
-        return ("where", kids[0], kids[1][1])
+        return ("where", kids[0], kids[1][0])
 
     def b_partition_clause(self, kids: list, loc: ast.Loc):
         names = kids[2:]
-        return ("partition", kids[0], (tuple(n[1] for n in names), tuple(_tok_loc(n) for n in names)))
+        return ("partition", kids[0], (tuple(self.T[n] for n in names), tuple(self.tok_loc(n) for n in names)))
 
     def b_within_clause(self, kids: list, loc: ast.Loc):
-        return ("within", kids[0], kids[1][1])
+        return ("within", kids[0], kids[1][0])
 
     def b_emit_clause(self, kids: list, loc: ast.Loc):
-        return ("emit", kids[0], tuple(k[1] for k in kids[1:]))
+        return ("emit", kids[0], tuple(k[0] for k in kids[1:]))
 
     def b_using_clause(self, kids: list, loc: ast.Loc):
-        name = kids[1][1]
+        name = self.T[kids[1]]
         if name.lower() not in STRATEGIES:
             self.error(
-                _tok_loc(kids[1]),
+                self.tok_loc(kids[1]),
                 f"unknown strategy '{name}'{hint(name, STRATEGIES)}; use " + _join(list(STRATEGIES)),
             )
         return ("using", kids[0], name.lower())
 
     def b_duration(self, kids: list, loc: ast.Loc) -> ast.Duration:
-        negative = kids[0][0] == "MINUS"
+        negative = self.K[kids[0]] == "MINUS"
         toks = kids[1:] if negative else kids
         value = self.number(toks[0])
         if negative:
             value = -value
         unit = None
         if len(toks) > 1:
-            u = toks[1][1]
+            u = self.T[toks[1]]
             unit = canonical_unit(u)
             if unit is None:
                 self.error(
-                    _tok_loc(toks[1]),
+                    self.tok_loc(toks[1]),
                     f"unknown duration unit '{u}'{hint(u, DURATION_UNITS)}; use {UNIT_HELP}",
                 )
         return ast.Duration(value, unit, loc)
 
     def b_item_expr(self, kids: list, loc: ast.Loc) -> ast.EmitItem:
         src = kids[0]
-        text = self.text[src[6] : src[7]]
-        if src[0] != "attr" or _PLAIN_ATTR_RE.fullmatch(text) is None:  # (`a.b` as written is its own text)
+        text = self.source(src[2], src[3])
+        if src[1] != "attr" or _PLAIN_ATTR_RE.fullmatch(text) is None:  # (`a.b` as written is its own text)
             text = item_text(text)
-        name = kids[2][1] if len(kids) == 3 else None
-        return ast.EmitItem(src[1], name, text, None, loc)
+        name = self.T[kids[2]] if len(kids) == 3 else None
+        return ast.EmitItem(src[0], name, text, None, loc)
 
     def b_item_star(self, kids: list, loc: ast.Loc) -> ast.EmitItem:
-        alias = kids[0][1]
+        alias = self.T[kids[0]]
         return ast.EmitItem(None, None, f"{alias}.*", alias, loc)
 
     # ------------------------------------------------------------ expressions
-    def number(self, tok: tuple) -> int | float:
-        s = tok[1]
+    def number(self, tok: int) -> int | float:
+        s = self.T[tok]
         try:
             v: int | float = int(s) if s.isdigit() else float(s)
         except ValueError:
             v = math.inf
         if isinstance(v, float) and not math.isfinite(v):
-            self.error(_tok_loc(tok), f"number out of range: {_printable(s)}")
+            self.error(self.tok_loc(tok), f"number out of range: {_printable(s)}")
             return 0
         return v
 
@@ -411,7 +426,7 @@ class _Builder:
         return ast.Literal(self.number(kids[0]), loc)
 
     def b_string(self, kids: list, loc: ast.Loc) -> ast.Literal:
-        return ast.Literal(_unescape(kids[0][1]), loc)
+        return ast.Literal(_unescape(self.T[kids[0]]), loc)
 
     def b_true(self, kids: list, loc: ast.Loc) -> ast.Literal:
         return ast.Literal(True, loc)
@@ -423,46 +438,46 @@ class _Builder:
         return ast.Literal(None, loc)
 
     def b_attr(self, kids: list, loc: ast.Loc) -> ast.Attr:
-        return ast.Attr(kids[0][1], kids[1][1], loc)
+        return ast.Attr(self.T[kids[0]], kids[1][0], loc)
 
     def b_attr_name(self, kids: list, loc: ast.Loc) -> str:
-        return kids[0][1]
+        return self.T[kids[0]]
 
     def b_bare(self, kids: list, loc: ast.Loc) -> ast.Attr:
-        return ast.Attr(kids[0][1], "", loc)
+        return ast.Attr(self.T[kids[0]], "", loc)
 
     def b_call(self, kids: list, loc: ast.Loc) -> ast.Call:
-        return ast.Call(kids[0][1].lower(), tuple(k[1] for k in kids[1:]), loc)
+        return ast.Call(self.T[kids[0]].lower(), tuple(k[0] for k in kids[1:]), loc)
 
     def b_paren(self, kids: list, loc: ast.Loc) -> ast.Expr:
-        return kids[0][1]
+        return kids[0][0]
 
     def b_neg(self, kids: list, loc: ast.Loc) -> ast.Expr:
-        kind, operand = kids[1][0], kids[1][1]
+        operand, kind = kids[1][0], kids[1][1]
         if kind == "number" and isinstance(operand, ast.Literal):
             return ast.Literal(-operand.value, loc)  # type: ignore[operator]
         return ast.Neg(operand, loc)
 
     def b_arith(self, kids: list, loc: ast.Loc) -> ast.Arith:
-        return ast.Arith(kids[1][1], kids[0][1], kids[2][1], loc)
+        return ast.Arith(self.T[kids[1]], kids[0][0], kids[2][0], loc)
 
     def b_compare(self, kids: list, loc: ast.Loc) -> ast.Compare:
-        return ast.Compare(_COMPOPS[kids[1][1]], kids[0][1], kids[2][1], loc)
+        return ast.Compare(_COMPOPS[self.T[kids[1]]], kids[0][0], kids[2][0], loc)
 
     def b_in_list(self, kids: list, loc: ast.Loc) -> ast.InList:
-        return ast.InList(kids[0][1], tuple(k[1] for k in kids[2:]), False, loc)
+        return ast.InList(kids[0][0], tuple(k[0] for k in kids[2:]), False, loc)
 
     def b_not_in_list(self, kids: list, loc: ast.Loc) -> ast.InList:
-        return ast.InList(kids[0][1], tuple(k[1] for k in kids[3:]), True, loc)
+        return ast.InList(kids[0][0], tuple(k[0] for k in kids[3:]), True, loc)
 
     def b_not_(self, kids: list, loc: ast.Loc) -> ast.Not:
-        return ast.Not(kids[1][1], loc)
+        return ast.Not(kids[1][0], loc)
 
     def b_and_(self, kids: list, loc: ast.Loc) -> ast.And:
-        return ast.And(kids[0][1], kids[2][1], loc)
+        return ast.And(kids[0][0], kids[2][0], loc)
 
     def b_or_(self, kids: list, loc: ast.Loc) -> ast.Or:
-        return ast.Or(kids[0][1], kids[2][1], loc)
+        return ast.Or(kids[0][0], kids[2][0], loc)
 
 
 # ------------------------------------------------------------------ the driver
@@ -480,7 +495,7 @@ _TABLES: TableParser | None = None
 def _tables() -> TableParser:
     global _TABLES
     if _TABLES is None:
-        _TABLES = TableParser(_lark())
+        _TABLES = TableParser(_lark(), segments=frozenset(["PATTERN", *_CLAUSES]))
     return _TABLES
 
 
