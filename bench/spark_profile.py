@@ -110,18 +110,20 @@ def _category(classes: list[str]) -> str:
 
 
 def jvm_threads(root: int) -> dict[str, list[float]]:
-    """[user, system] CPU seconds of the executor JVMs' threads (the driver JVM's on a local master), summed by
-    thread name with digits dropped (``Executor task launch worker``, ``C2 CompilerThread``, ``GC Thread``...)."""
+    """[user, system] CPU seconds of the executor JVMs' and the driver JVM's threads, summed by thread name with
+    digits dropped (``executor: Executor task launch worker``, ``driver: C2 CompilerThread``...); on a local
+    master the driver JVM is the executor too (``driver:``)."""
     tick = os.sysconf("SC_CLK_TCK")
     procs = _processes()
     tree = _tree(root, procs)  # this query's processes only: other Spark jobs may run on the machine
-    local = not any("CoarseGrainedExecutorBackend" in procs[pid][1] for pid in tree)
     out: dict[str, list[float]] = collections.defaultdict(lambda: [0.0, 0.0])
     for pid in tree:
         ppid, cmd = procs[pid][0], procs[pid][1]
         java = "java" in cmd.split(" ")[0]
-        if not java or ("CoarseGrainedExecutorBackend" not in cmd and not (local and ppid == root)):
+        executor = "CoarseGrainedExecutorBackend" in cmd
+        if not java or not (executor or ppid == root):
             continue
+        side = "executor: " if executor else "driver: "
         for tid in os.listdir(f"/proc/{pid}/task"):
             try:
                 raw = Path(f"/proc/{pid}/task/{tid}/stat").read_text()
@@ -129,8 +131,8 @@ def jvm_threads(root: int) -> dict[str, list[float]]:
                 continue
             name = re.sub(r"[\d#-]+", "", raw[raw.index("(") + 1:raw.rindex(")")]).strip()
             f = raw[raw.rindex(")") + 2:].split()
-            out[name][0] += int(f[11]) / tick
-            out[name][1] += int(f[12]) / tick
+            out[side + name][0] += int(f[11]) / tick
+            out[side + name][1] += int(f[12]) / tick
     return out
 
 

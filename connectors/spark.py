@@ -758,9 +758,19 @@ def metric_columns(spec: PatternSpec) -> list:
 # ---------------------------------------------------------------------------------------------- session
 
 
+# The JVMs' JIT: C1 only. Why: a cep micro-batch keeps little of its time in JVM loops (file source, Arrow,
+# shuffle, state store) but touches a large part of Spark's code and plans (and generates code) anew each
+# micro-batch, so the optimizing compiler (C2) was still compiling at steady state: on local-cluster it took 5.3
+# of the executors' 9.2 CPU s per two 10^5-event micro-batches, and about half the driver's CPU; C1 alone cut
+# the JVMs' CPU per micro-batch by a third without slowing the task threads (bench/results/spark.md). A
+# deployment that sets extraJavaOptions itself (spark-submit --conf, --driver-java-options) keeps its own.
+JIT_OPTIONS = "-XX:TieredStopAtLevel=1"
+
 # cep's settings for a session; anything the deployment gives (spark-submit, spark-defaults.conf,
 # PYSPARK_SUBMIT_ARGS) wins over these
 SESSION_DEFAULTS = {
+    "spark.driver.extraJavaOptions": JIT_OPTIONS,
+    "spark.executor.extraJavaOptions": JIT_OPTIONS,
     "spark.ui.showConsoleProgress": "false",
     "spark.sql.session.timeZone": "UTC",
     "spark.sql.execution.arrow.pyspark.enabled": "true",

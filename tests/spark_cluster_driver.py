@@ -13,13 +13,19 @@ import sys
 def where(batches):
     import os
     import sys
+    from pathlib import Path
 
     import pandas as pd
 
     import cep
 
+    # the executor JVM's command line: a Python worker's parent is PySpark's daemon, whose parent is the JVM
+    daemon = Path(f"/proc/{os.getppid()}/stat").read_text()
+    jvm = daemon[daemon.rindex(")") + 2:].split()[1]
+    cmdline = Path(f"/proc/{jvm}/cmdline").read_bytes().replace(b"\0", b" ").decode()
     for _ in batches:
-        yield pd.DataFrame({"file": [cep.__file__], "exe": [sys.executable], "pid": [os.getpid()]})
+        yield pd.DataFrame({"file": [cep.__file__], "exe": [sys.executable], "pid": [os.getpid()],
+                            "jvm": [cmdline]})
 
 
 def main(argv: list[str]) -> int:
@@ -28,7 +34,7 @@ def main(argv: list[str]) -> int:
 
     spark = make_session(kafka=False)
     print("MASTER " + spark.sparkContext.master, flush=True)
-    rows = spark.range(0, 4, 1, 4).mapInPandas(where, "file string, exe string, pid long").collect()
+    rows = spark.range(0, 4, 1, 4).mapInPandas(where, "file string, exe string, pid long, jvm string").collect()
     print("WORKERS " + json.dumps([r.asDict() for r in rows]), flush=True)
     return cep_spark(argv)  # getOrCreate: the same session; stops it at the end
 

@@ -97,6 +97,16 @@ def test_group_keys_follow_value_equality():
 # ------------------------------------------------------------------------------------------ with Spark
 
 
+def test_the_session_jvms_get_cep_jit_default_unless_given(spark):
+    """make_session's JIT default (C1 only) reaches the driver JVM it starts and the executors' settings."""
+    from cep.connectors.spark import JIT_OPTIONS
+
+    args = list(spark.sparkContext._jvm.java.lang.management.ManagementFactory.getRuntimeMXBean()
+                .getInputArguments())
+    assert JIT_OPTIONS in args, args
+    assert JIT_OPTIONS in spark.sparkContext.getConf().get("spark.executor.extraJavaOptions").split()
+
+
 def test_files_to_files_matches_cep_run(spark, data, tmp_path):
     from cep.connectors.spark_cli import start_query
 
