@@ -135,12 +135,14 @@ def run_check(paths: Sequence[str], out: TextIO | None = None, err: TextIO | Non
     ``generate_code`` also generates each pattern's code as ``cep run`` does (the
     tests show it changes nothing ``cep check`` prints).
     """
-    with _collector_paused():
-        return _check(paths, out, err, generate_code)
+    from cep.lang.compiler import without_code
+
+    with _collector_paused(), nullcontext() if generate_code else without_code():
+        return _check(paths, out, err)
 
 
-def _check(paths: Sequence[str], out: TextIO | None, err: TextIO | None, generate_code: bool) -> int:
-    from cep.lang.compiler import compile_pattern, without_code
+def _check(paths: Sequence[str], out: TextIO | None, err: TextIO | None) -> int:
+    from cep.lang.compiler import compile_pattern
     from cep.lang.parser import parse_text_with_warnings, read_pattern_file
 
     out = out if out is not None else sys.stdout
@@ -165,8 +167,7 @@ def _check(paths: Sequence[str], out: TextIO | None, err: TextIO | None, generat
                 continue
             seen[p.name] = str(path)
             try:
-                with nullcontext() if generate_code else without_code():
-                    cp = compile_pattern(p)
+                cp = compile_pattern(p)
             except PatternError as e:
                 diagnostics.extend(_with_source_line(d, text) for d in e.diagnostics)
                 continue
