@@ -98,12 +98,7 @@ class _UnionFind:
         parent = self.parent
         out: dict[tuple[str, str], list[tuple[str, str]]] = {}
         for ref, up in parent.items():
-            root = ref if up is ref else self.find(ref)
-            members = out.get(root)
-            if members is None:
-                out[root] = [ref]
-            else:
-                members.append(ref)
+            out.setdefault(ref if up is ref else self.find(ref), []).append(ref)
         return out
 
 
