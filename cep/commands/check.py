@@ -15,6 +15,7 @@ source line and a caret.  Exit code 0, or 2 on any error.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import gc
 import sys
 from collections.abc import Iterator, Sequence
@@ -32,42 +33,71 @@ def _fmt_number(v: int | float) -> str:
     return str(int(v)) if isinstance(v, float) and v.is_integer() else str(v)
 
 
+_LABEL_WIDTH = 18
+_INDENT = "  " + " " * _LABEL_WIDTH  # a row's second and later values
+_HEADS = {label: f"  {label + ':':<{_LABEL_WIDTH}}" for label in (
+    "structure", "aliases", "filters", "equalities", "cross predicates", "order", "gaps", "strategy", "window",
+    "partition key", "output")}
+"""Each row's label, padded (formatted once, not once per pattern)."""
+
+
+def _row(lines: list[str], label: str, values: list[str]) -> None:
+    """``  label:<padding>first value`` and one indented line per further value (``(none)``: no value)."""
+    head = _HEADS[label]
+    if not values:
+        lines.append(head + "(none)")
+        return
+    lines.append(head + values[0])
+    for v in values[1:]:
+        lines.append(_INDENT + v)
+
+
+@functools.lru_cache(maxsize=64)
+def _chain(k: int) -> tuple[tuple[int, int], ...]:
+    """The order of a flat SEQ of ``k`` elements, ``(0, 1), (1, 2), ...``: a chain ``a.ts < b.ts < c.ts``."""
+    return tuple((i, i + 1) for i in range(k - 1))
+
+
 def summarize(cp: CompiledPattern, p: ast.Pattern) -> str:
-    """A human summary of one compiled pattern (the ``cep check`` output block)."""
-    lines = [f"pattern {cp.name}  ({p.file}:{p.loc.line})"]
+    """A human summary of one compiled pattern (the ``cep check`` output block).
 
-    def row(label: str, values: list[str]) -> None:
-        values = values or ["(none)"]
-        lines.append(f"  {label + ':':<18}{values[0]}")
-        lines.extend(f"  {'':<18}{v}" for v in values[1:])
-
-    row("structure", [format_structure(p.structure)])
-    row("aliases", [", ".join(f"{a.alias}: {a.type}" for a in cp.atoms)])
-    row("filters", [f"{a.alias}: {a.filter_text}" for a in cp.atoms if a.filter_text])
+    (Written for speed, one pass per part: ``cep check`` prints one per pattern, issue 12.)
+    """
+    atoms = cp.atoms
+    heads = _HEADS
+    lines = [f"pattern {cp.name}  ({p.file}:{p.loc.line})",
+             heads["structure"] + format_structure(p.structure),
+             heads["aliases"] + ", ".join([f"{a.alias}: {a.type}" for a in atoms])]
+    _row(lines, "filters", [f"{a.alias}: {a.filter_text}" for a in atoms if a.filter_text])
     joins = []
     for v in cp.variables.values():
-        if len(v.aliases) > 1:
-            joins.append(" = ".join(f"{a}.{attr}" for a, attr in v.refs if attr != ID_ATTR))
-    row("equalities", joins)
-    row("cross predicates", [pr.text for pr in cp.predicates if pr.origin == "where"])
-    if cp.order and len(cp.order) == len(cp.atoms) - 1 and all(j == i + 1 for i, j in cp.order):
-        row("order", [" < ".join(f"{a.alias}.ts" for a in cp.atoms)])
-    elif cp.order:  # a nested structure: every inequality it denotes
-        row("order", [", ".join(f"{cp.atoms[i].alias}.ts < {cp.atoms[j].alias}.ts" for i, j in cp.order)])
+        refs = v.refs
+        if len(refs) > 1:
+            first = refs[0][0]
+            if any(a != first for a, _ in refs):  # (shared by two aliases or more: a join)
+                joins.append(" = ".join([f"{a}.{attr}" for a, attr in refs if attr != ID_ATTR]))
+    _row(lines, "equalities", joins)
+    _row(lines, "cross predicates", [pr.text for pr in cp.predicates if pr.origin == "where"])
+    order = cp.order
+    if order and (order == _chain(len(atoms))
+                  or len(order) == len(atoms) - 1 and all(j == i + 1 for i, j in order)):
+        lines.append(heads["order"] + " < ".join([f"{a.alias}.ts" for a in atoms]))
+    elif order:  # a nested structure: every inequality it denotes
+        lines.append(heads["order"] + ", ".join([f"{atoms[i].alias}.ts < {atoms[j].alias}.ts" for i, j in order]))
     if cp.gaps:
-        row("gaps", [f"{g.text} ({g.kind})" for g in cp.gaps])
+        _row(lines, "gaps", [f"{g.text} ({g.kind})" for g in cp.gaps])
     if cp.strategy != "skip_till_any_match":
-        row("strategy", [f"{cp.strategy} (matches are emitted once decided)"])
+        lines.append(heads["strategy"] + f"{cp.strategy} (matches are emitted once decided)")
     if p.within is None:
-        row("window", ["none (unbounded: every event is kept)"])
+        lines.append(heads["window"] + "none (unbounded: every event is kept)")
     else:
         assert cp.within is not None
-        row("window", [f"{format_duration(p.within)} = {_fmt_number(cp.within)} {cp.time_unit}"])
-    row("partition key", list(cp.partition_vars))
+        lines.append(heads["window"] + f"{format_duration(p.within)} = {_fmt_number(cp.within)} {cp.time_unit}")
+    _row(lines, "partition key", list(cp.partition_vars))
     if cp.emit is None:
-        row("output", [f"each alias's whole event: {', '.join(a.alias for a in cp.atoms)}"])
+        lines.append(heads["output"] + f"each alias's whole event: {', '.join([a.alias for a in atoms])}")
     else:
-        row("output", [f"{e.name} = {e.text}" if e.name != e.text else e.name for e in cp.emit])
+        _row(lines, "output", [f"{e.name} = {e.text}" if e.name != e.text else e.name for e in cp.emit])
     return "\n".join(lines)
 
 
@@ -105,12 +135,14 @@ def run_check(paths: Sequence[str], out: TextIO | None = None, err: TextIO | Non
     ``generate_code`` also generates each pattern's code as ``cep run`` does (the
     tests show it changes nothing ``cep check`` prints).
     """
-    with _collector_paused():
-        return _check(paths, out, err, generate_code)
+    from cep.lang.compiler import without_code
+
+    with _collector_paused(), nullcontext() if generate_code else without_code():
+        return _check(paths, out, err)
 
 
-def _check(paths: Sequence[str], out: TextIO | None, err: TextIO | None, generate_code: bool) -> int:
-    from cep.lang.compiler import compile_pattern, without_code
+def _check(paths: Sequence[str], out: TextIO | None, err: TextIO | None) -> int:
+    from cep.lang.compiler import compile_pattern
     from cep.lang.parser import parse_text_with_warnings, read_pattern_file
 
     out = out if out is not None else sys.stdout
@@ -135,8 +167,7 @@ def _check(paths: Sequence[str], out: TextIO | None, err: TextIO | None, generat
                 continue
             seen[p.name] = str(path)
             try:
-                with nullcontext() if generate_code else without_code():
-                    cp = compile_pattern(p)
+                cp = compile_pattern(p)
             except PatternError as e:
                 diagnostics.extend(_with_source_line(d, text) for d in e.diagnostics)
                 continue

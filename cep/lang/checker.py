@@ -151,26 +151,35 @@ class _Checker:
         self.error(loc, f"unknown alias '{alias}'{hint(alias, self.aliases)}")
 
     def expr(self, root: ast.Expr) -> None:
+        # (dispatch on the node's exact type, attributes of known aliases and comparisons
+        # without a literal passed inline: every pattern's every expression, issue 12)
+        aliases = self.aliases
+        if type(root) is ast.Attr and root.name and root.alias in aliases:
+            return  # (an EMIT item that is an attribute)
         stack: list[tuple[ast.Expr, bool]] = [(root, False)]
         while stack:
             e, call_arg = stack.pop()
-            if isinstance(e, ast.Attr):
-                self.attr(e, call_arg)
-            elif isinstance(e, ast.Literal):
+            t = type(e)
+            if t is ast.Attr:
+                if not (e.name and e.alias in aliases):
+                    self.attr(e, call_arg)
+            elif t is ast.Literal:
                 pass
-            elif isinstance(e, (ast.Neg, ast.Not)):
+            elif t is ast.Compare:
+                left, right = e.left, e.right
+                if type(left) is ast.Literal or type(right) is ast.Literal:
+                    self.compare(e)
+                stack.append((right, False))
+                stack.append((left, False))
+            elif t is ast.Arith or t is ast.And or t is ast.Or:
+                stack.append((e.right, False))
+                stack.append((e.left, False))
+            elif t is ast.Neg or t is ast.Not:
                 stack.append((e.operand, False))
-            elif isinstance(e, ast.Compare):
-                self.compare(e)
-                stack.append((e.right, False))
-                stack.append((e.left, False))
-            elif isinstance(e, (ast.Arith, ast.And, ast.Or)):
-                stack.append((e.right, False))
-                stack.append((e.left, False))
-            elif isinstance(e, ast.InList):
+            elif t is ast.InList:
                 stack.extend((x, False) for x in reversed(e.items))
                 stack.append((e.operand, False))
-            elif isinstance(e, ast.Call):
+            elif t is ast.Call:
                 if e.name not in AGGREGATES:  # its arguments are checked like any expression
                     stack.extend((x, True) for x in reversed(e.args))
                 self.call(e)
@@ -188,11 +197,11 @@ class _Checker:
             self.error(e.loc, f"'{e.alias}' is not an attribute reference: write <alias>.{e.alias}")
 
     def compare(self, e: ast.Compare) -> None:
-        sides = (e.left, e.right)
-        if any(isinstance(s, ast.Literal) and s.value is None for s in sides):
+        left, right = e.left, e.right
+        if (type(left) is ast.Literal and left.value is None) or (type(right) is ast.Literal and right.value is None):
             self.warning(e.loc, "comparison with null is never true")
             return
-        if isinstance(e.left, ast.Literal) and isinstance(e.right, ast.Literal):
+        if type(left) is ast.Literal and type(right) is ast.Literal:
             k1, k2 = _kind(e.left.value), _kind(e.right.value)
             if k1 != k2:
                 self.warning(e.loc, f"comparison between a {k1} and a {k2} is never true")
@@ -251,11 +260,12 @@ class _Checker:
                                              f"e.g. count({item.star}), last({item.star}.<attribute>)")
                 elif item.expr is not None:
                     self.expr(item.expr)
-                    for a in attr_refs(item.expr, calls=False):
-                        if a.alias in self.not_aliases:
-                            self.negated_in_emit(a.loc, a.alias)
-                        elif a.alias in self.kleene and a.name:
-                            self.repeated_in_emit(a)
+                    if self.gap_aliases:  # (NOT and repeated aliases have no single value)
+                        for a in attr_refs(item.expr, calls=False):
+                            if a.alias in self.not_aliases:
+                                self.negated_in_emit(a.loc, a.alias)
+                            elif a.alias in self.kleene and a.name:
+                                self.repeated_in_emit(a)
                 name = item.name or item.text
                 if name in names:
                     self.error(
@@ -310,11 +320,13 @@ class _Checker:
 
 def conjuncts(e: ast.Expr | None) -> list[ast.Expr]:
     """The top-level AND operands of a condition, in source order (iterative)."""
+    if type(e) is not ast.And:
+        return [] if e is None else [e]
     out: list[ast.Expr] = []
-    stack = [e] if e is not None else []
+    stack = [e]
     while stack:
         n = stack.pop()
-        if isinstance(n, ast.And):
+        if type(n) is ast.And:
             stack.append(n.right)
             stack.append(n.left)
         else:
@@ -322,24 +334,40 @@ def conjuncts(e: ast.Expr | None) -> list[ast.Expr]:
     return out
 
 
+_BINARY = frozenset((ast.Arith, ast.Compare, ast.And, ast.Or))
+_UNARY = frozenset((ast.Neg, ast.Not))
+
+
 def attr_refs(e: ast.Expr, calls: bool = True) -> list[ast.Attr]:
     """Attribute references of an expression, in source order (iterative); with
-    ``calls`` False, those inside aggregate calls are left out."""
+    ``calls`` False, those inside aggregate calls are left out.
+
+    (Dispatch on the node's exact type: the compiler calls this for every WHERE
+    conjunct of every pattern, issue 12.)"""
+    t = type(e)
+    if t is ast.Compare:  # most conjuncts: attributes and literals compared
+        left, right = e.left, e.right
+        tl, tr = type(left), type(right)
+        if (tl is ast.Attr or tl is ast.Literal) and (tr is ast.Attr or tr is ast.Literal):
+            if tl is ast.Attr:
+                return [left, right] if tr is ast.Attr else [left]
+            return [right] if tr is ast.Attr else []
     out: list[ast.Attr] = []
     stack = [e]
     while stack:
         n = stack.pop()
-        if isinstance(n, ast.Attr):
+        t = type(n)
+        if t is ast.Attr:
             out.append(n)
-        elif isinstance(n, (ast.Neg, ast.Not)):
-            stack.append(n.operand)
-        elif isinstance(n, (ast.Arith, ast.Compare, ast.And, ast.Or)):
+        elif t in _BINARY:
             stack.append(n.right)
             stack.append(n.left)
-        elif isinstance(n, ast.InList):
+        elif t in _UNARY:
+            stack.append(n.operand)
+        elif t is ast.InList:
             stack.extend(reversed(n.items))
             stack.append(n.operand)
-        elif isinstance(n, ast.Call) and calls:
+        elif t is ast.Call and calls:
             stack.extend(reversed(n.args))
     return out
 

@@ -24,6 +24,7 @@ generated, so checking does not load them (start-up counts: issue 12).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -61,6 +62,8 @@ def _is_attr_equality(c: ast.Expr) -> bool:
 
 
 class _UnionFind:
+    """Classes of ``(alias, attr)`` references; the earliest added reference names its class."""
+
     def __init__(self) -> None:
         self.parent: dict[tuple[str, str], tuple[str, str]] = {}
         self.order: dict[tuple[str, str], int] = {}
@@ -71,10 +74,15 @@ class _UnionFind:
             self.order[x] = len(self.order)
 
     def find(self, x: tuple[str, str]) -> tuple[str, str]:
-        self.add(x)
-        while self.parent[x] != x:
-            self.parent[x] = self.parent[self.parent[x]]
-            x = self.parent[x]
+        parent = self.parent
+        up = parent.get(x)
+        if up is None:
+            self.add(x)
+            return x
+        while up != x:  # (a root is its own parent: one look-up for most references)
+            parent[x] = parent[up]
+            x = parent[x]
+            up = parent[x]
         return x
 
     def union(self, a: tuple[str, str], b: tuple[str, str]) -> None:
@@ -84,6 +92,14 @@ class _UnionFind:
             if self.order[rb] < self.order[ra]:
                 ra, rb = rb, ra
             self.parent[rb] = ra
+
+    def classes(self) -> dict[tuple[str, str], list[tuple[str, str]]]:
+        """Each class's root -> its references, both in the order the references were added."""
+        parent = self.parent
+        out: dict[tuple[str, str], list[tuple[str, str]]] = {}
+        for ref, up in parent.items():
+            out.setdefault(ref if up is ref else self.find(ref), []).append(ref)
+        return out
 
 
 class _Shape:
@@ -99,10 +115,39 @@ class _Shape:
 
     def __init__(self, top: ast.Structure) -> None:
         self.elements: list[ast.Element] = []  # positive leaves, atom order
-        self.edges: list[tuple[int, int]] = []
+        self.edges: list[tuple[int, int]] = []  # (i, j): element i's ts < element j's ts
         self.gaps: list[tuple[ast.Element, tuple[int, ...], tuple[int, ...]]] = []
-        self.nested = any(el.kind == "nested" for el in top.elements)
-        self.starts, self.ends = self._walk(top, top=True)
+        self.nested = False
+        self.starts: list[int] = []  # (nested only: the flat order and window are ``_flat_order``'s)
+        self.ends: list[int] = []
+        self._flat(top)
+        if self.nested:
+            self.elements, self.edges, self.gaps = [], [], []
+            self.starts, self.ends = self._walk(top, top=True)
+
+    def _flat(self, s: ast.Structure) -> None:
+        """``_walk`` of a structure without nesting (most patterns), in one pass; on a nested
+        element it sets ``nested`` and stops."""
+        elements, gaps = self.elements, self.gaps
+        pending: list[ast.Element] = []
+        for el in s.elements:
+            kind = el.kind
+            if kind == "event":
+                if pending:
+                    i = len(elements)
+                    gaps.extend((g, (i - 1,) if i else (), (i,)) for g in pending)
+                    pending = []
+                elements.append(el)
+            elif kind == "nested":
+                self.nested = True
+                return
+            else:  # not, kleene
+                pending.append(el)
+        k = len(elements)
+        if pending:  # trailing
+            gaps.extend((g, (k - 1,) if k else (), ()) for g in pending)
+        if s.op == "SEQ":
+            self.edges = [(i, i + 1) for i in range(k - 1)]
 
     def _walk(self, s: ast.Structure, top: bool) -> tuple[list[int], list[int]]:
         steps: list[tuple[list[int], list[int]]] = []
@@ -194,6 +239,7 @@ class _Code:
 
 
 _GENERATE: ContextVar[bool] = ContextVar("cep_generate_code", default=True)
+_CODE = {True: _Code(True), False: _Code(False)}
 
 
 @contextmanager
@@ -212,7 +258,7 @@ def compile_pattern(p: ast.Pattern, time_unit: str = "s") -> CompiledPattern:
     Inside ``without_code()`` the query is the same but its functions are not
     generated (they refuse to run).
     """
-    code = _Code(_GENERATE.get())
+    code = _CODE[_GENERATE.get()]
     shape = _Shape(p.structure)
     elements = shape.elements
     aliases = [el.alias for el in elements]
@@ -231,14 +277,15 @@ def compile_pattern(p: ast.Pattern, time_unit: str = "s") -> CompiledPattern:
     agg_conjuncts: list[ast.Expr] = []
     for c in conjuncts(p.where):
         refs = attr_refs(c)
-        used = list(dict.fromkeys(r.alias for r in refs))
-        gap_used = [a for a in used if a in gap_aliases]
-        if gap_used:
-            if _has_call(c):
-                agg_conjuncts.append(c)  # a condition on the match (docs/language.md section 7, Repetition)
-            else:
-                gap_conjuncts[gap_used[0]].append(c)  # (the checker allows one per conjunct)
-            continue
+        used = list(dict.fromkeys([r.alias for r in refs])) if len(refs) > 1 else [r.alias for r in refs]
+        if gap_aliases:
+            gap_used = [a for a in used if a in gap_aliases]
+            if gap_used:
+                if _has_call(c):
+                    agg_conjuncts.append(c)  # a condition on the match (docs/language.md section 7, Repetition)
+                else:
+                    gap_conjuncts[gap_used[0]].append(c)  # (the checker allows one per conjunct)
+                continue
         positive_conjuncts.append(c)
         if len(used) <= 1:
             filters[used[0] if used else aliases[0]].append(c)
@@ -249,44 +296,30 @@ def compile_pattern(p: ast.Pattern, time_unit: str = "s") -> CompiledPattern:
 
     # -- PARTITION BY a: a.attr = b.attr for every pair of aliases
     for attr in p.partition_by:
+        first = (aliases[0], attr)
         for a in aliases[1:]:
-            uf.union((aliases[0], attr), (a, attr))
+            uf.union(first, (a, attr))
 
     # -- SEQ order and WITHIN bands
     w = duration_in_time_units(p.within, time_unit) if p.within is not None else None
 
     k = len(aliases)
-    spans: list[tuple[list[int], list[int]]] = []  # WITHIN as one span predicate: (ends, starts)
+    spans: Sequence[tuple[Sequence[int], Sequence[int]]]  # WITHIN as one span predicate: (ends, starts)
     if shape.nested:
-        spans = _nested_order(shape, aliases, w, cross)
-    elif p.structure.op == "SEQ":
-        for i in range(k - 1):
-            cross.append(_before(aliases[i], aliases[i + 1]))
-        if w is not None:
-            wl = ast.Literal(w)
-            for i in range(k - 1):
-                cross.append(_at_most(aliases[i + 1], aliases[i], wl, "within"))
-            if k >= 3:
-                cross.append(_at_most(aliases[-1], aliases[0], wl, "span"))
-    elif w is not None:
-        # |x.ts - y.ts| <= w for every pair is max(ts) - min(ts) <= w: a band from each element
-        # to the last one (implied by the span, indexable: the planner keeps them in the tree)
-        # plus one span predicate over all elements, not k(k-1) pairwise bands.  A star, not a
-        # chain: a candidate the bands admit spans at most 2w (a chain admits (k-1)w), so
-        # enumeration rejects fewer candidates (bench/results/plan_size)
-        _bands([(i, k - 1) for i in range(k - 1)], aliases, w, cross)
-        if k >= 3:
-            spans.append((list(range(k)), list(range(k))))
+        spans = _nested_order(shape, [ast.Attr(a, TIME_ATTR) for a in aliases], w, cross)
+    else:
+        order_window, spans = _flat_order(p.structure.op, tuple(aliases), w, type(w))
+        cross.extend(order_window)
 
-    # every reference of a cross predicate is a variable
-    for _c, _origin, refs in cross:
-        for r in refs:
-            uf.add((r.alias, r.name))
+    # every reference of a WHERE cross predicate is a variable (those of the order and the
+    # window are the aliases' times, variables already)
+    for _c, origin, refs in cross:
+        if origin == "where":
+            for r in refs:
+                uf.add((r.alias, r.name))
 
     # -- variables: union-find classes with a reference from at least one alias
-    classes: dict[tuple[str, str], list[tuple[str, str]]] = {}
-    for ref in uf.parent:  # (in the order references were added: the dict's own order)
-        classes.setdefault(uf.find(ref), []).append(ref)
+    classes = uf.classes()
     variables: dict[str, Variable] = {}
     var_of: dict[tuple[str, str], str] = {}
     own_refs: dict[str, list[tuple[str, str]]] = {a: [] for a in aliases}  # per alias, in class order
@@ -295,8 +328,9 @@ def compile_pattern(p: ast.Pattern, time_unit: str = "s") -> CompiledPattern:
         variables[name] = Variable(name, tuple(refs))
         for r in refs:
             var_of[r] = name
-            if r[0] in own_refs:
-                own_refs[r[0]].append((r[1], name))
+            mine = own_refs.get(r[0])
+            if mine is not None:
+                mine.append((r[1], name))
 
     # -- atoms
     atoms: list[Atom] = []
@@ -313,25 +347,29 @@ def compile_pattern(p: ast.Pattern, time_unit: str = "s") -> CompiledPattern:
             seen_attr[v] = attr
             vars_.append(v)
             attrs.append(attr)
-        id_var = f"{a}.{ID_ATTR}"
-        variables[id_var] = Variable(id_var, ((a, ID_ATTR),))
-        vars_.append(id_var)
+        id_var = _identity_variable(a)
+        variables[id_var.name] = id_var
+        vars_.append(id_var.name)
         attrs.append(ID_ATTR)
-        fexprs = tuple(filters[a])
+        fexprs = filters[a]
         fn = cond = None
         ftext = ""
         if fexprs:
             cond = fexprs[0]
             for e in fexprs[1:]:
                 cond = ast.And(cond, e)
-            fn = code.condition(cond, _event_access, ["e"], f"{p.name}: filter of {a}")
-            ftext = " AND ".join(format_expr(e) for e in fexprs)
-        atoms.append(Atom(a, el.type, i, tuple(vars_), tuple(attrs), fn, filter_text=ftext, filter_expr=cond))
+            fn = code.condition(cond, _event_access, ("e",), f"{p.name}: filter of {a}")
+            ftext = format_expr(cond) if len(fexprs) == 1 else " AND ".join([format_expr(e) for e in fexprs])
+        atoms.append(Atom(a, el.type, i, tuple(vars_), tuple(attrs), fn, ftext, cond))
 
     # -- predicates over variables
     predicates: list[Predicate] = []
     for c, origin, refs in cross:
-        pvars = tuple(dict.fromkeys([var_of[(r.alias, r.name)] for r in refs]))
+        if len(refs) == 2:  # (the order and the window: one time variable each side)
+            v0, v1 = var_of[(refs[0].alias, refs[0].name)], var_of[(refs[1].alias, refs[1].name)]
+            pvars = (v0,) if v0 == v1 else (v0, v1)
+        else:
+            pvars = tuple(dict.fromkeys([var_of[(r.alias, r.name)] for r in refs]))
         fn, lin = code.predicate(c, pvars, var_of, p.name, len(predicates))
         predicates.append(Predicate(len(predicates), pvars, None, origin, fn, c, lin))
     for ends, starts in spans:
@@ -356,8 +394,7 @@ def compile_pattern(p: ast.Pattern, time_unit: str = "s") -> CompiledPattern:
         partition_vars = ()
 
     strategy = p.using or "skip_till_any_match"
-    order = tuple(shape.edges) if shape.nested else (
-        tuple((i, i + 1) for i in range(k - 1)) if p.structure.op == "SEQ" else ())
+    order = tuple(shape.edges)
     gaps = [_not_gap(p, g, after, before, gap_conjuncts[g.alias], alias_pos, code)
             for g, after, before in shape.gaps]
     gaps += _strategy_gaps(p, strategy, elements, positive_conjuncts, alias_pos, code)
@@ -465,10 +502,15 @@ class _AggregateSlots:
         return e
 
 
-def _match_params(k: int, slots: _AggregateSlots | None) -> list[str]:
+def _match_params(k: int, slots: _AggregateSlots | None) -> tuple[str, ...]:
     """Parameters of a function of a match: its positive events, then its aggregate slots."""
-    n = len(slots.aggregates) if slots is not None else 0
-    return [f"e{i}" for i in range(k)] + [f"g{j}" for j in range(n)]
+    return _params(k, len(slots.aggregates) if slots is not None else 0)
+
+
+@functools.lru_cache(maxsize=256)
+def _params(k: int, n: int) -> tuple[str, ...]:
+    """``e0 .. e(k-1), g0 .. g(n-1)`` (cached: every pattern's EMIT asks, issue 12)."""
+    return tuple([f"e{i}" for i in range(k)] + [f"g{j}" for j in range(n)])
 
 
 def _match_access(alias_pos: dict[str, int]) -> Callable[[ast.Attr], str]:
@@ -483,26 +525,68 @@ def _match_access(alias_pos: dict[str, int]) -> Callable[[ast.Attr], str]:
     return access
 
 
-_Cross = tuple[ast.Expr, str, list[ast.Attr]]
+_Cross = tuple[ast.Expr, str, Sequence[ast.Attr]]
 """A predicate to be: its condition, its origin and its attribute references (found once)."""
 
 
-def _before(x: str, y: str) -> _Cross:
-    """``x.ts < y.ts`` (SEQ order)."""
-    tx, ty = ast.Attr(x, TIME_ATTR), ast.Attr(y, TIME_ATTR)
-    return ast.Compare("<", tx, ty), "seq", [tx, ty]
+@functools.lru_cache(maxsize=1024)
+def _identity_variable(alias: str) -> Variable:
+    """The identity variable ``alias.#`` (the event's serial) of an alias (immutable: one per name)."""
+    return Variable(f"{alias}.{ID_ATTR}", ((alias, ID_ATTR),))
 
 
-def _at_most(later: str, earlier: str, wl: ast.Literal, origin: str) -> _Cross:
-    """``later.ts - earlier.ts <= w`` (a WITHIN band or span)."""
-    tl, te = ast.Attr(later, TIME_ATTR), ast.Attr(earlier, TIME_ATTR)
-    return ast.Compare("<=", ast.Arith("-", tl, te), wl), origin, [tl, te]
+@functools.lru_cache(maxsize=256)
+def _flat_order(op: str, aliases: tuple[str, ...], w: int | float | None, _w_type: type
+                ) -> tuple[tuple[_Cross, ...], tuple[tuple[range, range], ...]]:
+    """The order and window conditions of a structure without nesting, and its spans (``_nested_order``).
+
+    SEQ: ``x.ts < y.ts`` for consecutive elements; with WITHIN the band ``y.ts - x.ts <= w`` on
+    each of them and, from three elements on, the span ``last.ts - first.ts <= w``.  AND with
+    WITHIN: ``|x.ts - y.ts| <= w`` for every pair is ``max(ts) - min(ts) <= w``: a band from each
+    element to the last one (implied by the span, indexable: the planner keeps them in the tree)
+    plus one span predicate over all elements, not k(k-1) pairwise bands.  A star, not a chain: a
+    candidate the bands admit spans at most 2w (a chain admits (k-1)w), so enumeration rejects
+    fewer candidates (bench/results/plan_size).
+
+    Why cached: it depends on the alias names and the window only (``_w_type`` keeps ``3600``
+    and ``3600.0`` apart, they print differently), the nodes are immutable, and the patterns of
+    one file repeat them: building them was a fifth of compiling a pattern (issue 12).
+    """
+    ts = [ast.Attr(a, TIME_ATTR) for a in aliases]  # each alias's ``x.ts`` (one node, shared)
+    k = len(aliases)
+    cross: list[_Cross] = []
+    spans: tuple[tuple[range, range], ...] = ()
+    if op == "SEQ":
+        for i in range(k - 1):
+            cross.append(_before(ts[i], ts[i + 1]))
+        if w is not None:
+            wl = ast.Literal(w)
+            for i in range(k - 1):
+                cross.append(_at_most(ts[i + 1], ts[i], wl, "within"))
+            if k >= 3:
+                cross.append(_at_most(ts[-1], ts[0], wl, "span"))
+    elif w is not None:
+        _bands([(i, k - 1) for i in range(k - 1)], ts, w, cross)
+        if k >= 3:
+            spans = ((range(k), range(k)),)
+    return tuple(cross), spans
 
 
-def _nested_order(shape: _Shape, aliases: list[str], w, cross: list[_Cross]) -> list[tuple[list[int], list[int]]]:
+def _before(tx: ast.Attr, ty: ast.Attr) -> _Cross:
+    """``x.ts < y.ts`` (SEQ order), from the two aliases' ``ts`` references."""
+    return ast.Compare("<", tx, ty), "seq", (tx, ty)
+
+
+def _at_most(tl: ast.Attr, te: ast.Attr, wl: ast.Literal, origin: str) -> _Cross:
+    """``later.ts - earlier.ts <= w`` (a WITHIN band or span), from the two ``ts`` references."""
+    return ast.Compare("<=", ast.Arith("-", tl, te), wl), origin, (tl, te)
+
+
+def _nested_order(shape: _Shape, ts: list[ast.Attr], w, cross: list[_Cross]) -> list[tuple[list[int], list[int]]]:
     """The temporal inequalities a nested structure denotes (docs/language.md section 7, Nesting), and WITHIN:
     a band on every order edge plus ``e - s <= w`` from each possible earliest event
-    ``s`` to each possible latest ``e`` (so ``max ts - min ts <= w``).
+    ``s`` to each possible latest ``e`` (so ``max ts - min ts <= w``).  ``ts`` holds each
+    element's ``x.ts`` reference, in atom order.
 
     Returns the spans to compile as one predicate each, ``(ends, starts)``: when more than one
     ``e - s`` pair is needed, they are the single predicate ``max(ends) - min(starts) <= w``
@@ -511,29 +595,29 @@ def _nested_order(shape: _Shape, aliases: list[str], w, cross: list[_Cross]) -> 
     for every element."""
 
     for i, j in shape.edges:
-        cross.append(_before(aliases[i], aliases[j]))
+        cross.append(_before(ts[i], ts[j]))
     if w is None:
         return []
     wl = ast.Literal(w)
     edges = set(shape.edges)
     for i, j in shape.edges:
-        cross.append(_at_most(aliases[j], aliases[i], wl, "within"))
+        cross.append(_at_most(ts[j], ts[i], wl, "within"))
     pairs = [(s_, e) for s_ in shape.starts for e in shape.ends if s_ != e and (s_, e) not in edges]
     if len(pairs) <= 1:
         for s_, e in pairs:
-            cross.append(_at_most(aliases[e], aliases[s_], wl, "span"))
+            cross.append(_at_most(ts[e], ts[s_], wl, "span"))
         return []
     joined = edges | {(j, i) for i, j in edges}
-    _bands([(i, i + 1) for i in range(len(aliases) - 1) if (i, i + 1) not in joined], aliases, w, cross)
+    _bands([(i, i + 1) for i in range(len(ts) - 1) if (i, i + 1) not in joined], ts, w, cross)
     return [(list(shape.ends), list(shape.starts))]
 
 
-def _bands(pairs: Iterable[tuple[int, int]], aliases: list[str], w, cross: list[_Cross]) -> None:
+def _bands(pairs: Iterable[tuple[int, int]], ts: list[ast.Attr], w, cross: list[_Cross]) -> None:
     """``|x.ts - y.ts| <= w`` (two linear predicates, origin ``within``) for each pair of positions."""
     wl = ast.Literal(w)
     for i, j in pairs:
         for x, y in ((i, j), (j, i)):
-            cross.append(_at_most(aliases[x], aliases[y], wl, "within"))
+            cross.append(_at_most(ts[x], ts[y], wl, "within"))
 
 
 def _span_predicate(pid: int, ends: Sequence[str], starts: Sequence[str], w, pattern: str,
@@ -673,7 +757,9 @@ def _compile_emit(p: ast.Pattern, aliases: Sequence[str], alias_pos: dict[str, i
     aggregate item (``count(f)``, ``first(f.ts)``) is its slot, output as computed."""
     if p.emit is None:
         return None
-    exprs = {i: slots.rewrite(item.expr) for i, item in enumerate(p.emit) if item.expr is not None}
+    # (without repeated aliases there is no aggregate to rewrite: the checker allows none)
+    exprs = {i: slots.rewrite(item.expr) if slots.gap_of else item.expr
+             for i, item in enumerate(p.emit) if item.expr is not None}
     params = _match_params(len(aliases), slots)
     access = _match_access(alias_pos)
     specs: list[EmitSpec] = []
@@ -683,14 +769,16 @@ def _compile_emit(p: ast.Pattern, aliases: Sequence[str], alias_pos: dict[str, i
             continue
         assert item.expr is not None
         e = exprs[i]
-        if isinstance(item.expr, ast.Call):
-            specs.append(EmitSpec(item.name or item.text, None, None, item.text, slot=int(e.name)))  # type: ignore[union-attr]
+        name = item.name or item.text
+        t = type(item.expr)
+        if t is ast.Call:
+            specs.append(EmitSpec(name, None, None, item.text, slot=int(e.name)))  # type: ignore[union-attr]
             continue
-        fn = code.value(e, access, params, f"{p.name}: emit {item.name or item.text}")
+        fn = code.value(e, access, params, f"{p.name}: emit {name}")
         bare = None
-        if isinstance(item.expr, ast.Attr) and item.expr.name != TIME_ATTR:
+        if t is ast.Attr and item.expr.name != TIME_ATTR:
             bare = (alias_pos[item.expr.alias], item.expr.name)
-        specs.append(EmitSpec(item.name or item.text, fn, None, item.text, bare))
+        specs.append(EmitSpec(name, fn, None, item.text, bare))
     return specs
 
 

@@ -45,7 +45,12 @@ def format_literal(value: object) -> str:
 
 
 def _fmt(e: ast.Expr, min_prec: int) -> str:
-    f = _FORMAT.get(type(e))  # (not through _fmt_prec: one frame less per level of nesting)
+    t = type(e)
+    if t is ast.Attr:  # the leaves inline (cep check prints every filter: issue 12); a leaf
+        return f"{e.alias}.{e.name}" if e.name else e.alias  # is never parenthesized
+    if t is ast.Literal and type(e.value) is int:  # (bool is not int here)
+        return str(e.value)
+    f = _FORMAT.get(t)  # (not through _fmt_prec: one frame less per level of nesting)
     if f is None:
         raise TypeError(f"not an expression: {e!r}")
     s, prec = f(e)
@@ -118,6 +123,10 @@ _FORMAT: dict[type, Any] = {
 
 def format_expr(e: ast.Expr) -> str:
     """Canonical text of an expression (parses back to an equal tree)."""
+    if type(e) is ast.Compare:  # the commonest filter, ``a.x < 100``, without a frame per node
+        left, right = e.left, e.right
+        if type(left) is ast.Attr and left.name and type(right) is ast.Literal and type(right.value) is int:
+            return f"{left.alias}.{left.name} {e.op} {right.value}"
     return _fmt(e, _PREC_OR)
 
 
