@@ -140,9 +140,10 @@ def compare(c: Comparison, records: list[dict], expected: int, data_dir: Path, r
             "workload": c.workload, "n": n, "system": name, "runs": len(runs[name]),
             "composites": ",".join(map(str, counts)), "oracle": expected, "count_ok": counts == [expected],
             "loop_wall_s": round(min(r["run_s"] for r in runs[name]), 3), "loop_cpu_s": round(best["cpu_s"], 3),
-            "us_per_event": round(best["cpu_s"] / n * 1e6, 2), "events_per_cpu_s": round(n / best["cpu_s"]),
+            "us_per_event": round(best["cpu_s"] / n * 1e6, 2), "events_per_cpu_s": round(n / best["cpu_s"]) if best["cpu_s"] else None,
             "peak_rss_mb": round(best["peak_rss_mb"], 1),
-            "cep_over_system": round(best["cpu_s"] / cep_best, 2) if name != "cep" else None,
+            # a tiny run can read 0.00 CPU s (the clock's resolution): no ratio then, rather than a crash
+            "cep_over_system": round(best["cpu_s"] / cep_best, 2) if name != "cep" and cep_best else None,
             "note": note,
         })
     return rows
@@ -173,9 +174,10 @@ def table(rows: list[dict]) -> list[str]:
                          f"{r['failed']} | | | | | | [{notes.index(r['note']) + 1}] |")
             continue
         ratio = f"{r['cep_over_system']:.2f}x" if r["cep_over_system"] is not None else "-"
+        per_cpu_s = f"{r['events_per_cpu_s']:,}" if r["events_per_cpu_s"] is not None else "-"
         lines.append(f"| {r['workload']} | {r['n']:,} | {r['system']} | {r['composites']} ({r['oracle']:,}) | "
                      f"{'yes' if r['count_ok'] else '**NO**'} | {r['loop_wall_s']:.2f} | {r['loop_cpu_s']:.2f} | "
-                     f"{r['us_per_event']:.2f} | {r['events_per_cpu_s']:,} | {ratio} | {r['peak_rss_mb']:.0f} | "
+                     f"{r['us_per_event']:.2f} | {per_cpu_s} | {ratio} | {r['peak_rss_mb']:.0f} | "
                      f"[{notes.index(r['note']) + 1}] |")
     lines.append("")
     lines += [f"[{i}] {note}" for i, note in enumerate(notes, 1)]
