@@ -243,6 +243,7 @@ class NodeIndex:
         env[G] = self.groups
         env["pair"] = grown_pair
         env["shrink"] = _shrink
+        env.update(SOURCE_NAMES)
         key = _key_expr(t, self.own_key_pos)
         if self.sorted:
             lines = [f"k = {key}"]
