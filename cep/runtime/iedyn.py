@@ -22,8 +22,8 @@ removes) are enumerated top-down from the root's delta, reading the delta of
 each node on the updated path and ``rho`` elsewhere; each candidate found
 through an index extends to at least one match (the reduct property), so the
 delay is constant after the range seek, except for residual predicates, which
-are checked once a match is complete.  Expiry runs the same update with
-negative deltas and enumerates nothing.
+are checked once a match is complete.  Expiry makes the same index changes with
+negative deltas through a path of its own (``_compile_drop``) and enumerates nothing.
 """
 
 from __future__ import annotations
