@@ -357,7 +357,8 @@ def _expiry(eng: Engine) -> Any:
 def _expire_one(src: _Source, eng: Engine, ri: int, qmask: int, indent: int) -> None:
     """Lines that take the event of serial ``s`` (holder mask ``m``, its queue entry's leaf tuple
     ``t`` or None) out of every atom of pattern ``ri`` holding it: the entry's tuple when it has
-    one (the atoms holding the event share it), else each leaf-tuple shape computed (inline) once."""
+    one (the atoms holding the event share it), else each leaf-tuple shape computed (inline) once;
+    each atom's expiry path (``PatternRuntime._drop_of_atom``)."""
     rt = eng.runtimes[ri]
     atoms = [(j, ai) for j, (r, ai) in enumerate(eng._slots) if r == ri and qmask >> j & 1]
     shapes: dict[tuple[str, ...], tuple[str, int, list[str]]] = {}
@@ -377,7 +378,7 @@ def _expire_one(src: _Source, eng: Engine, ri: int, qmask: int, indent: int) -> 
                 tuple_of[j] = tv
     src.add(indent, "else:", "    " + " = ".join(tv for tv, _b, _l in shapes.values()) + " = t")
     for j, ai in atoms:
-        src.add(indent, f"if m & {1 << j}:", f"    {src.name('prop', rt._prop_of_atom[ai])}({tuple_of[j]}, -1)")
+        src.add(indent, f"if m & {1 << j}:", f"    {src.name('drop', rt._drop_of_atom[ai])}({tuple_of[j]})")
 
 
 def match_key_source(cp: CompiledPattern, first: str) -> str | None:

@@ -22,8 +22,8 @@ removes) are enumerated top-down from the root's delta, reading the delta of
 each node on the updated path and ``rho`` elsewhere; each candidate found
 through an index extends to at least one match (the reduct property), so the
 delay is constant after the range seek, except for residual predicates, which
-are checked once a match is complete.  Expiry runs the same update with
-negative deltas and enumerates nothing.
+are checked once a match is complete.  Expiry makes the same index changes with
+negative deltas through a path of its own (``_compile_drop``) and enumerates nothing.
 """
 
 from __future__ import annotations
@@ -243,6 +243,7 @@ class NodeIndex:
         env[G] = self.groups
         env["pair"] = grown_pair
         env["shrink"] = _shrink
+        env.update(SOURCE_NAMES)
         key = _key_expr(t, self.own_key_pos)
         if self.sorted:
             lines = [f"k = {key}"]
@@ -707,7 +708,7 @@ class PatternRuntime:
         self._enum_nested = self._compile_enumeration()
         # the generated update path of each leaf, by leaf node and by atom
         self._props: dict[int, Callable] = {}
-        self._batches: dict[int, Callable] = {}
+        self._batches: dict[tuple[int, bool], Callable] = {}
         self._prop = {leaf: self._prop_from(leaf) for leaf in leaf_of_atom.values()}
         # batches enter at a leaf (expiry of several events) or continue a fan-out at the parent
         # of a non-guard node; compiled now so that ``cep explain --generated`` lists them
@@ -715,6 +716,9 @@ class PatternRuntime:
                                                         if n.sibling is not None and not n.is_guard)}):
             self._batch_from(start)
         self._prop_of_atom = {a: self._prop[leaf] for a, leaf in leaf_of_atom.items()}
+        # the expiry path of each leaf (``_compile_drop``), by atom: ``drop(t)`` deletes one tuple
+        drops = {leaf: self._compile_drop(leaf) for leaf in leaf_of_atom.values()}
+        self._drop_of_atom = {a: drops[leaf] for a, leaf in leaf_of_atom.items()}
         self._leaf_of_atom = leaf_of_atom
         # how an event becomes a leaf tuple, and its insert, per atom
         self.extract: dict[int, Callable] = {}
@@ -815,26 +819,8 @@ class PatternRuntime:
             if p is None:
                 lines.append(f"    return {path()}")
                 break
-            proj = _tuple_expr(t, n.proj_pos)
-            if n.sibling is None:
-                if n.edge_check is not None:
-                    env[f"chk{nid}"] = n.edge_check
-                    lines += [f"    if not chk{nid}({t}):", "        return None"]
-                lines += [f"    t{p} = {proj}", f"    c{p} = {c}"]
-            elif n.is_guard:
-                S = nodes[n.sibling].S
-                inline = S.sum_source(f"s{nid}", t, env)
-                if inline is not None:
-                    lines += [f"    {line}" for line in inline]
-                else:
-                    if S.summable:
-                        env[f"sum{nid}"] = S.probe_sum
-                        lines.append(f"    s = sum{nid}({t})")
-                    else:
-                        env[f"all{nid}"] = S.probe_all
-                        lines.append(f"    s = sum([mu for _u, mu in all{nid}({t})])")
-                    lines += ["    if not s:", "        return None"]
-                lines += [f"    t{p} = {proj}", f"    c{p} = {c} * s"]
+            if n.sibling is None or n.is_guard:
+                lines += [f"    {line}" for line in self._single_step_source(n, t, c, env)]
             else:
                 S = nodes[n.sibling].S
                 env[f"up{p}"] = self._prop_from(p)
@@ -898,14 +884,116 @@ class PatternRuntime:
             f = self._props[start] = self._compile_propagation(start)
         return f
 
-    def _batch_from(self, start: int) -> Callable[[dict[tuple, int]], dict | None]:
-        """The generated batch update path from node ``start`` (``_compile_batch``), compiled once."""
-        f = self._batches.get(start)
+    def _batch_from(self, start: int, keep: bool = True) -> Callable[[dict[tuple, int]], dict | None]:
+        """The generated batch update path from node ``start`` (``_compile_batch``), compiled once;
+        ``keep=False``: the expiry form, which builds no path and returns None."""
+        f = self._batches.get((start, keep))
         if f is None:
-            f = self._batches[start] = self._compile_batch(start)
+            f = self._batches[(start, keep)] = self._compile_batch(start, keep)
         return f
 
-    def _compile_batch(self, start: int) -> Callable[[dict[tuple, int]], dict | None]:
+    def _compile_drop(self, start: int) -> Callable[[tuple], None]:
+        """The expiry path of leaf ``start``: the same updates as ``_prop_from(start)(t, -1)``,
+        as one generated function that returns nothing.
+
+        Why its own form: window expiry deletes every retained tuple once and enumerates
+        nothing, so it builds no path (no lists, no dicts of deltas), and the first fan-out
+        on the way up (a leaf's sibling range: on a keyed stream in time order, the expiry
+        of the oldest tuple lowers the parent tuple of every later sibling tuple in the
+        window) is applied in the same loop that walks the range, without a delta dict and
+        a call per level.  Each parent change has the sign of the deletion, so applying them
+        one by one instead of merged keeps every multiplicity non-negative; a fan-out of at
+        least ``MERGE_MIN`` tuples continues as a batch (its sort-merge).
+        """
+        nodes = self.nodes
+        env: dict[str, Any] = {}
+        lines = [f"def drop(t{start}):", f"    c{start} = -1"]
+        n = nodes[start]
+        while True:
+            nid = n.id
+            t, c = f"t{nid}", f"c{nid}"
+            lines += [f"    {line}" for line in self._node_update_source(n, t, c, env)]
+            p = n.parent
+            if p is None:
+                break
+            if n.sibling is None or n.is_guard:
+                lines += [f"    {line}" for line in self._single_step_source(n, t, c, env)]
+                n = nodes[p]
+                continue
+            lines += [f"    {line}" for line in self._fanout_drop_source(n, t, c, env)]
+            break
+        what = f"leaf {start}" if nodes[start].atom is not None else f"from n{start}"
+        return codegen.define(f"{self.pattern.name}: drop {what}", "\n".join(lines), "drop", env)
+
+    def _single_step_source(self, n: _Node, t: str, c: str, env: dict[str, Any]) -> list[str]:
+        """Generated lines (unindented) of an update path's step from node ``n`` to its parent
+        that gives one parent tuple ``t<p>``, ``c<p>`` (a single child, or the guard side's
+        range sum), or returns None when the change stops there."""
+        nid, p = n.id, n.parent
+        proj = _tuple_expr(t, n.proj_pos)
+        lines: list[str] = []
+        if n.sibling is None:
+            if n.edge_check is not None:
+                env[f"chk{nid}"] = n.edge_check
+                lines += [f"if not chk{nid}({t}):", "    return None"]
+            return lines + [f"t{p} = {proj}", f"c{p} = {c}"]
+        S = self.nodes[n.sibling].S
+        inline = S.sum_source(f"s{nid}", t, env)
+        if inline is not None:
+            lines += inline
+        else:
+            if S.summable:
+                env[f"sum{nid}"] = S.probe_sum
+                lines.append(f"s = sum{nid}({t})")
+            else:
+                env[f"all{nid}"] = S.probe_all
+                lines.append(f"s = sum([mu for _u, mu in all{nid}({t})])")
+            lines += ["if not s:", "    return None"]
+        return lines + [f"t{p} = {proj}", f"c{p} = {c} * s"]
+
+    def _fanout_drop_source(self, n: _Node, t: str, c: str, env: dict[str, Any]) -> list[str]:
+        """Generated lines (unindented) of the expiry path's fan-out from non-guard node ``n``:
+        the sibling tuples in range as ``us``, then per tuple the parent's change applied and
+        its own contribution collected for the grandparent's batch (``_compile_drop``)."""
+        nid, p = n.id, n.parent
+        P = self.nodes[p]
+        S = self.nodes[n.sibling].S
+        found = S.range_source(f"s{nid}", t, env)
+        big = f"db{p}"
+        env[big] = self._batch_from(p, keep=False)
+        merge = P.parent is not None and P.sibling is not None and not P.is_guard
+        bulk = ["dp = {}", "for u, mu in us:", f"    k = {_tuple_expr('u', n.proj_pos)}",
+                f"    dp[k] = dp.get(k, 0) + {c} * mu", f"{big}(dp)", "return None"]
+        if found is not None and S.check_pair is None:
+            ranged, test = found
+            _reads, (lo, lo_incl), (hi, hi_incl) = S.fast_bounds
+            env.update(SOURCE_NAMES)
+            lines = [*ranged, "if type(g) is tuple:", f"    if not ({test}):", "        return None",
+                     "    us = ((g[1], g[2]),)",
+                     "elif g._blocks is None:", "    ks = g._keys",
+                     *[f"    {x}" for x in bisect_source("ks", lo, lo_incl, hi, hi_incl)],
+                     "    if i >= j:", "        return None"]
+            if merge:
+                lines += [f"    if j - i >= {MERGE_MIN}:", "        us = zip(g._items[i:j], g._weights[i:j])",
+                          *[f"        {x}" for x in bulk]]
+            lines += ["    us = zip(g._items[i:j], g._weights[i:j])", "else:",
+                      f"    us = g.range_items({lo}, {lo_incl}, {hi}, {hi_incl})"]
+            if merge:
+                lines += [f"    if len(us) >= {MERGE_MIN}:", *[f"        {x}" for x in bulk]]
+        else:
+            env[f"all{nid}"] = S.probe_all
+            lines = [f"us = all{nid}({t})", "if not us:", "    return None"]
+            if merge:
+                lines += [f"if len(us) >= {MERGE_MIN}:", *[f"    {x}" for x in bulk]]
+        step = [f"t = {_tuple_expr('u', n.proj_pos)}", f"c = {c} * mu",
+                *self._node_update_source(P, "t", "c", env)]
+        if P.parent is None:
+            return lines + ["for u, mu in us:", *[f"    {x}" for x in step]]
+        env[f"db{P.parent}"] = self._batch_from(P.parent, keep=False)
+        return lines + ["dp = {}", "for u, mu in us:", *[f"    {x}" for x in step + self._contribution_source(P, env)],
+                        "if dp:", f"    db{P.parent}(dp)"]
+
+    def _compile_batch(self, start: int, keep: bool = True) -> Callable[[dict[tuple, int]], dict | None]:
         """Algorithm 7 for a batch of changes entering at node ``start`` (one leaf's path),
         as one generated function: per node one loop over its delta that applies each change
         to the node's indexes (inlined) and adds its contribution to the parent's delta.
@@ -919,17 +1007,18 @@ class PatternRuntime:
         holds changes of one sign (the expiry of several events, or the fan-out of one
         change; the multiplicities and sums it is multiplied by are positive), so no parent
         delta sums to zero.  Returns the deltas by node, or None when the change does not
-        reach the root.
+        reach the root.  ``keep=False``: the expiry form, which keeps no path and returns None.
         """
         nodes = self.nodes
         env: dict[str, Any] = {}
-        lines = ["def pb(d):", f"    path = {{{start}: d}}"]
+        lines = ["def pb(d):", f"    path = {{{start}: d}}"] if keep else ["def db(d):"]
         n = nodes[start]
         while True:
             p = n.parent
             update = self._node_update_source(n, "t", "c", env)
             if p is None:
-                lines += ["    for t, c in d.items():", *[f"        {x}" for x in update], "    return path"]
+                lines += ["    for t, c in d.items():", *[f"        {x}" for x in update],
+                          f"    return {'path' if keep else 'None'}"]
                 break
             lines.append("    dp = {}")
             merge = self._merge_source(n, env) if n.sibling is not None and not n.is_guard else None
@@ -941,9 +1030,11 @@ class PatternRuntime:
             ind = "        " if merge is not None else "    "
             lines += [f"{ind}for t, c in d.items():",
                       *[f"{ind}    {x}" for x in update + self._contribution_source(n, env)]]
-            lines += ["    if not dp:", "        return None", f"    path[{p}] = d = dp"]
+            lines += ["    if not dp:", "        return None", f"    path[{p}] = d = dp" if keep else "    d = dp"]
             n = nodes[p]
-        return codegen.define(f"{self.pattern.name}: propagate a batch from n{start}", "\n".join(lines), "pb", env)
+        what = "propagate" if keep else "drop"
+        return codegen.define(f"{self.pattern.name}: {what} a batch from n{start}", "\n".join(lines),
+                              "pb" if keep else "db", env)
 
     def _contribution_source(self, n: _Node, env: dict[str, Any]) -> list[str]:
         """Generated lines (unindented, in a loop over delta items ``t, c``) that add the change's
@@ -1079,9 +1170,9 @@ class PatternRuntime:
     def expire(self, atom: int, tuples: list[tuple]) -> None:
         """Delete a batch of leaf tuples of one atom (window expiry): nothing is enumerated."""
         if len(tuples) == 1:
-            self._prop_of_atom[atom](tuples[0], -1)
+            self._drop_of_atom[atom](tuples[0])
         else:
-            self._batch_from(self._leaf_of_atom[atom])(dict.fromkeys(tuples, -1))
+            self._batch_from(self._leaf_of_atom[atom], keep=False)(dict.fromkeys(tuples, -1))
 
     def _path_of(self, start: int, d: dict[tuple, int]) -> dict[int, dict[tuple, int]] | None:
         """The deltas by node that the changes ``d`` entering at node ``start`` would make, changing

@@ -33,9 +33,10 @@ LOAD = 256
 
 def incr_source(groups: str, k: str, g: str, key: str, item: str, delta: str) -> list[str]:
     """Source lines of ``g.incr(key, item, delta)`` on the map ``g = groups[k]`` for generated
-    code, with the two fast paths of a flat map inlined: an append at the end (an event in time
-    order) and a change of the first entry (window expiry removes it, or lowers the weight of
-    the oldest tuple of an inner node).  A map left with one entry
+    code, with the fast paths of a flat map inlined: an append at the end (an event in time
+    order), a change of the first entry (window expiry removes it, or lowers the weight of
+    the oldest tuple of an inner node) and a change of an entry found by one bisect (the expiry
+    of a sibling's oldest tuple lowers the later ones; needs ``bisect_left``).  A map left with one entry
     becomes a plain (key, item, weight) triple in ``groups`` again, and an empty one goes
     (``shrink``).  Here, beside the layout they read."""
     return [
@@ -54,8 +55,22 @@ def incr_source(groups: str, k: str, g: str, key: str, item: str, delta: str) ->
         f"        del {g}._weights[0]",
         "        if len(ks) == 1:",
         f"            {groups}[{k}] = (ks[0], {g}._items[0], {g}._weights[0])",
-        f"elif {g}.incr({key}, {item}, {delta}) <= 1:",
-        f"    shrink({groups}, {k}, {g})",
+        "else:",
+        # an entry further in (an inner node's tuple whose weight the expiry of a sibling
+        # lowers): its position by one bisect, no call; anything else is ``incr``'s
+        "    i = bisect_left(ks, " + key + ") if ks else 0",
+        f"    if i < len(ks) and ks[i] == {key} and {g}._items[i] == {item}:",
+        f"        w = {g}._weights[i] + {delta}",
+        "        if w:",
+        f"            {g}._weights[i] = w",
+        "        else:",
+        "            del ks[i]",
+        f"            del {g}._items[i]",
+        f"            del {g}._weights[i]",
+        "            if len(ks) == 1:",
+        f"                {groups}[{k}] = (ks[0], {g}._items[0], {g}._weights[0])",
+        f"    elif {g}.incr({key}, {item}, {delta}) <= 1:",
+        f"        shrink({groups}, {k}, {g})",
     ]
 
 
