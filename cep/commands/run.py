@@ -26,7 +26,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import IO, Any
 
-from cep.commands.heap import tune_heap
+from cep.commands.heap import stream_gc, tune_heap
 from cep.errors import BatchInterrupted, LateEventError, PatternError, UnknownRetractionError
 from cep.exit_codes import EXIT_OK, EXIT_OTHER, EXIT_PATTERN, EXIT_RECORD, EXIT_SIMULATED_CRASH
 from cep.io.paths import PathClash, Role, check_checkpoint_path, check_roles
@@ -672,7 +672,8 @@ def run(opts: RunOptions, err: IO[str] | None = None) -> int:
         except RunError as e:
             err.write(f"cep: error: {e}\n")
             return EXIT_OTHER
-        status = r.loop()
+        with stream_gc():
+            status = r.loop()
         r.finish()
     except (RunError, SinkError) as e:
         r._flush_all()
