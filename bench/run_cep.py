@@ -3,7 +3,7 @@
 Why a child process: peak memory (``ru_maxrss``) must be this run's alone, and a run must not inherit
 the warm caches or garbage of the previous one. The loop is the one of ``cep run`` (``cep.commands.run``):
 the same heap and GC settings (``cep.commands.heap``), source, batches and decoder (``cep.io.readers``:
-``take`` what the input has ready, at most ``BATCH`` records), ``Engine.push_batch``, ``encode_output``
+``take`` what the input has ready, at most ``BATCH`` records), ``Engine.push_batch``, ``encode_outputs``
 into the same sink, flushed after each batch
 that completed matches, so every composite event is written before the reader waits for input. Around
 it: the per-record latency (from before its batch is decoded until the batch's composite events are
@@ -85,7 +85,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from cep.commands.heap import stream_gc, tune_heap
     from cep.io.readers import BATCH, make_decoder, open_source, parse_only
-    from cep.io.writers import encode_output, open_file_sink
+    from cep.io.writers import encode_outputs, open_file_sink
     from cep.lang.compiler import compile_files
     from cep.runtime.engine import Engine
 
@@ -109,7 +109,7 @@ def main(argv: list[str] | None = None) -> int:
     src = open_source(args.input)
     decode = make_decoder(time_unit=args.time_unit)
     sink = open_file_sink(args.output)
-    write_line = sink.write_line
+    write_lines = sink.write_lines
     flush = sink.flush
     clock = time.perf_counter_ns
     lat = array("q")
@@ -151,8 +151,7 @@ def main(argv: list[str] | None = None) -> int:
             r0 = clock()
             outs = push_batch([decode(pos, raw) for pos, raw in batch])
             if outs:
-                for o in outs:
-                    write_line(encode_output(o))
+                write_lines(encode_outputs(outs))
                 composites += len(outs)
                 flush()
             el = clock() - r0
@@ -174,8 +173,7 @@ def main(argv: list[str] | None = None) -> int:
         # as `cep run` does at the end of a bounded input: the watermark becomes +infinity and decides every
         # pending match (docs/language.md section 7, Decided matches)
         outs = engine.advance_watermark(math.inf)
-        for o in outs:
-            write_line(encode_output(o))
+        write_lines(encode_outputs(outs))
         composites += len(outs)
         flush()
         run_s = time.perf_counter() - t0

@@ -148,3 +148,15 @@ def _event(line: str, i: int) -> Event:
 
     rec = json.loads(line)
     return Event(rec["type"], rec["ts"], rec, str(i))
+
+
+def test_encode_outputs_is_encode_output_of_each():
+    from cep.io.writers import encode_output, encode_outputs
+
+    outs = [Output("p", "+", "ab", {"n": 3, "s": "x\u00e9\"", "l": [1, {"k": None}], "f": 0.5}),
+            Output("p", "-", "cd", {"b": True}, (1,))]
+    assert encode_outputs(outs) == [encode_output(o) for o in outs]
+    big = outs + [Output("p", "+", "ef", {"n": 10**30})]  # beyond 64 bits: every line still exact
+    assert encode_outputs(big) == [encode_output(o) for o in big]
+    assert encode_outputs(big)[-1] == b'{"pattern":"p","op":"+","id":"ef","match":{"n":1000000000000000000000000000000}}\n'
+    assert encode_outputs([]) == []

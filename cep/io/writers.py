@@ -85,6 +85,16 @@ def encode_output(o: Output) -> bytes:
         return dumps_exact(line, _OPTS)
 
 
+def encode_outputs(outs: list[Output]) -> list[bytes]:
+    """``encode_output`` of each composite event, in order (the run loop's form: one list
+    display per batch, no Python call per composite event)."""
+    dumps, default, opts = _dumps, _default, _OPTS
+    try:
+        return [dumps({"pattern": o[0], "op": o[1], "id": o[2], "match": o[3]}, default, opts) for o in outs]
+    except TypeError:  # an integer beyond 64 bits somewhere: each line on its own
+        return [encode_output(o) for o in outs]
+
+
 def encode_record(rec: Any) -> bytes:
     """A side record (late record, error report) as one JSON line."""
     return dumps_exact(rec, _OPTS | orjson.OPT_NON_STR_KEYS)
@@ -109,7 +119,8 @@ class StreamSink(Sink):
         self._close = close
         self._buf: list[bytes] = []
         self.size = size  # bytes in the destination after the last flush
-        self.write_line = self._buf.append  # fast path: the run loop appends encoded lines
+        self.write_line = self._buf.append  # fast paths: the run loop appends encoded lines
+        self.write_lines = self._buf.extend
 
     def write(self, line: bytes, key: bytes | None = None) -> None:
         self._buf.append(line)

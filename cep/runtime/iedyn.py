@@ -1191,7 +1191,7 @@ class PatternRuntime:
                               "enum", env)
 
     def loop_source(self, bind: Callable[[int, str], list[str]], match: list[str],
-                    env: dict[str, Any]) -> list[str] | None:
+                    env: dict[str, Any], inserted: int | None = None) -> list[str] | None:
         """The tree's enumeration as nested loops: lines (indented for the body of a function with
         the parameters ``roots`` and ``D``: the root tuples and the deltas by node, as
         ``split_chain`` gives them), with the names they use put into ``env``.
@@ -1206,6 +1206,11 @@ class PatternRuntime:
         ``bind(a, tv)`` follow (the output builder reads that event's fields there, once for
         every match below); ``match`` runs per match, after the residual filters.  Python
         allows 20 nested blocks: None for deeper trees (they keep the recursive form).
+
+        ``inserted``: the deltas are an insert's into atom ``inserted`` (``D`` from the chain its
+        update path returned), so that atom's leaf delta is its one tuple, joining every
+        delta tuple above it: it is bound without a loop (unless the leaf is a guard with an
+        edge predicate, which ``split_chain`` leaves for the enumeration to check).
         """
         nodes = self.nodes
         # blocks: a loop per non-root node, the loop over the roots, the residual ``if``, the caller's
@@ -1221,6 +1226,9 @@ class PatternRuntime:
             if n.delta_check is not None:
                 env[f"DC{c}"] = n.delta_check
         names = iter(range(1, 1 << 30))
+        one = None if inserted is None else self._leaf_of_atom[inserted]
+        if one is not None and nodes[one].is_guard and nodes[one].sibling is not None and nodes[one].delta_check:
+            one = None
 
         def emit(nid: int, tv: str, ind: int, cont: Callable[[int], None]) -> None:
             n = nodes[nid]
@@ -1234,6 +1242,10 @@ class PatternRuntime:
             def loop(cid: int, ind: int, then: Callable[[int], None]) -> None:
                 v = f"t{next(names)}"
                 c = nodes[cid]
+                if cid == one:
+                    lines.append(" " * ind + f"{v} = d{cid}[0]")
+                    emit(cid, v, ind, then)
+                    return
                 group = f"d{cid}.get({_key_expr(tv, c.delta_probe_key_pos)}, ())"
                 if c.delta_check is not None:
                     group = f"[x for x in {group} if DC{cid}({tv}, x)]"

@@ -139,7 +139,7 @@ def new_matches_fn(cp: CompiledPattern, rt: Any, events: dict, emitted: list[int
 
     id_lines, mid = match_id_source("SEED", [f"p{i}" for i in range(k)])
     match = [*id_lines, f"append(NEW(Output, (NAME, '+', {mid}, {it.display}, {'key' if key else 'None'})))"]
-    loops = rt.loop_source(bind, match, env)
+    loops = rt.loop_source(bind, match, env, inserted=atom)
     if loops is None:
         return None
     env["split"] = rt.split_chain
