@@ -688,7 +688,7 @@ def _compile_emit(p: ast.Pattern, aliases: Sequence[str], alias_pos: dict[str, i
             continue
         fn = code.value(e, access, params, f"{p.name}: emit {item.name or item.text}")
         bare = None
-        if isinstance(item.expr, ast.Attr) and item.expr.name != TIME_ATTR:
+        if isinstance(item.expr, ast.Attr) and item.expr.alias in alias_pos:
             bare = (alias_pos[item.expr.alias], item.expr.name)
         specs.append(EmitSpec(item.name or item.text, fn, None, item.text, bare))
     return specs

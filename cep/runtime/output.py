@@ -68,8 +68,8 @@ def _items(cp: CompiledPattern) -> _Items:
                 reads[spec.star][f"v{j} = {{{prefix!r} + _k: _v for _k, _v in {f}.items()}}"] = None
                 items.append(f"**v{j}")
             elif spec.attr is not None:
-                f = fields(spec.attr[0])
-                reads[spec.attr[0]][f"v{j} = {f}.get({spec.attr[1]!r})"] = None
+                i, name = spec.attr
+                reads[i][f"v{j} = e{i}.ts" if name == TIME_ATTR else f"v{j} = {fields(i)}.get({name!r})"] = None
                 items.append(f"{spec.name!r}: v{j}")
             elif spec.slot is not None:
                 items.append(f"{spec.name!r}: g{spec.slot}")
