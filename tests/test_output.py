@@ -155,8 +155,13 @@ def test_encode_outputs_is_encode_output_of_each():
 
     outs = [Output("p", "+", "ab", {"n": 3, "s": "x\u00e9\"", "l": [1, {"k": None}], "f": 0.5}),
             Output("p", "-", "cd", {"b": True}, (1,))]
-    assert encode_outputs(outs) == [encode_output(o) for o in outs]
+    def joined(xs):
+        return b"".join(encode_outputs(xs))
+
+    assert joined(outs) == b"".join(encode_output(o) for o in outs)
     big = outs + [Output("p", "+", "ef", {"n": 10**30})]  # beyond 64 bits: every line still exact
-    assert encode_outputs(big) == [encode_output(o) for o in big]
-    assert encode_outputs(big)[-1] == b'{"pattern":"p","op":"+","id":"ef","match":{"n":1000000000000000000000000000000}}\n'
+    assert joined(big) == b"".join(encode_output(o) for o in big)
+    assert joined(big).endswith(b'{"pattern":"p","op":"+","id":"ef","match":{"n":1000000000000000000000000000000}}\n')
     assert encode_outputs([]) == []
+    many = [Output("p", "+", f"{i:016x}", {"i": i}) for i in range(2500)]  # three chunks
+    assert len(encode_outputs(many)) == 3 and joined(many) == b"".join(encode_output(o) for o in many)

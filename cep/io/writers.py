@@ -85,14 +85,28 @@ def encode_output(o: Output) -> bytes:
         return dumps_exact(line, _OPTS)
 
 
+CHUNK = 1024  # lines per byte string of ``encode_outputs``
+
+
 def encode_outputs(outs: list[Output]) -> list[bytes]:
-    """``encode_output`` of each composite event, in order (the run loop's form: one list
-    display per batch, no Python call per composite event)."""
+    """``encode_output`` of each composite event, in order, joined into byte strings of up to
+    ``CHUNK`` lines (the run loop's form: one list display per chunk, no Python call per
+    composite event).
+
+    Why joined: orjson returns each line in a buffer it allocated larger and shrank, and a
+    batch keeping tens of thousands of those until its flush fragments the heap (measured:
+    +20 MB peak RSS on the output-heavy fraud stream); a chunk's lines are copied into one
+    string at once and their buffers freed while the next chunk reuses them.
+    """
     dumps, default, opts = _dumps, _default, _OPTS
+    chunks = []
     try:
-        return [dumps({"pattern": o[0], "op": o[1], "id": o[2], "match": o[3]}, default, opts) for o in outs]
+        for i in range(0, len(outs), CHUNK):
+            chunks.append(b"".join([dumps({"pattern": o[0], "op": o[1], "id": o[2], "match": o[3]}, default, opts)
+                                    for o in outs[i:i + CHUNK]]))
     except TypeError:  # an integer beyond 64 bits somewhere: each line on its own
         return [encode_output(o) for o in outs]
+    return chunks
 
 
 def encode_record(rec: Any) -> bytes:
