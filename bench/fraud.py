@@ -185,7 +185,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeat", type=int, default=3, help="interleaved rounds; best and median reported")
     ap.add_argument("--repeat-large", type=int, default=None,
                     help=f"rounds for streams of >= {LARGE:,} events (default: --repeat)")
-    ap.add_argument("--sizes", help="comma list N:cards (default 5000:200,20000:500,200000:1000,1000000:1000)")
+    ap.add_argument("--sizes", help="comma list N:cards (default 5000:200,20000:500,200000:1000,1000000:1000); "
+                    "`--sizes none`: only the output-heavy stream")
     ap.add_argument("--no-wide", action="store_true", help="skip the output-heavy 20k/20-card stream")
     ap.add_argument("--systems", default=",".join(SYSTEMS), help=f"comma list of {', '.join(SYSTEMS)}")
     ap.add_argument("--data", default=str(RESULTS / "data"))
@@ -196,7 +197,10 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     if args.repeat_large is None:
         args.repeat_large = args.repeat
-    sizes = [tuple(int(x) for x in p.split(":")) for p in args.sizes.split(",")] if args.sizes else SIZES
+    if args.sizes == "none":
+        sizes = []
+    else:
+        sizes = [tuple(int(x) for x in p.split(":")) for p in args.sizes.split(",")] if args.sizes else SIZES
     systems = [s.strip() for s in args.systems.split(",") if s.strip()]
     skipped: dict[str, str] = {}
     core_py = None

@@ -2,8 +2,9 @@
 
 Why a child process: peak memory (``ru_maxrss``) must be this run's alone, and a run must not inherit
 the warm caches or garbage of the previous one. The loop is the one of ``cep run`` (``cep.commands.run``):
-the same source, batches and decoder (``cep.io.readers``: ``take`` what the input has ready, at most
-``BATCH`` records), ``Engine.push_batch``, ``encode_output`` into the same sink, flushed after each batch
+the same heap and GC settings (``cep.commands.heap``), source, batches and decoder (``cep.io.readers``:
+``take`` what the input has ready, at most ``BATCH`` records), ``Engine.push_batch``, ``encode_outputs``
+into the same sink, flushed after each batch
 that completed matches, so every composite event is written before the reader waits for input. Around
 it: the per-record latency (from before its batch is decoded until the batch's composite events are
 written: each record of a batch gets the batch's), the peak of ``Engine.retained_events``, and, first,
@@ -82,11 +83,13 @@ def main(argv: list[str] | None = None) -> int:
                     help="memory pass: trace the engine's allocations (slower; no latency figures)")
     args = ap.parse_args(argv)
 
+    from cep.commands.heap import stream_gc, tune_heap
     from cep.io.readers import BATCH, make_decoder, open_source, parse_only
-    from cep.io.writers import encode_output, open_file_sink
+    from cep.io.writers import encode_outputs, open_file_sink
     from cep.lang.compiler import compile_files
     from cep.runtime.engine import Engine
 
+    tune_heap()  # as `cep run` does before it reads anything
     base_rss = current_rss_mb()
     floor_s = -1.0
     n_total = 0
@@ -106,7 +109,7 @@ def main(argv: list[str] | None = None) -> int:
     src = open_source(args.input)
     decode = make_decoder(time_unit=args.time_unit)
     sink = open_file_sink(args.output)
-    write_line = sink.write_line
+    write_lines = sink.write_lines
     flush = sink.flush
     clock = time.perf_counter_ns
     lat = array("q")
@@ -138,44 +141,43 @@ def main(argv: list[str] | None = None) -> int:
 
         prof = cProfile.Profile()
         prof.enable()
-    t0 = time.perf_counter()
-    c0 = time.process_time()
-    push_batch = engine.push_batch
-    take = src.take
-    stop = args.limit or -1
-    while batch := take(BATCH if stop < 0 else min(BATCH, stop - records)):
-        r0 = clock()
-        outs = push_batch([decode(pos, raw) for pos, raw in batch])
-        if outs:
-            for o in outs:
-                write_line(encode_output(o))
-            composites += len(outs)
-            flush()
-        el = clock() - r0
-        for _ in batch:
-            record_latency(el)
-        for _ in batch:  # per-record bookkeeping of the measurement (samples, deciles)
-            records += 1
-            if records % every == 0:
-                n = engine.retained_events
-                if n > peak_retained:
-                    peak_retained = n
-                if live_every and records % live_every == 0:
-                    live_peak = max(live_peak, _live_bytes() - traced_base)
-            if records == next_mark:
-                deciles.append(engine.retained_events)
-                next_mark += n_total // 10
-        if records == stop:
-            break
-    # as `cep run` does at the end of a bounded input: the watermark becomes +infinity and decides every
-    # pending match (docs/language.md section 7, Decided matches)
-    outs = engine.advance_watermark(math.inf)
-    for o in outs:
-        write_line(encode_output(o))
-    composites += len(outs)
-    flush()
-    run_s = time.perf_counter() - t0
-    cpu_s = time.process_time() - c0  # CPU time of the loop: less moved by other work on a shared machine
+    with stream_gc():  # `cep run`'s GC policy around its record loop (cep.commands.heap)
+        t0 = time.perf_counter()
+        c0 = time.process_time()
+        push_batch = engine.push_batch
+        take = src.take
+        stop = args.limit or -1
+        while batch := take(BATCH if stop < 0 else min(BATCH, stop - records)):
+            r0 = clock()
+            outs = push_batch([decode(pos, raw) for pos, raw in batch])
+            if outs:
+                write_lines(encode_outputs(outs))
+                composites += len(outs)
+                flush()
+            el = clock() - r0
+            for _ in batch:
+                record_latency(el)
+            for _ in batch:  # per-record bookkeeping of the measurement (samples, deciles)
+                records += 1
+                if records % every == 0:
+                    n = engine.retained_events
+                    if n > peak_retained:
+                        peak_retained = n
+                    if live_every and records % live_every == 0:
+                        live_peak = max(live_peak, _live_bytes() - traced_base)
+                if records == next_mark:
+                    deciles.append(engine.retained_events)
+                    next_mark += n_total // 10
+            if records == stop:
+                break
+        # as `cep run` does at the end of a bounded input: the watermark becomes +infinity and decides every
+        # pending match (docs/language.md section 7, Decided matches)
+        outs = engine.advance_watermark(math.inf)
+        write_lines(encode_outputs(outs))
+        composites += len(outs)
+        flush()
+        run_s = time.perf_counter() - t0
+        cpu_s = time.process_time() - c0  # CPU time of the loop: less moved by other work on a shared machine
     if prof is not None:
         prof.disable()
         prof.dump_stats(args.profile)

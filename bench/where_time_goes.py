@@ -47,19 +47,20 @@ RESULTS = procs.BENCH_DIR / "results"
 # engine's generated functions, wrapped after the engine is built and its handlers generated again
 # around the wrapped parts (``_wrap_engine``): "handlers" (the engine's generated batch function,
 # ``cep.runtime.handler``), "expiry" (the generated expiry), "update paths" (each atom's generated
-# update path, for inserts and expiry), "builders" (each pattern's EMIT builder and match id).
+# update path, for inserts and expiry), "builders" (each pattern's fused enumerate-and-build function
+# per atom, ``cep.runtime.output.new_matches_fn``, and its single-match EMIT builder and match id).
 PHASES: dict[str, tuple[str, ...]] = {
     "read (Source.take: chunks, lines, positions)": ("cep.io.readers:JsonlSource.take",),
     "decode (orjson, checks, Event)": ("decoder",),
     "push_batch (entry)": ("cep.runtime.engine:Engine.push", "cep.runtime.engine:Engine.push_batch"),
-    "handler (generated batch loop, per type: late check, watermark, filters, leaf tuples, holders, queues, counters, "
-    "enumeration calls, Output tuples)": ("handlers",),
+    "handler (generated batch loop, per type: late check, watermark, filters, leaf tuples, holders, queues, "
+    "counters)": ("handlers",),
     "expiry: due events, holders, forgetting, leaf tuples (generated; gap indexes, batches)": (
         "expiry", "cep.runtime.engine:Engine._expire_serials", "cep.runtime.engine:Engine._forget"),
     "expiry: batched update path (several due events per atom)": ("cep.runtime.iedyn:PatternRuntime.expire",),
     "update paths (generated per atom: inserts and expiry)": ("update paths",),
-    "output building (match id, EMIT)": ("builders",),
-    "encode (encode_output)": ("cep.commands.run:encode_output",),
+    "output building (enumeration of new matches, match id, EMIT, Output tuples)": ("builders",),
+    "encode (encode_outputs)": ("cep.commands.run:encode_outputs", "cep.commands.run:encode_output"),
     "write + flush (sink)": ("cep.io.writers:StreamSink.flush", "cep.io.writers:StreamSink.record_done"),
     "run loop (batches, decoding loop, error handling, ticks)": ("cep.commands.run:_Run.loop",),
 }
@@ -158,6 +159,7 @@ def _resolve(target: str):
 
 def _wrap_engine(init, pc: PhaseClock, phases: dict[str, str]):
     """``Engine.__init__`` that wraps the engine's generated functions (``PHASES``' special targets)."""
+    import cep.runtime.handler as handler
     from cep.runtime.handler import build_handlers
 
     def init_wrapped(self, *a, **k):
@@ -166,7 +168,17 @@ def _wrap_engine(init, pc: PhaseClock, phases: dict[str, str]):
             rt._prop_of_atom = {ai: pc.wrap(f, phases["update paths"]) for ai, f in rt._prop_of_atom.items()}
         self._builders = [pc.wrap(f, phases["builders"]) for f in self._builders]
         self._ids = [pc.wrap(f, phases["builders"]) for f in self._ids]
-        h = self._handlers = build_handlers(self)  # generated again around the wrapped parts
+        fused = handler.new_matches_fn
+
+        def wrapped_fused(*args):
+            f = fused(*args)
+            return None if f is None else pc.wrap(f, phases["builders"])
+
+        handler.new_matches_fn = wrapped_fused
+        try:
+            h = self._handlers = build_handlers(self)  # generated again around the wrapped parts
+        finally:
+            handler.new_matches_fn = fused
         expire = pc.wrap(h.expire, phases["expiry"])
         h.expire = expire
         h.batch.__globals__["expire"] = expire  # the name the batch function calls it by

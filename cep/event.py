@@ -75,7 +75,7 @@ def match_id_fn(pattern: str, arity: int) -> Callable[[Sequence[Event]], str]:
     if arity < 1:
         return lambda events: _generic_id(pattern, events)
     names = [f"e{i}" for i in range(arity)]
-    lines, mid = match_id_source("_seed", names)
+    lines, mid = match_id_source("_seed", [f"{n}.pos" for n in names])
     src = (f"def mid(events):\n"
            f"    if len(events) == {arity}:\n"
            f"        {', '.join(names)}{',' if arity == 1 else ''} = events\n"
@@ -83,11 +83,7 @@ def match_id_fn(pattern: str, arity: int) -> Callable[[Sequence[Event]], str]:
            f"        return {mid}\n"
            f"    return _generic(_P, events)\n")
     return codegen.define(f"{pattern}: id of a match", src, "mid",
-                          {**MATCH_ID_ENV, "_seed": match_id_seed(pattern), "_P": pattern, "_generic": _generic_id})
-
-
-# the names ``match_id_source`` refers to (besides the seed)
-MATCH_ID_ENV = {"_join": "\x00".join}
+                          {"_seed": match_id_seed(pattern), "_P": pattern, "_generic": _generic_id})
 
 
 def match_id_seed(pattern: str) -> Callable[[], Any]:
@@ -99,9 +95,11 @@ def match_id_seed(pattern: str) -> Callable[[], Any]:
     return state.copy
 
 
-def match_id_source(seed: str, events: Sequence[str]) -> tuple[list[str], str]:
+def match_id_source(seed: str, positions: Sequence[str]) -> tuple[list[str], str]:
     """Generated code for ``match_id``: statements (using the name ``h``) and the id's expression,
-    for the ``match_id_seed`` held by the name ``seed`` and the events held by the names ``events``
-    (the generated function needs ``MATCH_ID_ENV`` too)."""
-    pos = f"{events[0]}.pos" if len(events) == 1 else f"_join(({', '.join(n + '.pos' for n in events)}))"
-    return [f"h = {seed}()", f"h.update({pos}.encode())"], "h.hexdigest()"
+    for the ``match_id_seed`` held by the name ``seed`` and the positions (strings) of the events
+    given by the expressions ``positions``.
+    The bytes hashed after the seed are ``match_id``'s: the positions joined with NUL (an
+    f-string: no call, no tuple)."""
+    joined = positions[0] if len(positions) == 1 else 'f"' + "\\x00".join(f"{{{p}}}" for p in positions) + '"'
+    return [f"h = {seed}()", f"h.update({joined}.encode())"], "h.hexdigest()"

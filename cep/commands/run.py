@@ -26,7 +26,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import IO, Any
 
-from cep.commands.heap import tune_heap
+from cep.commands.heap import stream_gc, tune_heap
 from cep.errors import BatchInterrupted, LateEventError, PatternError, UnknownRetractionError
 from cep.exit_codes import EXIT_OK, EXIT_OTHER, EXIT_PATTERN, EXIT_RECORD, EXIT_SIMULATED_CRASH
 from cep.io.paths import PathClash, Role, check_checkpoint_path, check_roles
@@ -47,6 +47,7 @@ from cep.io.writers import (
     SinkError,
     StreamSink,
     encode_output,
+    encode_outputs,
     encode_record,
     make_key_fn,
     open_sink,
@@ -255,7 +256,7 @@ class _Run:
         out = self.sinks["output"]
         keyed = not isinstance(out, StreamSink)
         if not keyed:
-            write_line = out.write_line
+            write_lines = out.write_lines
         else:  # a keyed sink (Kafka): each composite event carries its partition key
             keys = {cp.name: make_key_fn(cp) for cp in self.patterns}
             write_out = out.write
@@ -270,8 +271,7 @@ class _Run:
                     kf = keys.get(x.pattern)
                     write_out(encode(x), kf(x) if kf is not None else None)
             else:
-                for x in outs:
-                    write_line(encode(x))
+                write_lines(encode_outputs(outs))
             return len(outs)
 
         skip = o.on_error == "skip"
@@ -465,8 +465,7 @@ class _Run:
             return
         out = self.sinks["output"]
         if isinstance(out, StreamSink):
-            for x in outs:
-                out.write_line(encode_output(x))
+            out.write_lines(encode_outputs(outs))
         else:
             keys = {cp.name: make_key_fn(cp) for cp in self.patterns}
             for x in outs:
@@ -672,7 +671,8 @@ def run(opts: RunOptions, err: IO[str] | None = None) -> int:
         except RunError as e:
             err.write(f"cep: error: {e}\n")
             return EXIT_OTHER
-        status = r.loop()
+        with stream_gc():
+            status = r.loop()
         r.finish()
     except (RunError, SinkError) as e:
         r._flush_all()

@@ -776,48 +776,10 @@ def _compile_emit(p: ast.Pattern, aliases: Sequence[str], alias_pos: dict[str, i
             continue
         fn = code.value(e, access, params, f"{p.name}: emit {name}")
         bare = None
-        if t is ast.Attr and item.expr.name != TIME_ATTR:
+        if t is ast.Attr and item.expr.alias in alias_pos:
             bare = (alias_pos[item.expr.alias], item.expr.name)
         specs.append(EmitSpec(name, fn, None, item.text, bare))
     return specs
-
-
-def match_builder(cp: CompiledPattern) -> Callable[[Sequence[Any]], dict]:
-    """One generated function: the events of a match (atom order) -> its ``match`` object (docs/language.md section 5).
-
-    Why generated: it runs once per composite event, so the EMIT items become one dict
-    display (bare attributes read inline, other items call their compiled expression)
-    instead of a loop over item objects. Without EMIT, each alias maps to its event's fields.
-    """
-    env: dict[str, Any] = {}
-    k = len(cp.atoms)
-    m = len(cp.aggregates)
-    items: list[str] = []
-    args = ", ".join([f"e{i}" for i in range(k)] + [f"g{j}" for j in range(m)])
-    if cp.emit is None:
-        pos = {a.alias: i for i, a in enumerate(cp.atoms)}
-        events_slot = {cp.gaps[a.gap].alias: j for j, a in enumerate(cp.aggregates) if a.fn == "events"}
-        for alias in cp.output_aliases:
-            items.append(f"{alias!r}: e{pos[alias]}.fields" if alias in pos else f"{alias!r}: g{events_slot[alias]}")
-    else:
-        for j, spec in enumerate(cp.emit):
-            if spec.star is not None:
-                prefix = f"{cp.atoms[spec.star].alias}."
-                items.append(f"**{{{prefix!r} + _k: _v for _k, _v in e{spec.star}.fields.items()}}")
-            elif spec.attr is not None:
-                items.append(f"{spec.name!r}: e{spec.attr[0]}.fields.get({spec.attr[1]!r})")
-            elif spec.slot is not None:
-                items.append(f"{spec.name!r}: g{spec.slot}")
-            else:
-                env[f"_f{j}"] = spec.fn
-                items.append(f"{spec.name!r}: _f{j}({args})")
-    unpack = "".join(f"e{i}, " for i in range(k))
-    unpack_aggs = f"    {''.join(f'g{j}, ' for j in range(m))}= aggs\n" if m else ""
-    src = (f"def build(events, aggs=()):\n    {unpack}= events\n{unpack_aggs}"
-           f"    return {{{', '.join(items)}}}\n")
-    from cep import codegen
-
-    return codegen.define(f"{cp.name}: match builder", src, "build", env)
 
 
 def compile_text(text: str, filename: str = "<pattern>", time_unit: str = "s") -> list[CompiledPattern]:

@@ -143,8 +143,8 @@ class EmitSpec:
     """One output field: ``name`` and a function of the match's events in atom order.
 
     For ``alias.*`` items ``star`` is the alias's atom position and ``fn`` is None.
-    For a bare attribute (``s.amount``, output as read) ``attr`` is (atom position,
-    attribute name), so the match builder can read it inline.
+    For a bare attribute (``s.amount``, output as read; ``s.ts``, the event's time) ``attr``
+    is (atom position, attribute name), so the match builder can read it inline.
     """
 
     name: str

@@ -32,8 +32,9 @@ from cep.errors import BatchInterrupted, LateEventError, UnknownRetractionError
 from cep.event import Event, Output, match_id_fn
 from cep.lang.gcq import CompiledPattern
 from cep.runtime.gaps import GapChecks, GapIndex, KleeneIndex
-from cep.runtime.handler import build_handlers, match_key_source, quiet_inserter
+from cep.runtime.handler import build_handlers, quiet_inserter
 from cep.runtime.iedyn import PatternRuntime
+from cep.runtime.output import match_builder, match_key_source
 from cep.runtime.pending import PendingDecisions, is_decided
 from cep.runtime.state import StateError, decode_state, encode_state
 from cep.values import canon
@@ -86,7 +87,6 @@ class Engine:
         ``plans``: the patterns' physical plans (``physical_plan(plan_pattern(cp))``), when the caller
         keeps them (Spark workers build an engine per key group: planning is most of that).
         """
-        from cep.lang.compiler import match_builder
         from cep.plan.physical import physical_plan
         from cep.plan.planner import plan_pattern
 

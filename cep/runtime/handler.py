@@ -40,14 +40,14 @@ from typing import TYPE_CHECKING, Any
 
 from cep import codegen
 from cep.errors import BatchInterrupted
-from cep.event import MATCH_ID_ENV, Output, match_id_seed, match_id_source
 from cep.lang.expr import inline_conditions
-from cep.lang.gcq import TIME_ATTR, CompiledPattern
+from cep.lang.gcq import TIME_ATTR
+from cep.runtime.output import new_matches_fn
 
 if TYPE_CHECKING:  # the engine builds its handlers; this module only reads its structures
     from cep.runtime.engine import Engine
 
-__all__ = ["Handlers", "build_handlers", "match_key_source", "quiet_inserter"]
+__all__ = ["Handlers", "build_handlers", "quiet_inserter"]
 
 
 class Handlers:
@@ -66,7 +66,7 @@ class _Source:
     def __init__(self, eng: Engine) -> None:
         self.lines: list[str] = []
         self.env: dict[str, Any] = {"eng": eng, "E": eng.events, "H": eng._holders, "heappush": heapq.heappush,
-                                    "heappop": heapq.heappop, "NEW": tuple.__new__, "Output": Output}
+                                    "heappop": heapq.heappop}
         self.names: dict[int, str] = {}
         self.base = 0  # added to every line's indent (a body inside the batch loop)
         self.exit = "return"  # how a body ends early ("continue" inside the batch loop)
@@ -161,25 +161,18 @@ def _filters(src: _Source, entries: list[tuple[int, int, Any, int]], eng: Engine
 
 
 def _emit_new(src: _Source, eng: Engine, ri: int, ai: int, indent: int) -> None:
-    """Lines that append the composite events the update path's deltas ``ch`` (not None) add."""
+    """Lines that append the composite events the update path's deltas ``ch`` (not None) add:
+    one call of the pattern's generated enumerate-and-build function for atom ``ai``
+    (``cep.runtime.output.new_matches_fn``), or each match built alone where there is none."""
     if eng.checks[ri] is not None:  # gap elements: decided now or pending (Engine._complete)
         src.add(indent, f"eng._complete({ri}, {ai}, s, ch, outs)")
         return
-    rt = eng.runtimes[ri]
-    cp = eng.patterns[ri]
-    changes = src.name("changes", rt.changes)
-    events_of = src.name("events_of", rt.events_of)
-    build = src.name("build", eng._builders[ri])
-    count = src.name("emitted", eng._emitted[ri])
-    pname = src.name("NAME", cp.name)
-    src.env.update(MATCH_ID_ENV)
-    names = [f"e{i}" for i in range(len(cp.atoms))]  # events_of gives one event per atom
-    key = match_key_source(cp, "e0")
-    id_lines, mid = match_id_source(src.name("seed", match_id_seed(cp.name)), names)
-    src.add(indent, "n = len(outs)", f"for sl in {changes}(ch):",
-            f"    ev = {events_of}(sl, E)", f"    {', '.join(names)}, = ev", *(f"    {line}" for line in id_lines),
-            f"    outs.append(NEW(Output, ({pname}, '+', {mid}, {build}(ev, ()), {key})))",
-            f"{count}[0] += len(outs) - n")
+    cp, rt = eng.patterns[ri], eng.runtimes[ri]
+    out = new_matches_fn(cp, rt, eng.events, eng._emitted[ri], ai)
+    if out is not None:
+        src.add(indent, f"{src.name('new', out)}(ch, e, outs)  # {cp.name}: {cp.atoms[ai].alias}")
+    else:
+        src.add(indent, f"for sl in {src.name('changes', rt.changes)}(ch):", f"    outs.append(eng._output({ri}, sl, '+'))")
 
 
 def _insert_body(src: _Source, eng: Engine, etype: str, emit: bool) -> None:
@@ -379,16 +372,6 @@ def _expire_one(src: _Source, eng: Engine, ri: int, qmask: int, indent: int) -> 
     src.add(indent, "else:", "    " + " = ".join(tv for tv, _b, _l in shapes.values()) + " = t")
     for j, ai in atoms:
         src.add(indent, f"if m & {1 << j}:", f"    {src.name('drop', rt._drop_of_atom[ai])}({tuple_of[j]})")
-
-
-def match_key_source(cp: CompiledPattern, first: str) -> str | None:
-    """Python source of the partition key of a match of ``cp`` whose first event is held by the
-    name ``first`` (the rule of ``gcq.read_key``); None for a pattern without a partition key."""
-    a0 = cp.atoms[0] if cp.atoms else None
-    if not cp.partition_vars or a0 is None:
-        return None
-    items = "".join(f"{first}.ts, " if a == TIME_ATTR else f"{first}.fields.get({a!r}), " for a in cp.key_attrs(a0))
-    return f"({items})"
 
 
 def _names(eng: Engine) -> str:

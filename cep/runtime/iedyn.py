@@ -546,7 +546,8 @@ class _Node:
 
     __slots__ = (
         "id", "vars", "pos", "parent", "sibling", "children", "is_guard", "atom",
-        "P", "S", "stores", "proj", "proj_pos", "edge_check", "delta_key", "delta_probe_key", "delta_check",
+        "P", "S", "stores", "proj", "proj_pos", "edge_check", "delta_key", "delta_probe_key",
+        "delta_probe_key_pos", "delta_check",
     )
 
 
@@ -634,7 +635,7 @@ class PatternRuntime:
         for pn, n in zip(plan.nodes, nodes, strict=True):
             n.P = n.S = None
             n.stores = ()
-            n.proj = n.proj_pos = n.edge_check = n.delta_key = n.delta_probe_key = n.delta_check = None
+            n.proj = n.proj_pos = n.edge_check = n.delta_key = n.delta_probe_key = n.delta_probe_key_pos = n.delta_check = None
             if n.parent is None:
                 continue
             p = nodes[n.parent]
@@ -659,7 +660,8 @@ class PatternRuntime:
             # delta enumeration: group deltas like the logical P, check every edge predicate
             key_vars = pn.enumeration.key_vars
             n.delta_key = codegen.key_getter([n.pos[v] for v in key_vars])
-            n.delta_probe_key = codegen.key_getter([p.pos[v] for v in key_vars])
+            n.delta_probe_key_pos = [p.pos[v] for v in key_vars]
+            n.delta_probe_key = codegen.key_getter(n.delta_probe_key_pos)
             n.delta_check = _checker(edge_preds, [("u", p.pos), ("t", n.pos)], f"{label} edge")
             if n.sibling is None:
                 # single child (always a guard): delta_p = proj(sigma_edge(delta_n))
@@ -698,6 +700,8 @@ class PatternRuntime:
             self.residual_check = codegen.define(f"{name}: residual filter", src, "residual", env)
             self._residual = (env, calls)
         self.k = len(self.pattern.atoms)
+        # per atom, the position of its event's serial in its leaf tuple
+        self.slot_serial = slot_serial
         items = "".join(f"E[s[{i}][{slot_serial[i]}]], " for i in range(self.k))
         self.events_of = codegen.define(f"{name}: events of a match", f"def events_of(s, E):\n    return [{items}]\n",
                                         "events_of")
@@ -1141,6 +1145,11 @@ class PatternRuntime:
 
     def changes(self, chain: list) -> Iterator[list]:
         """The matches an update path's deltas (``chain``, not None) added or removed."""
+        return self._enumerate_deltas(*self.split_chain(chain))
+
+    def split_chain(self, chain: list) -> tuple[list, dict[int, Any]]:
+        """An update path's deltas (``chain``, not None) as enumeration reads them: the root's
+        delta tuples, and per other node on the path its delta (``_enumerate_deltas``)."""
         nodes = self.nodes
         root = self.plan.root
         deltas: dict[int, Any] = {}
@@ -1161,7 +1170,7 @@ class PatternRuntime:
                 # fan-out's sibling probe or a single child's edge filter checked the edge), so
                 # the enumeration takes it as it is, no key lookup, no edge check
                 deltas[item[0]] = (item[1],)
-        return self._enumerate_deltas(roots, deltas)
+        return roots, deltas
 
     def delete(self, atom: int, t: tuple) -> Delta:
         """Delete a leaf tuple (a retraction); the delta's ``matches()`` are the matches it undoes."""
@@ -1262,47 +1271,77 @@ class PatternRuntime:
         return self._enum_recursive(roots, dindex)
 
     def _compile_enumeration(self) -> Callable | None:
-        """The tree's enumeration as one generated function of nested loops.
+        """The tree's enumeration as one generated generator of nested loops (``loop_source``),
+        yielding each match's leaf tuples by atom."""
+        env: dict[str, Any] = {}
+        slots = "[" + ", ".join(f"s{i}" for i in range(self.k)) + "]"
+        loops = self.loop_source(lambda _atom, _tv: [], [f"yield {slots}"], env)
+        if loops is None:
+            return None
+        return codegen.define(f"{self.pattern.name}: enumerate", "\n".join(["def enum(roots, D):", *loops]),
+                              "enum", env)
 
-        Why: enumeration runs per composite event; the tree's shape is fixed by the
-        plan, so each node becomes one ``for`` loop over its candidates (its P index
-        probed with the parent's tuple, or its delta when it is on the updated path)
-        instead of a recursive generator per level.  The loops nest in the order of
-        ``_enum_recursive`` (a node's first child's subtree, then its second child's,
-        both probed with the node's tuple).  Python allows 20 nested blocks; deeper
-        trees keep the recursive form.
+    def loop_source(self, bind: Callable[[int, str], list[str]], match: list[str],
+                    env: dict[str, Any], inserted: int | None = None) -> list[str] | None:
+        """The tree's enumeration as nested loops: lines (indented for the body of a function with
+        the parameters ``roots`` and ``D``: the root tuples and the deltas by node, as
+        ``split_chain`` gives them), with the names they use put into ``env``.
+
+        Why: enumeration runs per composite event; the tree's shape is fixed by the plan, so
+        each node becomes one ``for`` loop over its candidates (its P index probed with the
+        parent's tuple, or its delta when it is on the updated path: a tuple of the one changed
+        tuple as it is, or groups looked up inline) instead of a recursive generator per
+        level.  The loops nest in the order of ``_enum_recursive`` (a node's first child's
+        subtree, then its second child's, both probed with the node's tuple).  Where the loop
+        of leaf ``a`` binds atom ``a``'s leaf tuple (``s<a>``, also named by ``tv``), the lines
+        ``bind(a, tv)`` follow (the output builder reads that event's fields there, once for
+        every match below); ``match`` runs per match, after the residual filters.  Python
+        allows 20 nested blocks: None for deeper trees (they keep the recursive form).
+
+        ``inserted``: the deltas are an insert's into atom ``inserted`` (``D`` from the chain its
+        update path returned), so that atom's leaf delta is its one tuple, joining every
+        delta tuple above it: it is bound without a loop (unless the leaf is a guard with an
+        edge predicate, which ``split_chain`` leaves for the enumeration to check).
         """
         nodes = self.nodes
-        # blocks: a loop per non-root node, the loop over the roots, the residual ``if``
-        if len(nodes) + 1 > 20:
+        # blocks: a loop per non-root node, the loop over the roots, the residual ``if``, the caller's
+        if len(nodes) + 2 > 20:
             return None
-        env: dict[str, Any] = {}
-        lines = ["def enum(roots, D):"]
+        lines: list[str] = []
         for n in nodes:
             if n.parent is None:
                 continue
             c = n.id
             env[f"P{c}"] = n.P.compile_tuples(f"{self.pattern.name}: n{c} P tuples")
             lines.append(f"    d{c} = D.get({c})")
-            key, check = n.delta_probe_key, n.delta_check
-            if check is None:
-                env[f"DC{c}"] = lambda d, u, key=key: d.get(key(u), ())
-            else:
-                env[f"DC{c}"] = lambda d, u, key=key, check=check: [t for t in d.get(key(u), ()) if check(u, t)]
+            if n.delta_check is not None:
+                env[f"DC{c}"] = n.delta_check
         names = iter(range(1, 1 << 30))
+        one = None if inserted is None else self._leaf_of_atom[inserted]
+        if one is not None and nodes[one].is_guard and nodes[one].sibling is not None and nodes[one].delta_check:
+            one = None
 
         def emit(nid: int, tv: str, ind: int, cont: Callable[[int], None]) -> None:
             n = nodes[nid]
             if n.atom is not None:
                 lines.append(" " * ind + f"s{n.atom} = {tv}")
+                lines.extend(" " * ind + line for line in bind(n.atom, tv))
                 cont(ind)
                 return
             assert 1 <= len(n.children) <= 2
 
             def loop(cid: int, ind: int, then: Callable[[int], None]) -> None:
                 v = f"t{next(names)}"
-                lines.append(" " * ind + f"for {v} in (P{cid}({tv}) if d{cid} is None else d{cid} if type(d{cid}) is tuple "
-                             f"else DC{cid}(d{cid}, {tv})):")
+                c = nodes[cid]
+                if cid == one:
+                    lines.append(" " * ind + f"{v} = d{cid}[0]")
+                    emit(cid, v, ind, then)
+                    return
+                group = f"d{cid}.get({_key_expr(tv, c.delta_probe_key_pos)}, ())"
+                if c.delta_check is not None:
+                    group = f"[x for x in {group} if DC{cid}({tv}, x)]"
+                lines.append(" " * ind + f"for {v} in (P{cid}({tv}) if d{cid} is None else d{cid} if type(d{cid}) "
+                             f"is tuple else {group}):")
                 emit(cid, v, ind + 4, then)
 
             if len(n.children) == 1:
@@ -1311,22 +1350,18 @@ class PatternRuntime:
                 c1, c2 = n.children
                 loop(c1, ind, lambda i: loop(c2, i, cont))
 
-        slots = "[" + ", ".join(f"s{i}" for i in range(self.k)) + "]"
-
         def final(ind: int) -> None:
-            if self._residual is None:
-                lines.append(" " * ind + f"yield {slots}")
-            else:
+            if self._residual is not None:
                 # the residual filters inline, on the slot variables: no call, no list for a miss
                 renv, calls = self._residual
                 env.update(renv)
-                cond = " and ".join(c.split("  #")[0] for c in calls(lambda i: f"s{i}"))
-                lines.append(" " * ind + f"if {cond}:")
-                lines.append(" " * ind + f"    yield {slots}")
+                lines.append(" " * ind + f"if {' and '.join(c.split('  #')[0] for c in calls(lambda i: f's{i}'))}:")
+                ind += 4
+            lines.extend(" " * ind + line for line in match)
 
         lines.append("    for t0 in roots:")
         emit(self.plan.root, "t0", 8, final)
-        return codegen.define(f"{self.pattern.name}: enumerate", "\n".join(lines), "enum", env)
+        return lines
 
     def _enum_recursive(self, roots: list, dindex: dict[int, dict[Any, list[tuple]]]) -> Iterator[list]:
         """Enumeration by recursive generators (trees too deep for ``_compile_enumeration``)."""
