@@ -135,3 +135,14 @@ def test_expiry_runs_exactly_when_something_is_due(steps):
             assert all(t >= eng.watermark - eng._windows[qi] for t in times)  # nothing due is left
             assert all(eng._oldest[qi] <= t for t in times)  # a lower bound of the held times
     assert eng.stats == always.stats and eng.retained_events == always.retained_events
+
+
+def test_each_types_inlined_filter_keeps_its_own_constants():
+    """The types' bodies share one generated batch function: p1's constant set (1) must not
+    replace p0's (0) (found by hypothesis in test_iedyn_merge: p0 matched nothing)."""
+    text = ("PATTERN p0\n  SEQ(A a)\n  WHERE a.x IN (0)\n"
+            "PATTERN p1\n  AND(B a)\n  WHERE a.x IN (1)\n")
+    eng = Engine(compile_text(text))
+    rows = [("A", 0), ("B", 1), ("A", 0), ("B", 0), ("A", 1)]
+    outs = eng.push_batch([Event(t, i, {"x": x}, str(i)) for i, (t, x) in enumerate(rows, 1)])
+    assert [o.pattern for o in outs] == ["p0", "p1", "p0"]

@@ -159,8 +159,9 @@ class _Gen:
     """Generates the source of one function."""
 
     def __init__(self, access: AccessFn, params: Sequence[str], cache: dict | None = None,
-                 label: str = "expression") -> None:
+                 label: str = "expression", const_prefix: str = "_c") -> None:
         self.access = access
+        self.const_prefix = const_prefix
         self.label = label
         self.cache: dict[int, Callable] = {} if cache is None else cache
         self.params = list(params)
@@ -184,7 +185,7 @@ class _Gen:
         return f"_t{self.n}"
 
     def const(self, value: Any) -> str:
-        name = f"_c{len(self.consts)}"
+        name = f"{self.const_prefix}{len(self.consts)}"
         self.consts[name] = value
         return name
 
@@ -607,15 +608,18 @@ def source_of(expr: ast.Expr, access: AccessFn, params: Sequence[str], condition
     return _build(expr, access, params, "condition" if condition else "value")[0]
 
 
-def inline_conditions(exprs: Sequence[ast.Expr], access: AccessFn) -> tuple[list[str], dict[str, Any]] | None:
+def inline_conditions(exprs: Sequence[ast.Expr], access: AccessFn,
+                      const_prefix: str = "_c") -> tuple[list[str], dict[str, Any]] | None:
     """Python expressions, one per condition, each true iff its condition is TRUE, to be
     inlined into a generated function of the caller's (the engine's per-type handler), and
     the names they need.  ``access`` must give a local name of the caller's for each
     attribute read (so several conditions read an attribute once).  The caller evaluates
     each inside ``try``/``except OverflowError`` (not true).  None when a condition is too
     deep to inline (it would need a helper function reading the event itself): call its
-    compiled function instead."""
-    g = _Gen(access, [])
+    compiled function instead.  ``const_prefix`` names the constants: a caller that inlines
+    several calls' conditions into one function gives each call its own prefix, or the
+    second call's ``_c0`` would replace the first's."""
+    g = _Gen(access, [], const_prefix=const_prefix)
     srcs = [g.truth(e, True) for e in exprs]
     if g.cache or g.prologue:
         return None

@@ -70,6 +70,7 @@ class _Source:
         self.names: dict[int, str] = {}
         self.base = 0  # added to every line's indent (a body inside the batch loop)
         self.exit = "return"  # how a body ends early ("continue" inside the batch loop)
+        self.bodies = 0  # inlined filter bodies so far (each names its constants apart)
 
     def name(self, prefix: str, obj: Any) -> str:
         """A global name for ``obj`` (one name per object)."""
@@ -142,7 +143,9 @@ def _filters(src: _Source, entries: list[tuple[int, int, Any, int]], eng: Engine
 
     inlined = None
     if exprs and all(x is not None for _j, x in exprs):
-        inlined = inline_conditions([x for _j, x in exprs], access)
+        # one constant prefix per inlined body: the types' bodies share the batch function's names
+        src.bodies += 1
+        inlined = inline_conditions([x for _j, x in exprs], access, f"_c{src.bodies}_")
     out: list[str | None] = [None] * len(atoms)
     if inlined is None:
         for j, _x in exprs:
