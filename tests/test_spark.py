@@ -107,6 +107,15 @@ def test_the_session_jvms_get_cep_jit_default_unless_given(spark):
     assert JIT_OPTIONS in spark.sparkContext.getConf().get("spark.executor.extraJavaOptions").split()
 
 
+def test_the_session_commits_rocksdb_state_as_changelogs(spark):
+    """make_session's state store: RocksDB, committing each micro-batch as a changelog (the killed-query and
+    resume tests below restore state from such checkpoints)."""
+    from cep.connectors.spark import ROCKSDB_DEFAULTS
+
+    for k, v in ROCKSDB_DEFAULTS.items():
+        assert spark.conf.get(k) == v, k
+
+
 def test_files_to_files_matches_cep_run(spark, data, tmp_path):
     from cep.connectors.spark_cli import start_query
 
