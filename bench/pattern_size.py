@@ -12,7 +12,7 @@ same run, interleaved, for before/after ratios; a run past ``--timeout`` is repo
 the least disturbed).  ``--startup N`` also times ``cep run`` of one shipped pattern on its
 example input, N runs per tree interleaved: checking got faster, running must not start slower.
 ``--phases N`` also splits the check of the 10,000 ordinary patterns into its phases (interpreter
-start, imports and Lark's tables, parse, semantic checks, compile without code, summaries), CPU
+start, imports and tables, parse, semantic checks, compile without code, summaries), CPU
 seconds, the fastest of N runs per tree: where the time goes.
 """
 
@@ -162,14 +162,14 @@ from cep.lang import parser
 from cep.lang.checker import check_pattern
 from cep.lang.compiler import compile_pattern, without_code
 parser._tables()
-t["imports and Lark's tables"] = cpu() - c
+t["imports and tables"] = cpu() - c
 gc.disable()  # (as cep check runs)
 text = parser.read_pattern_file(sys.argv[1])
 c = cpu()
 patterns, _issues, _names = parser._parse_patterns(text, sys.argv[1])
 t["parse (table loop and syntax tree)"] = cpu() - c
 c = cpu()
-parser._TABLES = type(parser._tables())(parser._lark())  # (no segments: no generated shapes)
+parser._TABLES = type(parser._tables())(parser.grammar_tables)  # (no segments: no generated shapes)
 parser._parse_patterns(text, sys.argv[1])
 t["parse again, the table loop alone (not in the total)"] = cpu() - c
 parser._TABLES = None

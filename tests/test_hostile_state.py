@@ -184,5 +184,9 @@ def test_parser_tables_are_cached_in_a_private_directory(tmp_path, monkeypatch):
     assert stat.S_IMODE(os.stat(tmp_path / "c" / "cep").st_mode) == 0o700
     os.chmod(tmp_path / "c" / "cep", 0o777)  # anyone could plant a file: no cache at all
     assert lark_cache() is False
+    # Lark (and so its cache) is used only to locate a syntax error
     r = cep("check", CARD_FILE, env={"XDG_CACHE_HOME": str(tmp_path / "d")})
-    assert r.returncode == 0 and list((tmp_path / "d" / "cep").iterdir())
+    assert r.returncode == 0 and not (tmp_path / "d" / "cep").exists()
+    (tmp_path / "bad.pattern").write_text("PATTERN p SEQ(A a,) WITHIN 1 h\n")
+    r = cep("check", tmp_path / "bad.pattern", env={"XDG_CACHE_HOME": str(tmp_path / "d")})
+    assert r.returncode == 2 and b"bad.pattern:1:19: expected" in r.stderr and list((tmp_path / "d" / "cep").iterdir())

@@ -18,7 +18,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from lark.exceptions import UnexpectedInput
 
-from cep.lang import parser
+from cep.lang import grammar_tables, parser
+from cep.lang.grammar_cache import lark_parser
 from cep.lang.lalr import Rejected, TableParser, walk_tree
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -46,7 +47,7 @@ def by_tables(text: str, start: str = "start", tree: bool = True, tables: TableP
 
 def by_lark(text: str, start: str = "start", tree: bool = True):
     try:
-        parsed = parser._lark().parse(text, start=start)
+        parsed = lark_parser().parse(text, start=start)
     except UnexpectedInput:
         return None
     b = parser._Builder(text, "f")
@@ -139,7 +140,7 @@ def test_negative_literals_fold_only_from_a_number():
 
 def test_repeated_shipped_patterns_agree_through_generated_shapes():
     texts = shipped_and_documented()
-    fresh = TableParser(parser._lark(), parser._tables()._segments)  # (no shapes from other tests)
+    fresh = TableParser(grammar_tables, parser._tables()._segments)  # (no shapes from other tests)
     for t in texts:
         text = "\n".join([t] * 6)
         assert by_tables(text, tables=fresh) == by_lark(text), text

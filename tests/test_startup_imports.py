@@ -16,7 +16,7 @@ from cephelp import PATTERNS, ROOT
 
 # what a JSON-lines file run with no checkpoint, no CSV and no idle advance never needs
 NOT_IMPORTED = ("kafka", "pyspark", "cep.connectors", "cep.io.kafka", "cep.commands.explain",
-                "cep.io.checkpoint", "csv", "queue", "tqdm", "hypothesis", "cep.commands.check")
+                "cep.io.checkpoint", "csv", "queue", "tqdm", "hypothesis", "cep.commands.check", "lark")
 
 _PROBE = """
 import sys

@@ -66,6 +66,7 @@ def test_wheel_holds_only_the_cep_namespace_with_its_data(wheel):
     outside = [n for n in names if not n.startswith("cep/") and n.split("/")[0] not in dist_info]
     assert outside == [], f"the wheel installs files outside cep/: {outside}"
     assert "cep/grammar/pattern.lark" in names
+    assert "cep/lang/grammar_tables.py" in names  # (the parser's tables: no Lark at start-up)
     assert "cep/connectors/jars/pom.xml" in names
     assert any(n.startswith("cep/connectors/jars/") and n.endswith("/pom.xml") and n.count("/") == 4
                for n in names), "the connectors' Maven poms are missing"
@@ -119,3 +120,9 @@ def test_installed_wheel_runs_outside_the_checkout(wheel, tmp_path):
     bad = subprocess.run([str(cep_cmd), "check", "bad.pattern"], cwd=work, env=env, capture_output=True,
                          timeout=120)
     assert bad.returncode == 2 and b"bad.pattern:1:29: unknown duration unit 'parsecs'" in bad.stderr
+    # a syntax error is located by Lark, loaded only then, from the installed grammar
+    (work / "syntax.pattern").write_text("PATTERN p SEQ(A a,) WITHIN 5 s\n")
+    bad = subprocess.run([str(cep_cmd), "check", "syntax.pattern"], cwd=work, env=env, capture_output=True,
+                         timeout=120)
+    assert bad.returncode == 2, bad.stderr
+    assert b"syntax.pattern:1:19: expected a name, AND, NOT or SEQ, found ')'" in bad.stderr, bad.stderr

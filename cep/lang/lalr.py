@@ -4,8 +4,10 @@ Why: ``cep check`` on 10,000 patterns spent most of its time in Lark's parse
 loop, which makes a ``Token`` object per token, a ``Tree`` per rule and then
 hands the tree to a second pass (issue 12).  Lark still owns the language: the
 grammar is ``grammar/pattern.lark``, Lark computes the LALR tables and the
-terminals' regular expressions from it, and Lark parses every text this module
-rejects, so syntax errors are Lark's exceptions as before.  What runs here:
+terminals' regular expressions from it (shipped as plain data,
+``cep.lang.grammar_tables``, by ``cep.lang.tablegen``: no Lark import at
+start-up), and Lark parses every text this module rejects, so syntax errors
+are Lark's exceptions as before.  What runs here:
 
 - the lexer, line by line (no token holds a newline), one ``re.split`` per
   distinct line with a regex made of Lark's own terminals (the ignored ones,
@@ -45,10 +47,8 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from itertools import accumulate, compress, repeat
+from types import ModuleType
 from typing import Any
-
-from lark import Lark, Token, Tree
-from lark.parsers.lalr_analysis import Shift
 
 from cep import codegen
 from cep.lang.ast import Loc
@@ -64,7 +64,7 @@ class Rejected(Exception):
     """The text is not in the language (Lark's parse gives the located error)."""
 
 
-def _token_regex(terminals: list, ignore: frozenset[str]) -> re.Pattern:
+def _token_regex(terminals: list[tuple[str, str]], ignore: frozenset[str]) -> re.Pattern:
     """One match per token, in Lark's order: the ignored terminals (blanks, comments) skipped in front.
 
     Lark's lexer tries its terminals in order at each position, one match per
@@ -75,12 +75,12 @@ def _token_regex(terminals: list, ignore: frozenset[str]) -> re.Pattern:
     start no token) and checked by the tests against Lark's lexer.  The lexer
     classifies each distinct token text with it.
     """
-    skip = "|".join(_uncaptured(t.pattern.to_regexp()) for t in terminals if t.name in ignore)
-    tokens = "|".join(f"(?P<{t.name}>{t.pattern.to_regexp()})" for t in terminals if t.name not in ignore)
+    skip = "|".join(_uncaptured(regex) for name, regex in terminals if name in ignore)
+    tokens = "|".join(f"(?P<{name}>{regex})" for name, regex in terminals if name not in ignore)
     return re.compile(f"(?:{skip})*+(?:{tokens}|(?P<_END>\\Z))")  # (*+: no backtracking into blanks)
 
 
-def _split_regex(terminals: list, ignore: frozenset[str]) -> re.Pattern:
+def _split_regex(terminals: list[tuple[str, str]], ignore: frozenset[str]) -> re.Pattern:
     """``(blanks)(token)`` for ``re.split``: Lark's terminals in Lark's order, keywords left to the word.
 
     A keyword terminal (``/and\\b/i``) matches exactly where the word terminal
@@ -91,8 +91,8 @@ def _split_regex(terminals: list, ignore: frozenset[str]) -> re.Pattern:
     first as Lark tries them.  Raises ``ValueError`` if the grammar's
     terminals stop having that shape.
     """
-    names = [t.name for t in terminals if t.name not in ignore]
-    regexps = {t.name: t.pattern.to_regexp() for t in terminals}
+    names = [name for name, _ in terminals if name not in ignore]
+    regexps = dict(terminals)
     words = [n for n in names if _KEYWORD_RE.fullmatch(regexps[n])]
     word_at = next((i for i, n in enumerate(names) if regexps[n] == _WORD), None)
     if words and word_at is None:
@@ -145,22 +145,24 @@ def _uncaptured(regex: str) -> str:
 class _Rule:
     __slots__ = ("size", "origin", "name", "include", "splice", "unit", "terms")
 
-    def __init__(self, rule: Any) -> None:
-        self.size = len(rule.expansion)
+    def __init__(self, rule: tuple) -> None:
+        """``rule`` as ``cep.lang.grammar_tables.RULES`` holds it (``cep.lang.tablegen``)."""
+        origin, alias, expansion, keep_all_tokens, expand1 = rule
+        self.size = len(expansion)
         if not self.size:
             raise ValueError(f"rule {rule} is empty: the loop assumes every node ends before the look-ahead")
-        self.origin = str(rule.origin.name)  # (from Lark's cache these are its Token, a str with another repr)
-        self.name = str(rule.alias or rule.origin.name)
-        self.terms = tuple(s.is_term for s in rule.expansion)
+        self.origin = origin
+        self.name = alias or origin
+        self.terms = tuple(is_term for _, is_term, _ in expansion)
         # which children Lark keeps, and which are `_rule` lists spliced into this node
         self.include = tuple(
-            (i, (not s.is_term) and s.name.startswith("_"))
-            for i, s in enumerate(rule.expansion)
-            if rule.options.keep_all_tokens or not (s.is_term and s.filter_out)
+            (i, (not is_term) and symbol.startswith("_"))
+            for i, (symbol, is_term, filtered) in enumerate(expansion)
+            if keep_all_tokens or not filtered
         )
-        self.splice = self.origin.startswith("_")
+        self.splice = origin.startswith("_")
         # `?rule: other` (one kept child, no alias): the child stands for the rule
-        self.unit = bool(rule.options.expand1) and not rule.alias
+        self.unit = expand1 and not alias
         if self.unit and (self.size != 1 or len(self.include) != 1 or self.terms[0]):
             raise ValueError(f"rule {rule} is not a plain `?rule: other` step")
 
@@ -228,40 +230,24 @@ class TableParser:
     follows, up to the next one.
     """
 
-    def __init__(self, lark: Lark, segments: frozenset[str] = frozenset()) -> None:
+    def __init__(self, tables: ModuleType, segments: frozenset[str] = frozenset()) -> None:
+        """``tables``: ``cep.lang.grammar_tables`` (or a module like it, ``cep.lang.tablegen``)."""
         self._segments = segments
         self._shapes: dict[tuple, tuple[Callable, list] | None] = {}
         self._seen: dict[tuple, int] = {}
         self._budget = _SHAPE_BUDGET  # (tokens of shapes the current parse may still generate)
-        frontend = lark.parser
-        table = frontend.parser.parser.parse_table
-        lexer = frontend.lexer
-        scanner = lexer.scanner
-        if len(scanner._mres) != 1 or lexer.callback:
-            raise ValueError("the grammar's terminals do not fit one regex without callbacks")
-        self._classify = _token_regex(scanner.terminals, lexer.ignore_types).match
-        self._split = _split_regex(scanner.terminals, lexer.ignore_types).split
-        rules: dict[Any, int] = {}
-        self._rules: list[_Rule] = []
+        ignore = frozenset(tables.IGNORE)
+        self._classify = _token_regex(tables.TERMINALS, ignore).match
+        self._split = _split_regex(tables.TERMINALS, ignore).split
+        self._rules: list[_Rule] = [_Rule(r) for r in tables.RULES]
         # one dict per state: terminal -> shift target (>= 0) or reduction (-1 - rule); nonterminal -> goto
-        self._acts: list[dict[str, int]] = [{} for _ in range(max(table.states) + 1)]
-        for state, actions in table.states.items():
-            row: dict[str, int] = {}
-            for symbol, (action, arg) in actions.items():
-                if action is Shift:
-                    row[symbol] = arg
-                else:
-                    if arg not in rules:
-                        rules[arg] = len(self._rules)
-                        self._rules.append(_Rule(arg))
-                    row[symbol] = -1 - rules[arg]
-            self._acts[state] = row
+        self._acts: list[dict[str, int]] = tables.ACTIONS
         self._sizes = [r.size for r in self._rules]
         self._origins = [r.origin for r in self._rules]
         # (state below, unit rule) -> {look-ahead: state after the whole `?rule: other` chain}
         self._chains: list[dict[str, int] | None] = [None] * (len(self._acts) * len(self._rules))
-        self._start = dict(table.start_states)
-        self._end = dict(table.end_states)
+        self._start: dict[str, int] = tables.START
+        self._end: dict[str, int] = tables.END
         names = ", ".join(f"a{r}" for r in range(len(self._rules)))
         source = (
             f"def reducers(actions, L, C, EL, E, deepest, MAXD):\n    {names}, = actions\n"
@@ -532,7 +518,7 @@ def _report_depth(builder: Any, deepest: list[tuple[int, Loc]]) -> None:
         builder.too_deep(max(deepest, key=lambda d: d[0])[1])
 
 
-def walk_tree(root: Tree, builder: Any) -> Any:
+def walk_tree(root: Any, builder: Any) -> Any:
     """The value of a Lark tree (``propagate_positions=True``) under the same actions.
 
     Bottom-up with an explicit stack (no recursion: 50,000 nested calls are a
@@ -540,6 +526,8 @@ def walk_tree(root: Tree, builder: Any) -> Any:
     Tokens are appended to the builder's token lists; each node gets one more
     entry there holding its start and end (its ``first`` and ``last``).
     """
+    from lark import Token, Tree  # (only when Lark parsed: the table loop rejected the text)
+
     T: list[str] = []
     K: list[str] = []
     L: list[int] = []
