@@ -14,6 +14,7 @@ hashing and immutability are the frozen dataclass's own.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import MISSING, dataclass, field, fields
 from typing import Any, NamedTuple, TypeVar
 
@@ -42,6 +43,16 @@ def frozen_record(cls: type[_T]) -> type[_T]:
     init.__qualname__ = f"{cls.__qualname__}.__init__"
     cls.__init__ = init  # type: ignore[misc]
     return cls
+
+
+def slot_setters(cls: type) -> list[tuple[str, Callable[[Any, Any], None]]]:
+    """``(field, setter)`` of each field of a node class, in order.
+
+    The parser's generated code makes a node as ``object.__new__(cls)`` and
+    sets every field with these: no ``__init__`` frame, half the cost of
+    calling the class (issue 12).
+    """
+    return [(f.name, cls.__dict__[f.name].__set__) for f in fields(cls)]
 
 
 class Loc(NamedTuple):

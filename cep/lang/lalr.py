@@ -51,7 +51,7 @@ from types import ModuleType
 from typing import Any
 
 from cep import codegen
-from cep.lang.ast import Loc
+from cep.lang.ast import Loc, slot_setters
 
 Entry = tuple  # (value, kind, first token, last token, depth)
 END = "$END"
@@ -167,8 +167,54 @@ class _Rule:
             raise ValueError(f"rule {rule} is not a plain `?rule: other` step")
 
 
-def _reducer_source(r: int, rule: _Rule) -> str:
-    """The reducer of one rule: pops its children, shapes them as Lark's tree would, returns the entry."""
+_CHILD_RE = re.compile(r"\bk(\d+)\b")
+
+
+def _inline_value(template: tuple, children: list[str], target: str, indent: str) -> list[str]:
+    """Lines that set ``target`` to an inline action's value (see ``TableParser``), ``kN`` being ``children[N]``.
+
+    A node is made as ``object.__new__`` and its slots set in field order
+    (``cep.lang.ast.slot_setters``): the fields' expressions run in the order
+    a call of the class would run them.
+    """
+    cls, *exprs = template
+
+    def code(e: str) -> str:
+        return _CHILD_RE.sub(lambda m: children[int(m.group(1))], e)
+
+    if cls is None:
+        return [f"{indent}{target} = {code(exprs[0])}"]
+    lines = [f"{indent}{target} = obj_new({cls.__name__})"]
+    for (name, _), e in zip(slot_setters(cls), exprs, strict=True):
+        lines.append(f"{indent}set_{cls.__name__}_{name}({target}, {code(e)})")
+    return lines
+
+
+def inline_env(inline: dict[str, tuple]) -> dict[str, Any]:
+    """The names the generated code of ``inline``'s templates uses (node classes and their slots' setters)."""
+    env: dict[str, Any] = {"new": tuple.__new__, "obj_new": object.__new__, "Loc": Loc}
+    for cls, *_ in inline.values():
+        if cls is not None:
+            env[cls.__name__] = cls
+            env.update((f"set_{cls.__name__}_{name}", setter) for name, setter in slot_setters(cls))
+    return env
+
+
+def inline_method(name: str, template: tuple, env: dict[str, Any]) -> Callable:
+    """An inline action as a builder method ``(builder, kids, loc) -> value`` (for ``walk_tree``)."""
+    lines = [f"def b_{name}(B, kids, loc):", "    T, L, C, EL, E = B.T, B.L, B.C, B.EL, B.E"]
+    arity = max((int(k) + 1 for e in template[1:] for k in _CHILD_RE.findall(e)), default=0)
+    lines += _inline_value(template, [f"kids[{j}]" for j in range(arity)], "v", "    ")
+    lines.append("    return v")
+    return codegen.define("parser: inline actions", "\n".join(lines) + "\n", f"b_{name}", env)
+
+
+def _reducer_source(r: int, rule: _Rule, template: tuple | None) -> str:
+    """The reducer of one rule: pops its children, shapes them as Lark's tree would, returns the entry.
+
+    With an inline ``template`` (see ``TableParser``) it builds the rule's value itself; otherwise
+    it calls the builder's action with the children and the node's location.
+    """
     n = rule.size
     c = [f"c{j}" for j in range(n)]
     lines = [f"    def r{r}(vs, i):"]
@@ -185,6 +231,16 @@ def _reducer_source(r: int, rule: _Rule) -> str:
         lines.append(f"        d = {nodes[0]}[4]")
         for x in nodes[1:]:
             lines.append(f"        if {x}[4] > d: d = {x}[4]")
+    if template is not None:
+        lines += [
+            "        l = i - 1",
+            "        loc = new(Loc, (L[f], C[f], EL[l], E[l]))",
+            "        if d == MAXD:",
+            "            deepest.append((f, loc))",
+        ]
+        lines += _inline_value(template, [c[j] for j, _ in rule.include], "v", "        ")
+        lines.append(f"        return (v, {rule.name!r}, f, l, d + 1)")
+        return "\n".join(lines) + "\n"
     # the children Lark keeps, spliced lists flattened (a left-recursive list grows in place)
     started = False
     for j, spliced in rule.include:
@@ -215,10 +271,12 @@ def _reducer_source(r: int, rule: _Rule) -> str:
 
 _MAX_SHAPES = 256  # generated pattern shapes kept per parser
 _MAX_SEEN = 4096  # shapes met fewer times, counted
-_GENERATE_AT = 4  # a shape is generated the 4th time it is met (generating it costs ~25 loop passes)
+# Generating a shape (compiling its code) costs about 60 loop passes over its tokens (callgrind,
+# bench.pattern_size varied(1000)): generated the 64th time it is met, a shape costs at most about
+# twice what the loop alone would have, and a file whose shapes rarely repeat generates few.
+_GENERATE_AT = 64
 _MAX_SHAPE_TOKENS = 2000  # (a longer pattern runs through the loop: its code would cost more than it saves)
-# Generating a shape costs some 25 loop passes over its tokens: a parse generates shapes of at most
-# this many tokens, or a 50th of its own, so a file of shapes each met twice costs at most ~50% more.
+# A parse generates shapes of at most this many tokens, or a 50th of its own.
 _SHAPE_BUDGET = 2000
 
 
@@ -230,8 +288,18 @@ class TableParser:
     follows, up to the next one.
     """
 
-    def __init__(self, tables: ModuleType, segments: frozenset[str] = frozenset()) -> None:
-        """``tables``: ``cep.lang.grammar_tables`` (or a module like it, ``cep.lang.tablegen``)."""
+    def __init__(self, tables: ModuleType, segments: frozenset[str] = frozenset(),
+                 inline: dict[str, tuple] | None = None, env: dict[str, Any] | None = None) -> None:
+        """``tables``: ``cep.lang.grammar_tables`` (or a module like it, ``cep.lang.tablegen``).
+
+        ``inline``: rule (alias) -> the template of an action that is one value made of the
+        rule's children, written into the generated code instead of a call of the builder's
+        action: ``(node class, one expression per field)`` or ``(None, expression)``.  The
+        expressions see the rule's kept children ``k0``, ``k1``, ... (token index or entry),
+        the token lists ``T`` (texts), ``L``, ``C``, ``EL``, ``E`` (positions), ``loc``, the
+        builder ``B`` and the names in ``env``.  A rule whose children hold a spliced list
+        cannot have one.
+        """
         self._segments = segments
         self._shapes: dict[tuple, tuple[Callable, list] | None] = {}
         self._seen: dict[tuple, int] = {}
@@ -242,6 +310,12 @@ class TableParser:
         self._rules: list[_Rule] = [_Rule(r) for r in tables.RULES]
         # one dict per state: terminal -> shift target (>= 0) or reduction (-1 - rule); nonterminal -> goto
         self._acts: list[dict[str, int]] = tables.ACTIONS
+        inline = inline or {}
+        self._inline: list[tuple | None] = [inline.get(r.name) for r in self._rules]
+        for rule, template in zip(self._rules, self._inline, strict=True):
+            if template is not None and (rule.splice or rule.unit or any(sp for _, sp in rule.include)):
+                raise ValueError(f"rule {rule.name}: an inline action needs a node of fixed children")
+        self._env = {**inline_env(inline), **(env or {})}
         self._sizes = [r.size for r in self._rules]
         self._origins = [r.origin for r in self._rules]
         # (state below, unit rule) -> {look-ahead: state after the whole `?rule: other` chain}
@@ -250,13 +324,14 @@ class TableParser:
         self._end: dict[str, int] = tables.END
         names = ", ".join(f"a{r}" for r in range(len(self._rules)))
         source = (
-            f"def reducers(actions, L, C, EL, E, deepest, MAXD):\n    {names}, = actions\n"
-            + "".join(_reducer_source(r, rule) for r, rule in enumerate(self._rules) if not rule.unit)
+            f"def reducers(actions, B, T, L, C, EL, E, deepest, MAXD):\n    {names}, = actions\n"
+            + "".join(_reducer_source(r, rule, self._inline[r]) for r, rule in enumerate(self._rules)
+                      if not rule.unit)
             + "    return [" + ", ".join("None" if rule.unit else f"r{r}" for r, rule in enumerate(self._rules))
             + "]\n"
         )
         self._reducers: Callable[..., list] = codegen.define(
-            "parser: reducers", source, "reducers", {"new": tuple.__new__, "Loc": Loc}
+            "parser: reducers", source, "reducers", self._env
         )
 
     def lex(self, text: str, builder: Any) -> list[str]:
@@ -315,7 +390,8 @@ class TableParser:
         actions = [None if r.unit or r.splice else getattr(builder, "b_" + r.name) for r in rules]
         L, C, EL, E = builder.L, builder.C, builder.EL, builder.E
         max_depth = builder.max_depth
-        red = self._reducers(actions, L, C, EL, E, deepest, max_depth)
+        T = builder.T
+        red = self._reducers(actions, builder, T, L, C, EL, E, deepest, max_depth)
         acts = self._acts
         sizes = self._sizes
         origins = self._origins
@@ -346,7 +422,7 @@ class TableParser:
                     shape = self._shape(state, kinds, i, j, max_depth)
                     if shape is not None:
                         fn, states = shape
-                        vs += fn(i, actions, L, C, EL, E, deepest)
+                        vs += fn(i, actions, builder, T, L, C, EL, E, deepest)
                         ss += states
                         state = states[-1]
                         row = acts[state]
@@ -417,7 +493,7 @@ class TableParser:
         made = self._shape_source(state, key[1], max_depth)
         if made is not None:
             source, after = made
-            made = codegen.define("parser: pattern shape", source, "shape", {"new": tuple.__new__, "Loc": Loc}), after
+            made = codegen.define("parser: pattern shape", source, "shape", self._env), after
         self._shapes[key] = made
         return made
 
@@ -483,13 +559,18 @@ class TableParser:
                 vs.append(("s", kids, f, lt, d))
                 continue
             count += 1
-            used.add(-1 - act)
             r = -1 - act
             out.append(f"    loc = new(Loc, (L[{tok(f)}], C[{tok(f)}], EL[{tok(lt)}], E[{tok(lt)}]))")
             if d == max_depth:
                 out.append(f"    deepest.append(({tok(f)}, loc))")
-            out.append(f"    v{count} = (a{r}([{', '.join(expr(x) for x in kids)}], loc), {rule.name!r}, "
-                       f"{tok(f)}, {tok(lt)}, {d + 1})")
+            template = self._inline[r]
+            if template is not None:
+                out += _inline_value(template, [expr(x) for x in kids], "n", "    ")
+                value = "n"
+            else:
+                used.add(r)
+                value = f"a{r}([{', '.join(expr(x) for x in kids)}], loc)"
+            out.append(f"    v{count} = ({value}, {rule.name!r}, {tok(f)}, {tok(lt)}, {d + 1})")
             vs.append(("n", f"v{count}", f, lt, d + 1))
         if k != last or not vs:
             return None
@@ -499,7 +580,7 @@ class TableParser:
                 return f"([{', '.join(expr(y) for y in x[1])}], '_', {tok(x[2])}, {tok(x[3])}, {x[4]})"
             return expr(x)
 
-        head = ["def shape(i, actions, L, C, EL, E, deepest):"]
+        head = ["def shape(i, actions, B, T, L, C, EL, E, deepest):"]
         head += [f"    a{r} = actions[{r}]" for r in sorted(used)]
         return "\n".join(head + out + [f"    return [{', '.join(entry(x) for x in vs)}]"]) + "\n", ss[1:]
 

@@ -43,7 +43,7 @@ from cep.errors import Diagnostic, NotSupportedYet, PatternError
 from cep.lang import ast, grammar_tables
 from cep.lang.checker import STRATEGIES, Issue, check_pattern
 from cep.lang.grammar_cache import lark_parser
-from cep.lang.lalr import Rejected, TableParser, walk_tree
+from cep.lang.lalr import Rejected, TableParser, inline_env, inline_method, walk_tree
 from cep.lang.suggest import hint
 from cep.units import DURATION_UNITS, UNIT_HELP, canonical_unit
 
@@ -227,7 +227,8 @@ _COMPOPS = {"==": "=", "<>": "!=", "=": "=", "!=": "!=", "<": "<", "<=": "<=", "
 class _Builder:
     """The actions that turn each rule's children into AST values (``cep.lang.lalr`` calls them).
 
-    ``kids`` are the rule's children as Lark's tree would hold them: a token
+    The actions that are one value made of the children are templates (``_INLINE``, below),
+    the others methods.  ``kids`` are the rule's children as Lark's tree would hold them: a token
     is its index in the token lists ``tokens`` gives (text ``T``, kind ``K``,
     line ``L``, column ``C``, end line ``EL``, end column ``E``), a node an entry ``(value, kind, first token,
     last token, depth)``; ``loc`` is the node's own location.
@@ -267,9 +268,6 @@ class _Builder:
     def b_start(self, kids: list, loc: ast.Loc) -> list[ast.Pattern]:
         return [k[0] for k in kids]
 
-    def b_expr_only(self, kids: list, loc: ast.Loc) -> ast.Expr:
-        return kids[0][0]
-
     def b_pattern(self, kids: list, loc: ast.Loc) -> ast.Pattern:
         _kw, name, structure, *clauses = kids
         got: dict[str, object] = {}
@@ -307,12 +305,6 @@ class _Builder:
         op, *elements = kids
         return ast.Structure(self.T[op].upper(), tuple(e[0] for e in elements), loc)
 
-    def b_el_event(self, kids: list, loc: ast.Loc) -> ast.Element:
-        t, a = kids
-        T = self.T
-        return ast.Element(T[t], T[a], "event", None, loc, tuple.__new__(ast.Loc, (self.L[a], self.C[a], self.EL[a],
-                                                                                   self.E[a])))
-
     def b_el_not(self, kids: list, loc: ast.Loc) -> ast.Element:
         return ast.Element(self.T[kids[1]], self.T[kids[2]], "not", None, loc, self.tok_loc(kids[2]))
 
@@ -339,15 +331,9 @@ class _Builder:
         return ast.Element("", "", "nested", s, s.loc, ast.NOLOC)
 
     # ---------------------------------------------------------------- clauses
-    def b_where_clause(self, kids: list, loc: ast.Loc):
-        return ("where", kids[0], kids[1][0])
-
     def b_partition_clause(self, kids: list, loc: ast.Loc):
         names = kids[2:]
         return ("partition", kids[0], (tuple(self.T[n] for n in names), tuple(self.tok_loc(n) for n in names)))
-
-    def b_within_clause(self, kids: list, loc: ast.Loc):
-        return ("within", kids[0], kids[1][0])
 
     def b_emit_clause(self, kids: list, loc: ast.Loc):
         return ("emit", kids[0], tuple(k[0] for k in kids[1:]))
@@ -402,35 +388,8 @@ class _Builder:
             return 0
         return v
 
-    def b_number(self, kids: list, loc: ast.Loc) -> ast.Literal:
-        return ast.Literal(self.number(kids[0]), loc)
-
-    def b_string(self, kids: list, loc: ast.Loc) -> ast.Literal:
-        return ast.Literal(_unescape(self.T[kids[0]]), loc)
-
-    def b_true(self, kids: list, loc: ast.Loc) -> ast.Literal:
-        return ast.Literal(True, loc)
-
-    def b_false(self, kids: list, loc: ast.Loc) -> ast.Literal:
-        return ast.Literal(False, loc)
-
-    def b_null(self, kids: list, loc: ast.Loc) -> ast.Literal:
-        return ast.Literal(None, loc)
-
-    def b_attr(self, kids: list, loc: ast.Loc) -> ast.Attr:
-        return ast.Attr(self.T[kids[0]], kids[1][0], loc)
-
-    def b_attr_name(self, kids: list, loc: ast.Loc) -> str:
-        return self.T[kids[0]]
-
-    def b_bare(self, kids: list, loc: ast.Loc) -> ast.Attr:
-        return ast.Attr(self.T[kids[0]], "", loc)
-
     def b_call(self, kids: list, loc: ast.Loc) -> ast.Call:
         return ast.Call(self.T[kids[0]].lower(), tuple(k[0] for k in kids[1:]), loc)
-
-    def b_paren(self, kids: list, loc: ast.Loc) -> ast.Expr:
-        return kids[0][0]
 
     def b_neg(self, kids: list, loc: ast.Loc) -> ast.Expr:
         operand, kind = kids[1][0], kids[1][1]
@@ -438,26 +397,40 @@ class _Builder:
             return ast.Literal(-operand.value, loc)  # type: ignore[operator]
         return ast.Neg(operand, loc)
 
-    def b_arith(self, kids: list, loc: ast.Loc) -> ast.Arith:
-        return ast.Arith(self.T[kids[1]], kids[0][0], kids[2][0], loc)
-
-    def b_compare(self, kids: list, loc: ast.Loc) -> ast.Compare:
-        return ast.Compare(_COMPOPS[self.T[kids[1]]], kids[0][0], kids[2][0], loc)
-
     def b_in_list(self, kids: list, loc: ast.Loc) -> ast.InList:
         return ast.InList(kids[0][0], tuple(k[0] for k in kids[2:]), False, loc)
 
     def b_not_in_list(self, kids: list, loc: ast.Loc) -> ast.InList:
         return ast.InList(kids[0][0], tuple(k[0] for k in kids[3:]), True, loc)
 
-    def b_not_(self, kids: list, loc: ast.Loc) -> ast.Not:
-        return ast.Not(kids[1][0], loc)
 
-    def b_and_(self, kids: list, loc: ast.Loc) -> ast.And:
-        return ast.And(kids[0][0], kids[2][0], loc)
-
-    def b_or_(self, kids: list, loc: ast.Loc) -> ast.Or:
-        return ast.Or(kids[0][0], kids[2][0], loc)
+# Actions that are one value made of the rule's children, as data (``TableParser``'s ``inline``):
+# the table loop writes each into the generated code of its rule (no call per node, the node made
+# without its ``__init__``: issue 12) and the builder gets each as its method ``b_<rule>``.
+_INLINE: dict[str, tuple] = {
+    "expr_only": (None, "k0[0]"),
+    "el_event": (ast.Element, "T[k0]", "T[k1]", "'event'", "None", "loc",
+                 "new(Loc, (L[k1], C[k1], EL[k1], E[k1]))", "1", "None"),
+    "where_clause": (None, "('where', k0, k1[0])"),
+    "within_clause": (None, "('within', k0, k1[0])"),
+    "number": (ast.Literal, "B.number(k0)", "loc"),
+    "string": (ast.Literal, "unescape(T[k0])", "loc"),
+    "true": (ast.Literal, "True", "loc"),
+    "false": (ast.Literal, "False", "loc"),
+    "null": (ast.Literal, "None", "loc"),
+    "attr": (ast.Attr, "T[k0]", "k1[0]", "loc"),
+    "attr_name": (None, "T[k0]"),
+    "bare": (ast.Attr, "T[k0]", "''", "loc"),
+    "paren": (None, "k0[0]"),
+    "arith": (ast.Arith, "T[k1]", "k0[0]", "k2[0]", "loc"),
+    "compare": (ast.Compare, "COMPOPS[T[k1]]", "k0[0]", "k2[0]", "loc"),
+    "not_": (ast.Not, "k1[0]", "loc"),
+    "and_": (ast.And, "k0[0]", "k2[0]", "loc"),
+    "or_": (ast.Or, "k0[0]", "k2[0]", "loc"),
+}
+_INLINE_ENV = {**inline_env(_INLINE), "COMPOPS": _COMPOPS, "unescape": _unescape}
+for _rule, _template in _INLINE.items():
+    setattr(_Builder, f"b_{_rule}", inline_method(_rule, _template, _INLINE_ENV))
 
 
 # ------------------------------------------------------------------ the driver
@@ -472,10 +445,15 @@ def _padded(text: str, start: int) -> str:
 _TABLES: TableParser | None = None
 
 
+def _table_parser() -> TableParser:
+    """A new table loop for the grammar, with the builder's inline actions (``_tables`` keeps one)."""
+    return TableParser(grammar_tables, frozenset(["PATTERN", *_CLAUSES]), _INLINE, _INLINE_ENV)
+
+
 def _tables() -> TableParser:
     global _TABLES
     if _TABLES is None:
-        _TABLES = TableParser(grammar_tables, segments=frozenset(["PATTERN", *_CLAUSES]))
+        _TABLES = _table_parser()
     return _TABLES
 
 
