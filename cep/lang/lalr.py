@@ -387,7 +387,8 @@ class TableParser:
         self._budget = max(_SHAPE_BUDGET, len(kinds) // 50)
         rules = self._rules
         deepest: list[tuple[int, Loc]] = []
-        actions = [None if r.unit or r.splice else getattr(builder, "b_" + r.name) for r in rules]
+        actions = [None if r.unit or r.splice or t is not None else getattr(builder, "b_" + r.name)
+                   for r, t in zip(rules, self._inline, strict=True)]
         L, C, EL, E = builder.L, builder.C, builder.EL, builder.E
         max_depth = builder.max_depth
         T = builder.T

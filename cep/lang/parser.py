@@ -243,6 +243,9 @@ class _Builder:
         self.name_locs: dict[int, ast.Loc] = {}
         self._line_starts: list[int] | None = None
 
+    def __getattr__(self, name: str) -> Any:
+        return _inline_action(self, name)
+
     def tokens(self, T: list, K: list, L: list, C: list, EL: list, E: list) -> None:
         """The token lists the children's indices point into (``cep.lang.lalr`` fills them)."""
         self.T, self.K, self.L, self.C, self.EL, self.E = T, K, L, C, EL, E
@@ -429,8 +432,17 @@ _INLINE: dict[str, tuple] = {
     "or_": (ast.Or, "k0[0]", "k2[0]", "loc"),
 }
 _INLINE_ENV = {**inline_env(_INLINE), "COMPOPS": _COMPOPS, "unescape": _unescape}
-for _rule, _template in _INLINE.items():
-    setattr(_Builder, f"b_{_rule}", inline_method(_rule, _template, _INLINE_ENV))
+
+
+def _inline_action(self: _Builder, name: str) -> Any:
+    """``b_<rule>`` of an inline action, made when first asked for (only ``walk_tree`` calls them)."""
+    rule = name[2:]
+    if not name.startswith("b_") or rule not in _INLINE:
+        raise AttributeError(name)
+    method = inline_method(rule, _INLINE[rule], _INLINE_ENV)
+    setattr(_Builder, name, method)
+    return method.__get__(self)
+
 
 
 # ------------------------------------------------------------------ the driver
