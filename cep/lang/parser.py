@@ -369,9 +369,15 @@ class _Builder:
 
     def b_item_expr(self, kids: list, loc: ast.Loc) -> ast.EmitItem:
         src = kids[0]
-        text = self.source(src[2], src[3])
-        if src[1] != "attr" or _PLAIN_ATTR_RE.fullmatch(text) is None:  # (`a.b` as written is its own text)
-            text = item_text(text)
+        first, last = src[2], src[3]
+        L, C, E = self.L, self.C, self.E
+        if src[1] == "attr" and last == first + 2 and E[first] == C[first + 1] and E[first + 1] == C[last] \
+                and L[first] == L[last]:
+            text = self.T[first] + "." + self.T[last]  # (`a.b` written without blanks: its own text)
+        else:
+            text = self.source(first, last)
+            if src[1] != "attr" or _PLAIN_ATTR_RE.fullmatch(text) is None:  # (`a.b` as written is its own text)
+                text = item_text(text)
         name = self.T[kids[2]] if len(kids) == 3 else None
         return ast.EmitItem(src[0], name, text, None, loc)
 
