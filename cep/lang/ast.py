@@ -136,6 +136,8 @@ class InList:
 
 @frozen_record
 class And:
+    """``left AND right``."""
+
     left: Expr
     right: Expr
     loc: Loc = _loc()
@@ -143,6 +145,8 @@ class And:
 
 @frozen_record
 class Or:
+    """``left OR right``."""
+
     left: Expr
     right: Expr
     loc: Loc = _loc()
@@ -150,6 +154,8 @@ class Or:
 
 @frozen_record
 class Not:
+    """``NOT operand``."""
+
     operand: Expr
     loc: Loc = _loc()
 

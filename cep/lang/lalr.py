@@ -64,8 +64,11 @@ class Rejected(Exception):
     """The text is not in the language (Lark's parse gives the located error)."""
 
 
-def _token_regex(terminals: list[tuple[str, str]], ignore: frozenset[str]) -> re.Pattern:
+def token_regex(terminals: list[tuple[str, str]], ignore: frozenset[str]) -> str:
     """One match per token, in Lark's order: the ignored terminals (blanks, comments) skipped in front.
+
+    (Made by ``cep.lang.tablegen``, shipped in ``cep.lang.grammar_tables``: building it compiles
+    a regex per terminal, milliseconds of every start-up.)
 
     Lark's lexer tries its terminals in order at each position, one match per
     token or blank; here the ignored ones are skipped first, then the others
@@ -77,10 +80,10 @@ def _token_regex(terminals: list[tuple[str, str]], ignore: frozenset[str]) -> re
     """
     skip = "|".join(_uncaptured(regex) for name, regex in terminals if name in ignore)
     tokens = "|".join(f"(?P<{name}>{regex})" for name, regex in terminals if name not in ignore)
-    return re.compile(f"(?:{skip})*+(?:{tokens}|(?P<_END>\\Z))")  # (*+: no backtracking into blanks)
+    return f"(?:{skip})*+(?:{tokens}|(?P<_END>\\Z))"  # (*+: no backtracking into blanks)
 
 
-def _split_regex(terminals: list[tuple[str, str]], ignore: frozenset[str]) -> re.Pattern:
+def split_regex(terminals: list[tuple[str, str]], ignore: frozenset[str]) -> str:
     """``(blanks)(token)`` for ``re.split``: Lark's terminals in Lark's order, keywords left to the word.
 
     A keyword terminal (``/and\\b/i``) matches exactly where the word terminal
@@ -89,7 +92,7 @@ def _split_regex(terminals: list[tuple[str, str]], ignore: frozenset[str]) -> re
     match at a letter; so the split leaves keywords out (a third of the regex
     time) and the kind of a word is found from its text, with the keywords
     first as Lark tries them.  Raises ``ValueError`` if the grammar's
-    terminals stop having that shape.
+    terminals stop having that shape.  (Shipped like ``token_regex``.)
     """
     names = [name for name, _ in terminals if name not in ignore]
     regexps = dict(terminals)
@@ -106,7 +109,7 @@ def _split_regex(terminals: list[tuple[str, str]], ignore: frozenset[str]) -> re
             raise ValueError(f"terminal {kw} is shadowed by another terminal: the lexer needs adapting")
     skip = "|".join(_uncaptured(regexps[n]) for n in regexps if n in ignore)
     tokens = "|".join(_uncaptured(regexps[n]) for n in names if n not in words)
-    return re.compile(f"((?:{skip})*+)({tokens}|\\Z)")  # (the blanks at the end match, with an empty token)
+    return f"((?:{skip})*+)({tokens}|\\Z)"  # (the blanks at the end match, with an empty token)
 
 
 def _uncaptured(regex: str) -> str:
@@ -304,9 +307,8 @@ class TableParser:
         self._shapes: dict[tuple, tuple[Callable, list] | None] = {}
         self._seen: dict[tuple, int] = {}
         self._budget = _SHAPE_BUDGET  # (tokens of shapes the current parse may still generate)
-        ignore = frozenset(tables.IGNORE)
-        self._classify = _token_regex(tables.TERMINALS, ignore).match
-        self._split = _split_regex(tables.TERMINALS, ignore).split
+        self._classify = re.compile(tables.TOKEN_REGEX).match
+        self._split = re.compile(tables.SPLIT_REGEX).split
         self._rules: list[_Rule] = [_Rule(r) for r in tables.RULES]
         # one dict per state: terminal -> shift target (>= 0) or reduction (-1 - rule); nonterminal -> goto
         self._acts: list[dict[str, int]] = tables.ACTIONS
