@@ -273,33 +273,24 @@ class _Builder:
 
     def b_pattern(self, kids: list, loc: ast.Loc) -> ast.Pattern:
         _kw, name, structure, *clauses = kids
-        got: dict[str, object] = {}
-        first: dict[str, ast.Loc] = {}
+        got: dict[str, Any] = {}
+        first: dict[str, int] = {}  # clause -> its keyword's token
         for clause in clauses:
             kind, kw, value = clause[0]
-            kw_loc = self.tok_loc(kw)
             if kind in first:
-                f = first[kind]
+                f = self.tok_loc(first[kind])
                 self.error(
-                    kw_loc,
+                    self.tok_loc(kw),
                     f"{CLAUSE_NAMES[kind]} clause is given twice (first at line {f.line}, col {f.col})",
                 )
                 continue
-            first[kind] = kw_loc
+            first[kind] = kw
             got[kind] = value
-        partition = got.get("partition", ((), ()))
-        p = ast.Pattern(
-            name=self.T[name],
-            structure=structure[0],
-            where=got.get("where"),  # type: ignore[arg-type]
-            partition_by=partition[0],  # type: ignore[index]
-            within=got.get("within"),  # type: ignore[arg-type]
-            emit=got.get("emit"),  # type: ignore[arg-type]
-            using=got.get("using"),  # type: ignore[arg-type]
-            loc=loc,
-            file=self.file,
-            partition_locs=partition[1],  # type: ignore[index]
-            using_loc=first.get("using", ast.NOLOC),
+        partition_by, partition_locs = got.get("partition", ((), ()))
+        p = ast.Pattern(  # (positional, in field order: cheaper than eleven keywords)
+            self.T[name], structure[0], got.get("where"), partition_by, got.get("within"), got.get("emit"),
+            got.get("using"), loc, self.file, partition_locs,
+            self.tok_loc(first["using"]) if "using" in first else ast.NOLOC,
         )
         self.name_locs[id(p)] = self.tok_loc(name)
         return p
@@ -389,7 +380,9 @@ class _Builder:
     def number(self, tok: int) -> int | float:
         s = self.T[tok]
         try:
-            v: int | float = int(s) if s.isdigit() else float(s)
+            if s.isdigit():  # (an integer is out of range only past Python's limit on digits)
+                return int(s)
+            v: int | float = float(s)
         except ValueError:
             v = math.inf
         if isinstance(v, float) and not math.isfinite(v):
