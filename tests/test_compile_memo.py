@@ -3,7 +3,8 @@
 ``cep check`` of 10,000 patterns spent a fifth of compiling on building the same
 order and window conditions, identity variables and match parameters again and
 again; the compiler now memoizes them by alias names and window
-(``compiler._flat_order``, ``_identity_variable``, ``_params``).  These tests hold a
+(``compiler._flat_order``, ``_identity_variable``, ``_params``), and the query's
+variables by the references that make them (``_query_variables``).  These tests hold a
 compile with warm memos to what a compile with empty ones builds, on random
 patterns, and check that ``3600`` and ``3600.0`` (equal, printed differently) stay
 apart.
@@ -16,7 +17,7 @@ from strategies import and_within_patterns, gap_patterns, kleene_patterns, patte
 from cep.lang import compiler
 from cep.lang.parser import parse_text
 
-MEMOS = (compiler._flat_order, compiler._identity_variable, compiler._params)
+MEMOS = (compiler._flat_order, compiler._identity_variable, compiler._params, compiler._query_variables)
 
 
 def query(cp):
@@ -53,6 +54,19 @@ def test_warm_memos_give_the_query_a_fresh_build_gives(text, generate):
     fresh = query(compiled_fresh(p, generate))
     compiled(p, generate)  # (the memos warm)
     assert query(compiled(p, generate)) == fresh
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.one_of(patterns(), and_within_patterns(), gap_patterns(), kleene_patterns()), min_size=2,
+                max_size=8), st.booleans())
+def test_memos_warmed_by_other_patterns_give_each_the_query_a_fresh_build_gives(texts, generate):
+    # (the strategies reuse alias and attribute names: one pattern's memo entries meet another's)
+    ps = [parse_text(t)[0] for t in texts]
+    fresh = [query(compiled_fresh(p, generate)) for p in ps]
+    for memo in MEMOS:
+        memo.cache_clear()
+    assert [query(compiled(p, generate)) for p in ps] == fresh
+    assert [query(compiled(p, generate)) for p in reversed(ps)] == fresh[::-1]
 
 
 def test_an_integer_and_a_float_window_stay_apart():

@@ -29,7 +29,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import replace
-from typing import Any
+from typing import Any, NamedTuple
 
 from cep.errors import Diagnostic
 from cep.lang import ast
@@ -259,19 +259,19 @@ def compile_pattern(p: ast.Pattern, time_unit: str = "s") -> CompiledPattern:
     generated (they refuse to run).
     """
     code = _CODE[_GENERATE.get()]
+    generate = code.generate
     shape = _Shape(p.structure)
     elements = shape.elements
-    aliases = [el.alias for el in elements]
+    aliases = tuple([el.alias for el in elements])
     alias_pos = {a: i for i, a in enumerate(aliases)}
     gap_aliases = {g.alias for g, _, _ in shape.gaps}
-    uf = _UnionFind()
-    for a in aliases:
-        uf.add((a, TIME_ATTR))
 
     # -- WHERE conjuncts: filters, equalities, cross predicates; a conjunct that
     # mentions a NOT alias belongs to that gap element (docs/language.md section 7, NOT elements)
     filters: dict[str, list[ast.Expr]] = {a: [] for a in aliases}
-    cross: list[_Cross] = []
+    joins: list[tuple[tuple[str, str], tuple[str, str]]] = []  # a.x = b.y: one shared variable
+    where_cross: list[ast.Expr] = []  # over two aliases or more: predicates
+    cross_refs: list[tuple[tuple[str, str], ...]] = []  # each one's references
     gap_conjuncts: dict[str, list[ast.Expr]] = {a: [] for a in gap_aliases}
     positive_conjuncts: list[ast.Expr] = []
     agg_conjuncts: list[ast.Expr] = []
@@ -290,88 +290,57 @@ def compile_pattern(p: ast.Pattern, time_unit: str = "s") -> CompiledPattern:
         if len(used) <= 1:
             filters[used[0] if used else aliases[0]].append(c)
         elif len(used) == 2 and _is_attr_equality(c):
-            uf.union((c.left.alias, c.left.name), (c.right.alias, c.right.name))
+            joins.append(((c.left.alias, c.left.name), (c.right.alias, c.right.name)))
         else:
-            cross.append((c, "where", refs))
+            where_cross.append(c)
+            cross_refs.append(tuple([(r.alias, r.name) for r in refs]))
 
-    # -- PARTITION BY a: a.attr = b.attr for every pair of aliases
-    for attr in p.partition_by:
-        first = (aliases[0], attr)
-        for a in aliases[1:]:
-            uf.union(first, (a, attr))
+    # -- variables (equalities and PARTITION BY merged), each atom's, the partition key
+    q = _query_variables(aliases, tuple(joins), p.partition_by, tuple(cross_refs))
+    var_of = q.var_of
 
     # -- SEQ order and WITHIN bands
     w = duration_in_time_units(p.within, time_unit) if p.within is not None else None
-
     k = len(aliases)
     spans: Sequence[tuple[Sequence[int], Sequence[int]]]  # WITHIN as one span predicate: (ends, starts)
+    order_window: Sequence[_Cross]
     if shape.nested:
-        spans = _nested_order(shape, [ast.Attr(a, TIME_ATTR) for a in aliases], w, cross)
+        order_window = []
+        spans = _nested_order(shape, [ast.Attr(a, TIME_ATTR) for a in aliases], w, order_window)
     else:
-        order_window, spans = _flat_order(p.structure.op, tuple(aliases), w, type(w))
-        cross.extend(order_window)
-
-    # every reference of a WHERE cross predicate is a variable (those of the order and the
-    # window are the aliases' times, variables already)
-    for _c, origin, refs in cross:
-        if origin == "where":
-            for r in refs:
-                uf.add((r.alias, r.name))
-
-    # -- variables: union-find classes with a reference from at least one alias
-    classes = uf.classes()
-    variables: dict[str, Variable] = {}
-    var_of: dict[tuple[str, str], str] = {}
-    own_refs: dict[str, list[tuple[str, str]]] = {a: [] for a in aliases}  # per alias, in class order
-    for root, refs in classes.items():
-        name = f"{root[0]}.{root[1]}"
-        variables[name] = Variable(name, tuple(refs))
-        for r in refs:
-            var_of[r] = name
-            mine = own_refs.get(r[0])
-            if mine is not None:
-                mine.append((r[1], name))
+        order_window, spans = _flat_order(p.structure.op, aliases, w, type(w))
 
     # -- atoms
     atoms: list[Atom] = []
     for i, el in enumerate(elements):
         a = el.alias
-        vars_: list[str] = []
-        attrs: list[str] = []
-        seen_attr: dict[str, str] = {}
-        for attr, v in own_refs[a]:
-            if v in seen_attr:
-                # two attributes of one alias in one class: a.x = a.y is a filter
-                filters[a].append(ast.Compare("=", ast.Attr(a, seen_attr[v]), ast.Attr(a, attr)))
-                continue
-            seen_attr[v] = attr
-            vars_.append(v)
-            attrs.append(attr)
-        id_var = _identity_variable(a)
-        variables[id_var.name] = id_var
-        vars_.append(id_var.name)
-        attrs.append(ID_ATTR)
+        vars_, attrs, same_class = q.atoms[i]
         fexprs = filters[a]
+        if same_class:  # two attributes of one alias in one class: a.x = a.y is a filter
+            fexprs.extend(same_class)
         fn = cond = None
         ftext = ""
         if fexprs:
             cond = fexprs[0]
             for e in fexprs[1:]:
                 cond = ast.And(cond, e)
-            fn = code.condition(cond, _event_access, ("e",), f"{p.name}: filter of {a}")
+            fn = code.condition(cond, _event_access, ("e",), f"{p.name}: filter of {a}") if generate \
+                else _not_generated
             ftext = format_expr(cond) if len(fexprs) == 1 else " AND ".join([format_expr(e) for e in fexprs])
-        atoms.append(Atom(a, el.type, i, tuple(vars_), tuple(attrs), fn, ftext, cond))
+        atoms.append(Atom(a, el.type, i, vars_, attrs, fn, ftext, cond))
 
-    # -- predicates over variables
+    # -- predicates over variables: WHERE's, then the order's and the window's
     predicates: list[Predicate] = []
-    for c, origin, refs in cross:
-        if len(refs) == 2:  # (the order and the window: one time variable each side)
-            v0, v1 = var_of[(refs[0].alias, refs[0].name)], var_of[(refs[1].alias, refs[1].name)]
-            pvars = (v0,) if v0 == v1 else (v0, v1)
-        else:
-            pvars = tuple(dict.fromkeys([var_of[(r.alias, r.name)] for r in refs]))
-        fn, lin = code.predicate(c, pvars, var_of, p.name, len(predicates))
-        predicates.append(Predicate(len(predicates), pvars, None, origin, fn, c, lin))
+    for c, pvars in zip(where_cross, q.cross_vars, strict=True):
+        pid = len(predicates)
+        fn, lin = code.predicate(c, pvars, var_of, p.name, pid) if generate else (_not_generated, None)
+        predicates.append(Predicate(pid, pvars, None, "where", fn, c, lin))
+    for c, origin, (r0, r1) in order_window:  # (one time variable each side)
+        v0, v1 = var_of[r0], var_of[r1]
+        pvars = (v0,) if v0 == v1 else (v0, v1)
+        pid = len(predicates)
+        fn, lin = code.predicate(c, pvars, var_of, p.name, pid) if generate else (_not_generated, None)
+        predicates.append(Predicate(pid, pvars, None, origin, fn, c, lin))
     for ends, starts in spans:
         predicates.append(_span_predicate(
             len(predicates),
@@ -379,25 +348,15 @@ def compile_pattern(p: ast.Pattern, time_unit: str = "s") -> CompiledPattern:
             [var_of[(aliases[i], TIME_ATTR)] for i in starts],
             w,
             p.name,
-            code.generate,
+            generate,
         ))
-
-    # -- partition analysis: variables every atom shares
-    if atoms:
-        common = set(atoms[0].vars)
-        for at in atoms[1:]:
-            common &= set(at.vars)
-        partition_vars = tuple(v for v in atoms[0].vars if v in common)
-    else:
-        partition_vars = ()
-    if len(atoms) == 1:
-        partition_vars = ()
 
     strategy = p.using or "skip_till_any_match"
     order = tuple(shape.edges)
     gaps = [_not_gap(p, g, after, before, gap_conjuncts[g.alias], alias_pos, code)
             for g, after, before in shape.gaps]
-    gaps += _strategy_gaps(p, strategy, elements, positive_conjuncts, alias_pos, code)
+    if strategy != "skip_till_any_match":
+        gaps += _strategy_gaps(p, strategy, elements, positive_conjuncts, alias_pos, code)
     # aggregate slots first (every expression rewritten), then the functions of (events, slots)
     slots = _AggregateSlots(gaps)
     if p.emit is None:
@@ -409,7 +368,7 @@ def compile_pattern(p: ast.Pattern, time_unit: str = "s") -> CompiledPattern:
     agg_condition, agg_text = None, ""
     if cond is not None:
         agg_condition = code.condition(cond, _match_access(alias_pos), _match_params(k, slots),
-                                          f"{p.name}: condition on aggregates")
+                                       f"{p.name}: condition on aggregates")
         agg_text = " AND ".join(format_expr(c) for c in agg_conjuncts)
     for gi, g in enumerate(gaps):
         if g.origin == "kleene":
@@ -418,10 +377,10 @@ def compile_pattern(p: ast.Pattern, time_unit: str = "s") -> CompiledPattern:
         name=p.name,
         op=p.structure.op,
         atoms=atoms,
-        variables=variables,
+        variables=dict(q.variables),
         predicates=predicates,
         within=w,
-        partition_vars=partition_vars,
+        partition_vars=q.partition_vars,
         emit=emit,
         source=p,
         time_unit=time_unit,
@@ -433,6 +392,80 @@ def compile_pattern(p: ast.Pattern, time_unit: str = "s") -> CompiledPattern:
         agg_condition_text=agg_text,
         output_aliases=tuple(_output_aliases(p.structure)),
     )
+
+
+class _QueryVariables(NamedTuple):
+    """What the references of a pattern make of its variables (``_query_variables``)."""
+
+    variables: tuple[tuple[str, Variable], ...]  # name -> variable, classes first, then identities
+    var_of: dict[tuple[str, str], str]  # (alias, attr) -> its variable's name (read only: shared)
+    atoms: tuple[tuple[tuple[str, ...], tuple[str, ...], tuple[ast.Expr, ...]], ...]  # (vars, attrs, filters)
+    partition_vars: tuple[str, ...]  # the variables every atom shares
+    cross_vars: tuple[tuple[str, ...], ...]  # each WHERE cross predicate's variables
+
+
+@functools.lru_cache(maxsize=4096)
+def _query_variables(aliases: tuple[str, ...], joins: tuple[tuple[tuple[str, str], tuple[str, str]], ...],
+                     partition_by: tuple[str, ...], cross_refs: tuple[tuple[tuple[str, str], ...], ...]
+                     ) -> _QueryVariables:
+    """The variables of a query: union-find classes of the aliases' times, the references ``joins``
+    equates (``a.x = b.y``), the PARTITION BY attributes (equal across all aliases) and the references
+    of the WHERE cross predicates; the earliest reference names its class.  Each atom's variables
+    and attributes (its identity ``alias.#`` last) and the filters ``a.x = a.y`` its class merges.
+
+    Why cached: it depends on these names only, its parts are immutable (and the mapping is only
+    read), and the patterns of one file repeat them: union-find and the per-atom variables were a
+    quarter of compiling a pattern (issue 12).
+    """
+    uf = _UnionFind()
+    for a in aliases:
+        uf.add((a, TIME_ATTR))
+    for x, y in joins:
+        uf.union(x, y)
+    for attr in partition_by:  # PARTITION BY a: a.attr = b.attr for every pair of aliases
+        first = (aliases[0], attr)
+        for a in aliases[1:]:
+            uf.union(first, (a, attr))
+    for refs in cross_refs:  # every reference of a cross predicate is a variable
+        for r in refs:
+            uf.add(r)
+    variables: dict[str, Variable] = {}
+    var_of: dict[tuple[str, str], str] = {}
+    own_refs: dict[str, list[tuple[str, str]]] = {a: [] for a in aliases}  # per alias, in class order
+    for root, refs in uf.classes().items():
+        name = f"{root[0]}.{root[1]}"
+        variables[name] = Variable(name, tuple(refs))
+        for r in refs:
+            var_of[r] = name
+            mine = own_refs.get(r[0])
+            if mine is not None:
+                mine.append((r[1], name))
+    atoms = []
+    for a in aliases:
+        vars_: list[str] = []
+        attrs: list[str] = []
+        same_class: list[ast.Expr] = []
+        seen_attr: dict[str, str] = {}
+        for attr, v in own_refs[a]:
+            if v in seen_attr:
+                same_class.append(ast.Compare("=", ast.Attr(a, seen_attr[v]), ast.Attr(a, attr)))
+                continue
+            seen_attr[v] = attr
+            vars_.append(v)
+            attrs.append(attr)
+        id_var = _identity_variable(a)
+        variables[id_var.name] = id_var
+        vars_.append(id_var.name)
+        attrs.append(ID_ATTR)
+        atoms.append((tuple(vars_), tuple(attrs), tuple(same_class)))
+    partition_vars: tuple[str, ...] = ()
+    if len(atoms) > 1:
+        common = set(atoms[0][0])
+        for vs, _, _ in atoms[1:]:
+            common &= set(vs)
+        partition_vars = tuple(v for v in atoms[0][0] if v in common)
+    cross_vars = tuple(tuple(dict.fromkeys([var_of[r] for r in refs])) for refs in cross_refs)
+    return _QueryVariables(tuple(variables.items()), var_of, tuple(atoms), partition_vars, cross_vars)
 
 
 def _has_call(e: ast.Expr) -> bool:
@@ -525,8 +558,8 @@ def _match_access(alias_pos: dict[str, int]) -> Callable[[ast.Attr], str]:
     return access
 
 
-_Cross = tuple[ast.Expr, str, Sequence[ast.Attr]]
-"""A predicate to be: its condition, its origin and its attribute references (found once)."""
+_Cross = tuple[ast.Expr, str, tuple[tuple[str, str], tuple[str, str]]]
+"""An order or window predicate to be: its condition, its origin and its two ``(alias, "ts")`` references."""
 
 
 @functools.lru_cache(maxsize=1024)
@@ -535,7 +568,7 @@ def _identity_variable(alias: str) -> Variable:
     return Variable(f"{alias}.{ID_ATTR}", ((alias, ID_ATTR),))
 
 
-@functools.lru_cache(maxsize=256)
+@functools.lru_cache(maxsize=4096)
 def _flat_order(op: str, aliases: tuple[str, ...], w: int | float | None, _w_type: type
                 ) -> tuple[tuple[_Cross, ...], tuple[tuple[range, range], ...]]:
     """The order and window conditions of a structure without nesting, and its spans (``_nested_order``).
@@ -574,12 +607,12 @@ def _flat_order(op: str, aliases: tuple[str, ...], w: int | float | None, _w_typ
 
 def _before(tx: ast.Attr, ty: ast.Attr) -> _Cross:
     """``x.ts < y.ts`` (SEQ order), from the two aliases' ``ts`` references."""
-    return ast.Compare("<", tx, ty), "seq", (tx, ty)
+    return ast.Compare("<", tx, ty), "seq", ((tx.alias, TIME_ATTR), (ty.alias, TIME_ATTR))
 
 
 def _at_most(tl: ast.Attr, te: ast.Attr, wl: ast.Literal, origin: str) -> _Cross:
     """``later.ts - earlier.ts <= w`` (a WITHIN band or span), from the two ``ts`` references."""
-    return ast.Compare("<=", ast.Arith("-", tl, te), wl), origin, (tl, te)
+    return ast.Compare("<=", ast.Arith("-", tl, te), wl), origin, ((tl.alias, TIME_ATTR), (te.alias, TIME_ATTR))
 
 
 def _nested_order(shape: _Shape, ts: list[ast.Attr], w, cross: list[_Cross]) -> list[tuple[list[int], list[int]]]:
@@ -758,26 +791,31 @@ def _compile_emit(p: ast.Pattern, aliases: Sequence[str], alias_pos: dict[str, i
     if p.emit is None:
         return None
     # (without repeated aliases there is no aggregate to rewrite: the checker allows none)
-    exprs = {i: slots.rewrite(item.expr) if slots.gap_of else item.expr
-             for i, item in enumerate(p.emit) if item.expr is not None}
-    params = _match_params(len(aliases), slots)
-    access = _match_access(alias_pos)
+    exprs = [slots.rewrite(item.expr) if item.expr is not None else None for item in p.emit] if slots.gap_of \
+        else None
+    generate = code.generate
+    if generate:
+        params = _match_params(len(aliases), slots)
+        access = _match_access(alias_pos)
+    fn: Callable[..., Any] = _not_generated
     specs: list[EmitSpec] = []
     for i, item in enumerate(p.emit):
         if item.star is not None:
             specs.append(EmitSpec(item.text, None, alias_pos[item.star], item.text))
             continue
-        assert item.expr is not None
-        e = exprs[i]
+        expr = item.expr
+        assert expr is not None
+        e = exprs[i] if exprs is not None else expr
         name = item.name or item.text
-        t = type(item.expr)
+        t = type(expr)
         if t is ast.Call:
             specs.append(EmitSpec(name, None, None, item.text, slot=int(e.name)))  # type: ignore[union-attr]
             continue
-        fn = code.value(e, access, params, f"{p.name}: emit {name}")
+        if generate:
+            fn = code.value(e, access, params, f"{p.name}: emit {name}")
         bare = None
-        if t is ast.Attr and item.expr.alias in alias_pos:
-            bare = (alias_pos[item.expr.alias], item.expr.name)
+        if t is ast.Attr and expr.alias in alias_pos:
+            bare = (alias_pos[expr.alias], expr.name)
         specs.append(EmitSpec(name, fn, None, item.text, bare))
     return specs
 
