@@ -61,47 +61,6 @@ def _is_attr_equality(c: ast.Expr) -> bool:
             and isinstance(c.left, ast.Attr) and isinstance(c.right, ast.Attr))
 
 
-class _UnionFind:
-    """Classes of ``(alias, attr)`` references; the earliest added reference names its class."""
-
-    def __init__(self) -> None:
-        self.parent: dict[tuple[str, str], tuple[str, str]] = {}
-        self.order: dict[tuple[str, str], int] = {}
-
-    def add(self, x: tuple[str, str]) -> None:
-        if x not in self.parent:
-            self.parent[x] = x
-            self.order[x] = len(self.order)
-
-    def find(self, x: tuple[str, str]) -> tuple[str, str]:
-        parent = self.parent
-        up = parent.get(x)
-        if up is None:
-            self.add(x)
-            return x
-        while up != x:  # (a root is its own parent: one look-up for most references)
-            parent[x] = parent[up]
-            x = parent[x]
-            up = parent[x]
-        return x
-
-    def union(self, a: tuple[str, str], b: tuple[str, str]) -> None:
-        ra, rb = self.find(a), self.find(b)
-        if ra != rb:
-            # the earlier reference names the class
-            if self.order[rb] < self.order[ra]:
-                ra, rb = rb, ra
-            self.parent[rb] = ra
-
-    def classes(self) -> dict[tuple[str, str], list[tuple[str, str]]]:
-        """Each class's root -> its references, both in the order the references were added."""
-        parent = self.parent
-        out: dict[tuple[str, str], list[tuple[str, str]]] = {}
-        for ref, up in parent.items():
-            out.setdefault(ref if up is ref else self.find(ref), []).append(ref)
-        return out
-
-
 class _Shape:
     """The positive elements of a (possibly nested) structure and the order it denotes.
 
@@ -390,7 +349,7 @@ def compile_pattern(p: ast.Pattern, time_unit: str = "s") -> CompiledPattern:
         aggregates=slots.aggregates,
         agg_condition=agg_condition,
         agg_condition_text=agg_text,
-        output_aliases=tuple(_output_aliases(p.structure)),
+        output_aliases=aliases if not shape.gaps and not shape.nested else tuple(_output_aliases(p.structure)),
     )
 
 
@@ -417,25 +376,51 @@ def _query_variables(aliases: tuple[str, ...], joins: tuple[tuple[tuple[str, str
     read), and the patterns of one file repeat them: union-find and the per-atom variables were a
     quarter of compiling a pattern (issue 12).
     """
-    uf = _UnionFind()
+    # union-find over (alias, attr) references: each reference's class, a list of references
+    # (in any order until the end); a class's earliest reference (dict order) names it
+    cls: dict[tuple[str, str], list[tuple[str, str]]] = {}
     for a in aliases:
-        uf.add((a, TIME_ATTR))
+        r = (a, TIME_ATTR)
+        cls[r] = [r]
+
+    def union(x: tuple[str, str], y: tuple[str, str]) -> None:
+        cx = cls.get(x)
+        if cx is None:
+            cx = cls[x] = [x]
+        cy = cls.get(y)
+        if cy is None:
+            cy = cls[y] = [y]
+        if cx is not cy:
+            if len(cx) < len(cy):
+                cx, cy = cy, cx
+            cx.extend(cy)
+            for r in cy:
+                cls[r] = cx
+
     for x, y in joins:
-        uf.union(x, y)
+        union(x, y)
     for attr in partition_by:  # PARTITION BY a: a.attr = b.attr for every pair of aliases
         first = (aliases[0], attr)
         for a in aliases[1:]:
-            uf.union(first, (a, attr))
+            union(first, (a, attr))
     for refs in cross_refs:  # every reference of a cross predicate is a variable
         for r in refs:
-            uf.add(r)
+            if r not in cls:
+                cls[r] = [r]
     variables: dict[str, Variable] = {}
     var_of: dict[tuple[str, str], str] = {}
     own_refs: dict[str, list[tuple[str, str]]] = {a: [] for a in aliases}  # per alias, in class order
-    for root, refs in uf.classes().items():
+    position: dict[tuple[str, str], int] | None = None
+    for root, members in cls.items():  # (a class first met at its earliest reference: its root)
+        if root in var_of:
+            continue
+        if len(members) > 1:
+            if position is None:
+                position = {r: i for i, r in enumerate(cls)}
+            members = sorted(members, key=position.__getitem__)
         name = f"{root[0]}.{root[1]}"
-        variables[name] = Variable(name, tuple(refs))
-        for r in refs:
+        variables[name] = Variable(name, tuple(members))
+        for r in members:
             var_of[r] = name
             mine = own_refs.get(r[0])
             if mine is not None:

@@ -50,7 +50,16 @@ def _fmt(e: ast.Expr, min_prec: int) -> str:
         return f"{e.alias}.{e.name}" if e.name else e.alias  # is never parenthesized
     if t is ast.Literal and type(e.value) is int:  # (bool is not int here)
         return str(e.value)
-    f = _FORMAT.get(t)  # (not through _fmt_prec: one frame less per level of nesting)
+    if t is ast.Compare:  # (and the commonest inner nodes: one frame less per level of nesting)
+        s = f"{_fmt(e.left, _PREC_ADD)} {e.op} {_fmt(e.right, _PREC_ADD)}"
+        return f"({s})" if _PREC_CMP < min_prec else s
+    if t is ast.And:
+        s = f"{_fmt(e.left, _PREC_AND)} AND {_fmt(e.right, _PREC_NOT)}"
+        return f"({s})" if _PREC_AND < min_prec else s
+    if t is ast.Or:
+        s = f"{_fmt(e.left, _PREC_OR)} OR {_fmt(e.right, _PREC_AND)}"
+        return f"({s})" if _PREC_OR < min_prec else s
+    f = _FORMAT.get(t)
     if f is None:
         raise TypeError(f"not an expression: {e!r}")
     s, prec = f(e)
