@@ -363,7 +363,7 @@ class _QueryVariables(NamedTuple):
     cross_vars: tuple[tuple[str, ...], ...]  # each WHERE cross predicate's variables
 
 
-@functools.lru_cache(maxsize=4096)
+@functools.lru_cache(maxsize=256)
 def _query_variables(aliases: tuple[str, ...], joins: tuple[tuple[tuple[str, str], tuple[str, str]], ...],
                      partition_by: tuple[str, ...], cross_refs: tuple[tuple[tuple[str, str], ...], ...]
                      ) -> _QueryVariables:
@@ -553,7 +553,7 @@ def _identity_variable(alias: str) -> Variable:
     return Variable(f"{alias}.{ID_ATTR}", ((alias, ID_ATTR),))
 
 
-@functools.lru_cache(maxsize=4096)
+@functools.lru_cache(maxsize=256)
 def _flat_order(op: str, aliases: tuple[str, ...], w: int | float | None, _w_type: type
                 ) -> tuple[tuple[_Cross, ...], tuple[tuple[range, range], ...]]:
     """The order and window conditions of a structure without nesting, and its spans (``_nested_order``).
