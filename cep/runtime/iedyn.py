@@ -733,7 +733,8 @@ class PatternRuntime:
     # ------------------------------------------------------------------ leaves
 
     @staticmethod
-    def _leaf_tuple(atom, leaf_vars: tuple[str, ...], var_atoms: dict[str, int]) -> tuple[list[str], str | None]:
+    def _leaf_tuple(atom, leaf_vars: tuple[str, ...], var_atoms: dict[str, int],
+                    ts: str = "e.ts") -> tuple[list[str], str | None]:
         """Source lines that set ``t`` to the leaf tuple of event ``e`` (fields ``f``) with
         serial ``s``, and the condition under which it is not inserted (a join value is
         null), if any.  A field value is read once and canonicalized only when it is of a
@@ -746,7 +747,7 @@ class PatternRuntime:
             if attr == ID_ATTR:
                 items.append("s")
             elif attr == TIME_ATTR:
-                items.append("e.ts")
+                items.append(ts)
             else:
                 x = f"a{i}"
                 lines += [f"{x} = f.get({attr!r})", f"if type({x}) in ODD:", f"    {x} = canon({x})"]
@@ -777,17 +778,18 @@ class PatternRuntime:
         insert = codegen.define(f"{name}: insert into {a.alias}", "\n".join(lines), "insert", env)
         return extract, insert
 
-    def leaf_source(self, atom: int) -> tuple[list[str], str | None, dict[str, Any]]:
+    def leaf_source(self, atom: int, ts: str = "e.ts") -> tuple[list[str], str | None, dict[str, Any]]:
         """Atom ``atom``'s leaf tuple as source, for code generated elsewhere (the engine's
         per-type handlers, ``cep.runtime.handler``): unindented lines setting ``t`` from event
-        ``e`` (fields ``f``) and serial ``s``, the condition under which the tuple is not
-        inserted (None: always inserted), and the names the lines use."""
+        ``e`` (fields ``f``, time ``ts``: an expression, a local where the caller has one) and
+        serial ``s``, the condition under which the tuple is not inserted (None: always
+        inserted), and the names the lines use."""
         var_atoms: dict[str, int] = {}
         for a in self.pattern.atoms:
             for v in a.vars:
                 var_atoms[v] = var_atoms.get(v, 0) + 1
         lines, null = self._leaf_tuple(self.pattern.atoms[atom], self.plan.nodes[self._leaf_of_atom[atom]].vars,
-                                       var_atoms)
+                                       var_atoms, ts)
         return lines, null, {"canon": _canon_scalar, "ODD": _ODD}
 
     # ----------------------------------------------------------------- updates
