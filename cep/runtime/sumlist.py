@@ -108,6 +108,19 @@ def grown_pair(k0, i0, w0, k1, i1, w1) -> SumSortedMap:
 _new_map = object.__new__
 
 
+def seek_entry(keys: list, items: list, item: tuple, i: int) -> int:
+    """The position of ``item`` in a flat map's lists (``keys``, ``items``), searching from ``i``,
+    the first position of its key (a generated walk's slow case: several entries under one key);
+    KeyError when it is not there."""
+    if i < len(keys):
+        key = keys[i]
+        while i < len(keys) and keys[i] == key:
+            if items[i] == item:
+                return i
+            i += 1
+    raise KeyError(item)
+
+
 def bisect_source(keys: str, lo: str | None, lo_incl: bool, hi: str | None, hi_incl: bool) -> list[str]:
     """Source lines that set ``i``, ``j`` to the slice of the sorted list ``keys`` whose keys lie in
     the range (``None``: an open end): two C bisects."""
