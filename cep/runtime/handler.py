@@ -88,10 +88,10 @@ class _Source:
         return codegen.define(label, "\n".join(self.lines) + "\n", entry, self.env)
 
 
-def _leaf_shape(src: _Source, eng: Engine, ri: int, ai: int) -> tuple[list[str], str | None]:
+def _leaf_shape(src: _Source, eng: Engine, ri: int, ai: int, ts: str = "e.ts") -> tuple[list[str], str | None]:
     """The lines setting ``t`` to atom ``ai``'s leaf tuple of event ``e`` (fields ``f``, serial
-    ``s``) and the condition under which it is not inserted (a null join value)."""
-    lines, null, env = eng.runtimes[ri].leaf_source(ai)
+    ``s``, time ``ts``) and the condition under which it is not inserted (a null join value)."""
+    lines, null, env = eng.runtimes[ri].leaf_source(ai, ts)
     src.env.update(env)
     return lines, null
 
@@ -104,7 +104,7 @@ def _watermark_move(src: _Source, eng: Engine) -> None:
     and the highest time are written through when they move, since what the move calls
     (decisions, expiry, ``_complete``) reads them from the engine."""
     src.add(1, "ts = e.ts", "if wm is not None and ts < wm:", "    eng._late(ts, wm)",
-            "if e.op != '+':", "    eng._check_retraction(e)", "_nev += 1", "if mx is None or ts > mx:",
+            "_r = e.op != '+'", "if _r:", "    eng._check_retraction(e)", "_nev += 1", "if mx is None or ts > mx:",
             "    mx = eng.max_ts = ts", "    if _own:", "        wm = eng.watermark = ts - _lateness")
     if eng._decided:
         src.add(3, "if wm > eng._decide_at or (wm == eng._decide_at and not eng._decide_strict):",
@@ -198,7 +198,7 @@ def _insert_body(src: _Source, eng: Engine, etype: str, emit: bool) -> None:
     shapes: dict[tuple[str, ...], tuple[str, list[int]]] = {}
     null_of: dict[str, str | None] = {}
     for j, (ri, ai, *_rest) in enumerate(entries):
-        lines, null = _leaf_shape(src, eng, ri, ai)
+        lines, null = _leaf_shape(src, eng, ri, ai, "ts")  # the body's local: the event's time
         got = shapes.setdefault((*lines, str(null)), (f"t{len(shapes)}", []))
         got[1].append(j)
         null_of[got[0]] = null
@@ -214,20 +214,25 @@ def _insert_body(src: _Source, eng: Engine, etype: str, emit: bool) -> None:
         src.add(ind, f"{tv} = None if {null} else t" if null else f"{tv} = t")
         for j in users:
             tuple_of[j] = tv
+    last_test = None  # atoms in a row under the same test (card testing's s1 and s2) share one ``if``
     for j, (ri, ai, _flt, bit) in enumerate(entries):
         tv = tuple_of[j]
-        test = [c for c in (conds[j], f"{tv} is not None" if null_of[tv] else None) if c]
+        test = " and ".join(c for c in (conds[j], f"{tv} is not None" if null_of[tv] else None) if c)
         ind = 1
         if test:
-            src.add(1, f"if {' and '.join(test)}:  # {eng.patterns[ri].name}: {eng.patterns[ri].atoms[ai].alias}")
+            if test != last_test:
+                src.add(1, f"if {test}:")
+            src.add(2, f"# {eng.patterns[ri].name}: {eng.patterns[ri].atoms[ai].alias}")
             ind = 2
+        last_test = test
         prop = src.name("prop", eng.runtimes[ri]._prop_of_atom[ai])
         src.add(ind, f"ch = {prop}({tv}, 1)", f"mask |= {bit}")
         if emit:
             src.add(ind, "if ch is not None:")
             _emit_new(src, eng, ri, ai, ind + 1)
+    fp = "_fp" if src.exit == "continue" else "eng._fp_enabled"  # the batch loop holds it in a local
     src.add(1, "if not mask:", "    del E[s]", f"    {src.exit}", "H[s] = mask",
-            "if eng._fp_enabled:", "    eng._index_fp(s, f)")
+            f"if {fp}:", "    eng._index_fp(s, f)")
     type_bits = sum(bit for *_x, bit in entries)
     for qi, _ri, qmask in eng._windowed:
         if not qmask & type_bits:
@@ -238,9 +243,12 @@ def _insert_body(src: _Source, eng: Engine, etype: str, emit: bool) -> None:
         # expiry then deletes that very tuple (no recomputation from the event)
         shared = {tuple_of[j] for j, (*_x, bit) in enumerate(entries) if bit & qmask}
         item = f"(ts, s, {shared.pop() if len(shared) == 1 else None})"
-        src.add(1, f"if mask & {qmask}:", f"    if ts >= {last}[{qi}]:", f"        {q}.append({item})",
-                f"        {last}[{qi}] = ts", "    else:", f"        heappush({heap}, {item})",
-                f"    if ts < {oldest}[{qi}]:", f"        {oldest}[{qi}] = ts")
+        lines = [f"if ts >= {last}[{qi}]:", f"    {q}.append({item})", f"    {last}[{qi}] = ts", "else:",
+                 f"    heappush({heap}, {item})", f"if ts < {oldest}[{qi}]:", f"    {oldest}[{qi}] = ts"]
+        if type_bits & ~qmask or etype in eng.gap_route:
+            src.add(1, f"if mask & {qmask}:", *(f"    {line}" for line in lines))
+        else:  # every bit a kept event of this type can have is this window's (and ``mask`` is not 0)
+            src.add(1, *lines)
     if src.exit == "continue":  # in the batch loop: the counters are locals (``_batch``)
         src.add(1, "_nins += 1", "n = len(E)", "if n > _peak:", "    _peak = n")
     else:
@@ -270,7 +278,9 @@ def _push_body(src: _Source, eng: Engine, etype: str | None) -> None:
     """The lines (at indent 1 past ``src.base``) that push event ``e`` of type ``etype`` (None: of a
     type no atom or gap uses), appending its composite events to ``outs``."""
     _watermark_move(src, eng)
-    src.add(1, "if e.op != '+':", "    outs += eng._retract(e)", f"    {src.exit}")
+    # a retraction may switch on the fingerprint index: the batch loop's copy of the switch follows
+    src.add(1, "if _r:", "    outs += eng._retract(e)", *(["    _fp = eng._fp_enabled"] if src.exit == "continue" else []),
+            f"    {src.exit}")
     src.add(1, "s = _serial", "_serial = s + 1")
     if etype is not None:  # else kept by nothing: it only takes a serial (as every inserted event does)
         _insert_body(src, eng, etype, emit=True)
@@ -288,7 +298,7 @@ def _batch(eng: Engine, expire: Any) -> Any:
     state = {"_serial": "_serial", "_nev": "_n_events", "_nins": "_n_inserted", "_peak": "_peak_retained"}
     src.add(0, "def batch(events, outs):", "    _i = _k0 = 0", "    wm, mx = eng.watermark, eng.max_ts",
             "    _own, _lateness = eng.own_watermark, eng.lateness",
-            *(f"    {local} = eng.{attr}" for local, attr in state.items()),
+            *(f"    {local} = eng.{attr}" for local, attr in state.items()), "    _fp = eng._fp_enabled",
             "    try:", "        for _i, e in enumerate(events):", "            _k0 = len(outs)")
     src.exit = "continue"
     types = sorted({*eng.route, *eng.gap_route})

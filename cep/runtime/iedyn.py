@@ -41,6 +41,7 @@ from cep.runtime.sumlist import (
     grown_pair,
     incr_source,
     pair_source,
+    seek_entry,
 )
 from cep.values import SqlBool, canon
 
@@ -733,7 +734,8 @@ class PatternRuntime:
     # ------------------------------------------------------------------ leaves
 
     @staticmethod
-    def _leaf_tuple(atom, leaf_vars: tuple[str, ...], var_atoms: dict[str, int]) -> tuple[list[str], str | None]:
+    def _leaf_tuple(atom, leaf_vars: tuple[str, ...], var_atoms: dict[str, int],
+                    ts: str = "e.ts") -> tuple[list[str], str | None]:
         """Source lines that set ``t`` to the leaf tuple of event ``e`` (fields ``f``) with
         serial ``s``, and the condition under which it is not inserted (a join value is
         null), if any.  A field value is read once and canonicalized only when it is of a
@@ -746,7 +748,7 @@ class PatternRuntime:
             if attr == ID_ATTR:
                 items.append("s")
             elif attr == TIME_ATTR:
-                items.append("e.ts")
+                items.append(ts)
             else:
                 x = f"a{i}"
                 lines += [f"{x} = f.get({attr!r})", f"if type({x}) in ODD:", f"    {x} = canon({x})"]
@@ -777,17 +779,18 @@ class PatternRuntime:
         insert = codegen.define(f"{name}: insert into {a.alias}", "\n".join(lines), "insert", env)
         return extract, insert
 
-    def leaf_source(self, atom: int) -> tuple[list[str], str | None, dict[str, Any]]:
+    def leaf_source(self, atom: int, ts: str = "e.ts") -> tuple[list[str], str | None, dict[str, Any]]:
         """Atom ``atom``'s leaf tuple as source, for code generated elsewhere (the engine's
         per-type handlers, ``cep.runtime.handler``): unindented lines setting ``t`` from event
-        ``e`` (fields ``f``) and serial ``s``, the condition under which the tuple is not
-        inserted (None: always inserted), and the names the lines use."""
+        ``e`` (fields ``f``, time ``ts``: an expression, a local where the caller has one) and
+        serial ``s``, the condition under which the tuple is not inserted (None: always
+        inserted), and the names the lines use."""
         var_atoms: dict[str, int] = {}
         for a in self.pattern.atoms:
             for v in a.vars:
                 var_atoms[v] = var_atoms.get(v, 0) + 1
         lines, null = self._leaf_tuple(self.pattern.atoms[atom], self.plan.nodes[self._leaf_of_atom[atom]].vars,
-                                       var_atoms)
+                                       var_atoms, ts)
         return lines, null, {"canon": _canon_scalar, "ODD": _ODD}
 
     # ----------------------------------------------------------------- updates
@@ -991,11 +994,102 @@ class PatternRuntime:
                 lines += [f"if len(us) >= {MERGE_MIN}:", *[f"    {x}" for x in bulk]]
         step = [f"t = {_tuple_expr('u', n.proj_pos)}", f"c = {c} * mu",
                 *self._node_update_source(P, "t", "c", env)]
+        more = [] if P.parent is None else self._contribution_source(P, env)
+        walk = self._flat_walk_source(n, t, c, more, env) if found is not None and S.check_pair is None else None
+        loop = ["for u, mu in us:", *[f"    {x}" for x in step + more]]
+        if walk is not None:
+            loop = [*walk, "else:", *[f"    {x}" for x in loop]]
         if P.parent is None:
-            return lines + ["for u, mu in us:", *[f"    {x}" for x in step]]
+            return lines + loop
         env[f"db{P.parent}"] = self._batch_from(P.parent, keep=False)
-        return lines + ["dp = {}", "for u, mu in us:", *[f"    {x}" for x in step + self._contribution_source(P, env)],
-                        "if dp:", f"    db{P.parent}(dp)"]
+        return lines + ["dp = {}", *loop, "if dp:", f"    db{P.parent}(dp)"]
+
+    def _flat_walk_source(self, n: _Node, t: str, c: str, more: list[str], env: dict[str, Any]) -> list[str] | None:
+        """The expiry fan-out's parent updates as one walk of the parent's group (``_fanout_drop_source``),
+        or None where it does not apply.
+
+        Why: on a keyed stream in time order the expiry of the oldest tuple of a non-guard leaf
+        (card testing's ``s1``) lowers the parent tuple of every later sibling tuple in the
+        window (1.5-2.4 per expiry), and each was a whole generic update (group lookup, type
+        tests, a bisect from the start, the entry compared).  When the parent has one sorted
+        store whose group key and sort key are the sibling group's own (every parent tuple of the
+        range is in one parent group, in the range's order), the lines fetch that group once and,
+        when it is a flat map, find each parent tuple by a bisect from the previous one's place,
+        lower its weight in place and delete the entries that reach zero at the end (positions
+        stay valid meanwhile; nothing else reads the group during the walk), shrinking the group
+        as the generic update would.  Opens an ``if`` whose ``else`` the caller fills."""
+        P = self.nodes[n.parent]
+        S = self.nodes[n.sibling].S
+        if self.rho[P.id] is not None or len(P.stores) != 1:
+            return None
+        idx = P.stores[0]
+        if not (idx.sorted and idx.numeric and S.sorted and S.numeric):
+            return None
+        if [n.proj_pos[q] for q in idx.own_key_pos] != S.own_key_pos or n.proj_pos[idx.sort_pos] != S.sort_pos:
+            return None
+        if P.sibling is not None and self.nodes[P.sibling].S.groups is idx.groups:
+            return None
+        G = f"Gw{P.id}"
+        env[G] = idx.groups
+        env["seek"] = seek_entry
+        env.update(SOURCE_NAMES)
+        # the parent tuples' key, and (when it reads only those positions) the key of the
+        # grandparent step's sibling group, from the expired tuple ``t``: with no such group
+        # (card testing: no big purchase of the card) the walk has no grandparent step
+        key_src = {q: f"{t}[{S.probe_key_pos[S.own_key_pos.index(n.proj_pos[q])]}]" for q in idx.own_key_pos}
+        lean = None
+        if more and P.sibling is not None:
+            S2 = self.nodes[P.sibling].S
+            if S2.probe_key_pos and set(S2.probe_key_pos) <= set(key_src):
+                env[f"Gh{P.id}"] = S2.groups
+                parts = [key_src[q] for q in S2.probe_key_pos]
+                lean = f"Gh{P.id}.get({parts[0] if len(parts) == 1 else '(' + ''.join(x + ', ' for x in parts) + ')'}) is None"
+        # the range's parent tuples are consecutive entries of the group (each has a positive
+        # weight: this tuple joined it): the next entry first, a bisect (two-argument: the
+        # fast call) when it is not; ``dead``: the first position that reached zero, a list of
+        # them when there are more
+        body = [
+                "    for u, mu in us:",
+                f"        t = {_tuple_expr('u', n.proj_pos)}",
+                f"        c = {c} * mu",
+                "        i += 1",
+                "        if i >= npk or pit[i] != t:",
+                f"            i = bisect_left(pks, t[{idx.sort_pos}])",
+                "            if i == npk or pit[i] != t:",
+                "                i = seek(pks, pit, t, i)",
+                "        w = pw[i] + c",
+                "        pw[i] = w",
+                "        if not w:",
+                "            if dead is None:",
+                "                dead = i",
+                "            elif type(dead) is int:",
+                "                dead = [dead, i]",
+                "            else:",
+                "                dead.append(i)"]
+        walk = [*body, *[f"        {x}" for x in more]]
+        if lean is not None:
+            walk = [f"    if {lean}:", *[f"    {x}" for x in body], "    else:", *[f"    {x}" for x in walk]]
+        return [f"gp = {G}.get({_key_expr(t, S.probe_key_pos)})",
+                "if gp is not None and type(gp) is not tuple and gp._blocks is None:",
+                "    pks, pit, pw = gp._keys, gp._items, gp._weights",
+                "    i = -1",
+                "    npk = len(pks)",
+                "    dead = None",
+                *walk,
+                "    if dead is not None:",
+                "        if type(dead) is int:",
+                "            del pks[dead]",
+                "            del pit[dead]",
+                "            del pw[dead]",
+                "        else:",
+                "            for i in sorted(dead, reverse=True):",
+                "                del pks[i]",
+                "                del pit[i]",
+                "                del pw[i]",
+                "        if len(pks) == 1:",
+                f"            {G}[{_key_expr(t, S.probe_key_pos)}] = (pks[0], pit[0], pw[0])",
+                "        elif not pks:",
+                f"            del {G}[{_key_expr(t, S.probe_key_pos)}]"]
 
     def _compile_batch(self, start: int, keep: bool = True) -> Callable[[dict[tuple, int]], dict | None]:
         """Algorithm 7 for a batch of changes entering at node ``start`` (one leaf's path),

@@ -38,6 +38,7 @@ class _Items:
         self.reads: dict[int, list[str]] = {}
         self.display = "{}"
         self.env: dict[str, Any] = {}
+        self.names: dict[int, dict[str, str]] = {}  # per atom: attribute -> the local its reads set
 
 
 def _items(cp: CompiledPattern) -> _Items:
@@ -70,6 +71,7 @@ def _items(cp: CompiledPattern) -> _Items:
             elif spec.attr is not None:
                 i, name = spec.attr
                 reads[i][f"v{j} = e{i}.ts" if name == TIME_ATTR else f"v{j} = {fields(i)}.get({name!r})"] = None
+                out.names.setdefault(i, {}).setdefault(name, f"v{j}")
                 items.append(f"{spec.name!r}: v{j}")
             elif spec.slot is not None:
                 items.append(f"{spec.name!r}: g{spec.slot}")
@@ -99,13 +101,17 @@ def match_builder(cp: CompiledPattern) -> Callable[[Sequence[Any]], dict]:
     return codegen.define(f"{cp.name}: match builder", "\n".join(lines) + "\n", "build", it.env)
 
 
-def match_key_source(cp: CompiledPattern, first: str) -> str | None:
+def match_key_source(cp: CompiledPattern, first: str, known: dict[str, str] | None = None) -> str | None:
     """Python source of the partition key of a match of ``cp`` whose first event is held by the
-    name ``first`` (the rule of ``gcq.read_key``); None for a pattern without a partition key."""
+    name ``first`` (the rule of ``gcq.read_key``); None for a pattern without a partition key.
+    ``known``: attributes of that event already read into locals (an EMIT of the key: q2's
+    ``r.k``), used instead of reading them again (this runs per composite event)."""
     a0 = cp.atoms[0] if cp.atoms else None
     if not cp.partition_vars or a0 is None:
         return None
-    items = "".join(f"{first}.ts, " if a == TIME_ATTR else f"{first}.fields.get({a!r}), " for a in cp.key_attrs(a0))
+    known = known or {}
+    items = "".join(known[a] + ", " if a in known else f"{first}.ts, " if a == TIME_ATTR
+                    else f"{first}.fields.get({a!r}), " for a in cp.key_attrs(a0))
     return f"({items})"
 
 
@@ -128,7 +134,7 @@ def new_matches_fn(cp: CompiledPattern, rt: Any, events: dict, emitted: list[int
     it = _items(cp)
     env: dict[str, Any] = {**it.env, "E": events, "Output": Output, "NEW": tuple.__new__,
                            "NAME": cp.name, "SEED": match_id_seed(cp.name), "emitted": emitted}
-    key = match_key_source(cp, "e0")
+    key = match_key_source(cp, "e0", it.names.get(0))
 
     def reads(i: int) -> list[str]:
         got = [f"p{i} = e{i}.pos", *it.reads[i]]

@@ -87,9 +87,15 @@ def pair_source(groups: str, k: str, first: str, key: str, item: str, delta: str
 
 def grown_pair(k0, i0, w0, k1, i1, w1) -> SumSortedMap:
     """A flat map of two entries whose lists are grown by appends (room for four entries, the
-    allocation a list display of two would triple on the third)."""
-    m = SumSortedMap()
-    ks, items, ws = m._keys, m._items, m._weights
+    allocation a list display of two would triple on the third).  Made without ``__init__``
+    (its slots set here): a group of a partitioned stream grows from one entry to two and back
+    for about every second event of card testing, and the constructor's frame was a third of
+    this function."""
+    m = _new_map(SumSortedMap)
+    m._keys = ks = []
+    m._items = items = []
+    m._weights = ws = []
+    m._blocks = None
     ks.append(k0)
     ks.append(k1)
     items.append(i0)
@@ -97,6 +103,22 @@ def grown_pair(k0, i0, w0, k1, i1, w1) -> SumSortedMap:
     ws.append(w0)
     ws.append(w1)
     return m
+
+
+_new_map = object.__new__
+
+
+def seek_entry(keys: list, items: list, item: tuple, i: int) -> int:
+    """The position of ``item`` in a flat map's lists (``keys``, ``items``), searching from ``i``,
+    the first position of its key (a generated walk's slow case: several entries under one key);
+    KeyError when it is not there."""
+    if i < len(keys):
+        key = keys[i]
+        while i < len(keys) and keys[i] == key:
+            if items[i] == item:
+                return i
+            i += 1
+    raise KeyError(item)
 
 
 def bisect_source(keys: str, lo: str | None, lo_incl: bool, hi: str | None, hi_incl: bool) -> list[str]:
