@@ -74,3 +74,25 @@ def gap_keyed_attrs(cp: CompiledPattern) -> dict[str, tuple[str, ...]] | None:
             if by_type.setdefault(t, gattrs) != gattrs:
                 return None  # an event's key would depend on the role it plays
     return by_type
+
+
+def ownership(patterns: list[CompiledPattern], workers: int) -> list[dict[str, tuple[str, ...]] | int]:
+    """How ``cep run --workers`` splits the (pattern, event) pairs: per pattern, its key attributes per
+    event type (``partition_attrs``: an event belongs to worker ``hash(key value) % workers``, the
+    value alone for one attribute, else the tuple), or, for a pattern that runs as one group, the
+    worker that runs it whole (such patterns are dealt round robin, so several of them spread).
+
+    Why Python's ``hash``: equal keys hash alike (``1`` and ``1.0`` included), it costs one call per
+    event, and forked workers share the string hash seed.  A value that cannot be hashed (a list or
+    an object: a null key for the engine) belongs to worker 0.
+    """
+    out: list[dict[str, tuple[str, ...]] | int] = []
+    whole = 0
+    for cp in patterns:
+        attrs = partition_attrs(cp)
+        if attrs is None:
+            out.append(whole % workers)
+            whole += 1
+        else:
+            out.append(attrs)
+    return out
