@@ -17,16 +17,13 @@ Checked here:
 
 from __future__ import annotations
 
-import io
 import os
 import re
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 from collections import Counter
-from pathlib import Path
 
 import orjson
 import pytest
@@ -34,6 +31,7 @@ from cephelp import PATTERNS, ROOT, cep
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from strategies import Case, cases, gap_cases, kleene_cases
+from test_run_batches import _run_files
 
 import cep.commands.run as runner
 from cep.errors import LateEventError, UnknownRetractionError
@@ -88,19 +86,10 @@ _TIMING = re.compile(r" in [0-9.]+ s, [0-9,]+ events/s")
 
 
 def _run(case: Case, lines: list[bytes], workers: int, on_error: str) -> tuple:
-    with tempfile.TemporaryDirectory() as d:
-        p = Path(d)
-        (p / "p.pattern").write_text(case.text)
-        (p / "in.jsonl").write_bytes(b"".join(lines))
-        err = io.StringIO()
-        rc = runner.run(runner.RunOptions(
-            patterns=[str(p / "p.pattern")], input=str(p / "in.jsonl"), output=str(p / "out.jsonl"),
-            time_field=case.time_field, time_unit=case.time_unit, lateness=str(case.lateness),
-            late_output=str(p / "late.jsonl"), errors=str(p / "errors.jsonl"), on_error=on_error,
-            workers=workers), err)
-        out = Counter((p / "out.jsonl").read_bytes().splitlines(keepends=True))
-        return (rc, out, (p / "late.jsonl").read_bytes(), (p / "errors.jsonl").read_bytes(),
-                _TIMING.sub("", err.getvalue().replace(d, "DIR")))
+    """``cep run`` with ``workers``: exit status, the multiset of output lines, late output, error
+    reports, stderr (the summary, its timing left out)."""
+    rc, out, late, errors, err = _run_files(case, lines, runner.BATCH, workers=workers, on_error=on_error, quiet=False)
+    return rc, Counter(out.splitlines(keepends=True)), late, errors, _TIMING.sub("", err)
 
 
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])

@@ -30,13 +30,12 @@ import struct
 import sys
 import time
 import traceback
-from typing import IO, Any
+from typing import Any
 
 import orjson
 
 from cep.commands.heap import stream_gc
-from cep.errors import PatternError
-from cep.exit_codes import EXIT_OK, EXIT_OTHER, EXIT_PATTERN, EXIT_RECORD
+from cep.exit_codes import EXIT_OK, EXIT_OTHER, EXIT_RECORD
 from cep.io.readers import SourceError, open_source
 from cep.io.writers import SinkError, StreamSink
 
@@ -48,6 +47,8 @@ def refusal(o: Any) -> str | None:
     """Why ``--workers`` cannot run with these options (one line), or None."""
     if o.workers < 1:
         return f"--workers must be at least 1, got {o.workers}"
+    if o.workers == 1:
+        return None
     if o.input == "-":
         return "--workers needs a file input (-i FILE): each worker reads the whole input, stdin can be read once"
     if o.input.startswith("kafka://"):
@@ -150,7 +151,7 @@ def _fork(run: Any, me: int, workers: int, tty: bool) -> tuple[int, int, int]:
     return pid, data_r, ctl_r
 
 
-class _Pool:
+class Pool:
     """The parent's view of its workers: pids, pipes, the partial lines and results read so far."""
 
     def __init__(self) -> None:
@@ -189,54 +190,15 @@ def _death(w: int, workers: int, status: int) -> str:
     return f"worker {w} of {workers} {how} before it finished: the output is incomplete"
 
 
-def run_parallel(o: Any, err: IO[str]) -> int:
-    """``cep run`` with ``o.workers`` processes; the exit status as a single run's, or 1 when a
-    worker fails."""
-    from cep.commands.run import RunError, _Run
+def supervise(r: Any, pool: Pool) -> int:
+    """Fork the workers of the run ``r`` (set up: patterns, plans, sinks), relay their output and
+    messages until every one has ended, merge their results into ``r`` (counters, ``r.merged``).
+    Returns the run's exit status; raises ``RunError`` when a worker failed (its message empty
+    when the worker reported its own error)."""
+    from cep.commands.run import RunError
 
-    why = refusal(o)
-    if why is not None:
-        err.write(f"cep: error: {why}\n")
-        return EXIT_OTHER
-    if o.workers == 1:
-        from cep.commands.run import run
-
-        return run(o, err)
-    r = _Run(o, err)
-    pool = _Pool()
-    try:
-        try:
-            r.setup()
-        except PatternError as e:
-            err.write(str(e) + "\n")
-            return EXIT_PATTERN
-        except RunError as e:
-            err.write(f"cep: error: {e}\n")
-            return EXIT_OTHER
-        r.src.close()  # each worker opens the input itself
-        status = _supervise(r, pool, err)
-        if status is None:
-            return EXIT_OTHER
-        r.finish()
-    except (RunError, SinkError) as e:
-        pool.kill()
-        r._flush_all()
-        err.write(f"cep: error: {e}\n")
-        return EXIT_OTHER
-    except BaseException:
-        pool.kill()
-        r._flush_all()
-        raise
-    finally:
-        r.close()
-    return status
-
-
-def _supervise(r: Any, pool: _Pool, err: IO[str]) -> int | None:
-    """Fork the workers, relay their output and messages until every one has ended; merge their
-    results into ``r`` and print the summary.  Returns the run's exit status, or None when a
-    worker failed (reported)."""
-    o = r.o
+    o, err = r.o, r.err
+    r.src.close()  # each worker opens the input itself
     workers = o.workers
     out = r.sinks["output"]
     sys.stdout.flush()
@@ -294,17 +256,14 @@ def _supervise(r: Any, pool: _Pool, err: IO[str]) -> int | None:
                 failed = _failure(w, workers, pool.exits[w]) or _death(w, workers, pool.exits[w])
                 break
     if failed is not None:
-        if failed:
-            err.write(f"cep: error: {failed}\n")
-        return None
+        raise RunError(failed)
     results: list[dict] = pool.results  # type: ignore[assignment]
     statuses = {res["status"] for res in results}
     first = results[0]
     if len(statuses) != 1 or any((res["records"], res["late"], res["bad"]) != (first["records"], first["late"], first["bad"])
                                  for res in results):
-        err.write("cep: error: the workers disagree on the input (records, late, bad or exit status): "
-                  "the output may be wrong; please report this\n")
-        return None
+        raise RunError("the workers disagree on the input (records, late, bad or exit status): "
+                       "the output may be wrong; please report this")
     r.records, r.late, r.bad = first["records"], first["late"], first["bad"]
     counts: dict[str, dict[str, int]] = {}
     for res in results:
@@ -313,7 +272,8 @@ def _supervise(r: Any, pool: _Pool, err: IO[str]) -> int | None:
             row["+"] += c["+"]
             row["-"] += c["-"]
     r.outputs = sum(c["+"] + c["-"] for c in counts.values())
-    if not o.quiet:
-        r.write_summary(first["peak"], counts)
+    r.merged = (first["peak"], counts)
     status = statuses.pop()
-    return status if status in (EXIT_OK, EXIT_RECORD) else None
+    if status not in (EXIT_OK, EXIT_RECORD):
+        raise RunError(f"the workers ended with status {status}")
+    return status

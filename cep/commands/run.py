@@ -150,6 +150,9 @@ class _Run:
         self.start_counts: dict[str, dict[str, int]] = {}
         self.plans: list | None = None  # with --workers: the physical plans each worker's engine is built from
         self.report = True  # this process reports bad records (with --workers: worker 0 only)
+        # with --workers: the peak of retained events and the composite events per pattern and op,
+        # merged over the workers (``Engine.matches_emitted``'s form)
+        self.merged: tuple[int | None, dict[str, dict[str, int]]] = (None, {})
 
     # ---------------------------------------------------------------- set up
 
@@ -609,14 +612,9 @@ class _Run:
         if self.o.quiet:
             return
         eng = self.engine
-        peak = None
+        peak, counts = self.merged
         if eng is not None:
-            peak = eng.stats["peak_retained"]
-        self.write_summary(peak, eng.matches_emitted if eng is not None else {})
-
-    def write_summary(self, peak: int | None, counts: dict[str, dict[str, int]]) -> None:
-        """The summary's lines: this run's counters, the peak of retained events and the composite
-        events per pattern and op (``Engine.matches_emitted``; with --workers, summed over them)."""
+            peak, counts = eng.stats["peak_retained"], eng.matches_emitted
         el = self.elapsed
         rate = self.records / el if el > 0 else 0.0
         lines = [
@@ -676,10 +674,15 @@ def run(opts: RunOptions, err: IO[str] | None = None) -> int:
     """Run patterns over the input; return the exit status (messages go to ``err``)."""
     err = err if err is not None else sys.stderr
     tune_heap()
-    if opts.workers != 1:
-        from cep.commands.parallel import run_parallel
+    pool = None
+    if opts.workers != 1:  # split over processes by partition key (cep.commands.parallel)
+        from cep.commands import parallel
 
-        return run_parallel(opts, err)
+        why = parallel.refusal(opts)
+        if why is not None:
+            err.write(f"cep: error: {why}\n")
+            return EXIT_OTHER
+        pool = parallel.Pool()
     r = _Run(opts, err)
     try:
         try:
@@ -690,14 +693,22 @@ def run(opts: RunOptions, err: IO[str] | None = None) -> int:
         except RunError as e:
             err.write(f"cep: error: {e}\n")
             return EXIT_OTHER
-        with stream_gc():
-            status = r.loop()
+        if pool is None:
+            with stream_gc():
+                status = r.loop()
+        else:
+            status = parallel.supervise(r, pool)
         r.finish()
     except (RunError, SinkError) as e:
+        if pool is not None:
+            pool.kill()
         r._flush_all()
-        err.write(f"cep: error: {e}\n")
+        if str(e):  # (empty: a worker reported its own error)
+            err.write(f"cep: error: {e}\n")
         return EXIT_OTHER
     except BaseException:
+        if pool is not None:
+            pool.kill()
         r._flush_all()
         raise
     finally:
