@@ -45,6 +45,8 @@ from pattern [every s1=Txn(amount < 100) -> (every s2=Txn(card = s1.card, amount
 """
 
 SYSTEMS = ("cep", "cep run", "esper", "core")
+# also measurable, not run by default: `cep run` with its options, e.g. "cep run --workers 2"
+# (whole-process wall and CPU of the parent and its workers, peak RSS summed over them)
 BASE = " (base)"  # suffix of a cep system run from the --base checkout
 
 
@@ -86,8 +88,8 @@ def run_one(system: str, s: FraudStream, epl: Path, core_py: str | None, timeout
     system = system.removesuffix(BASE)
     if system == "cep":
         r = procs.run_cep_inprocess([s.pattern], s.path, timeout=timeout, env=env)
-    elif system == "cep run":
-        r = procs.run_cep_cli([s.pattern], s.path, timeout=timeout, env=env)
+    elif system.startswith("cep run"):
+        r = procs.run_cep_cli([s.pattern], s.path, timeout=timeout, env=env, extra=shlex.split(system)[2:])
     elif system == "esper":
         r = procs.run_esper(epl, s.path, timeout=timeout)
     else:
@@ -188,7 +190,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--sizes", help="comma list N:cards (default 5000:200,20000:500,200000:1000,1000000:1000); "
                     "`--sizes none`: only the output-heavy stream")
     ap.add_argument("--no-wide", action="store_true", help="skip the output-heavy 20k/20-card stream")
-    ap.add_argument("--systems", default=",".join(SYSTEMS), help=f"comma list of {', '.join(SYSTEMS)}")
+    ap.add_argument("--systems", default=",".join(SYSTEMS),
+                    help=f"comma list of {', '.join(SYSTEMS)}, or `cep run` with options (`cep run --workers 2`)")
     ap.add_argument("--data", default=str(RESULTS / "data"))
     ap.add_argument("--out", default=str(RESULTS / "fraud.md"))
     ap.add_argument("--timeout", type=float, default=600)
@@ -217,7 +220,7 @@ def main(argv: list[str] | None = None) -> int:
             skipped["Esper"] = str(e)
             systems.remove("esper")
     if args.base:
-        systems = [x for s_ in systems for x in ((s_, s_ + BASE) if s_ == "cep run" else (s_,))]
+        systems = [x for s_ in systems for x in ((s_, s_ + BASE) if s_.startswith("cep run") else (s_,))]
     for name, why in skipped.items():
         print(f"bench.fraud: {name} not available, running without it: {why}", file=sys.stderr)
 

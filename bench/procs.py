@@ -31,7 +31,12 @@ class RunFailed(RuntimeError):
 
 
 def run_measured(cmd: list[str], timeout: float, env: dict | None = None, cwd: str | Path | None = None) -> dict:
-    """Run ``cmd``; return its wall time, its own peak RSS (MiB, from ``wait4``), exit status, output."""
+    """Run ``cmd``; return its wall time, its own peak RSS (MiB, from ``wait4``), exit status, output.
+
+    ``sampled_hwm_mb`` is the sum over the process and its descendants (``cep run --workers``) of
+    each one's own peak (VmHWM, sampled every 50 ms): an upper bound of what they held at once, as
+    pages a fork shares are counted in every process that maps them.  ``cpu_s`` includes the
+    descendants the process waited for."""
     import tempfile
     import threading
 
@@ -40,20 +45,20 @@ def run_measured(cmd: list[str], timeout: float, env: dict | None = None, cwd: s
         p = subprocess.Popen(cmd, stdout=fo, stderr=fe, cwd=cwd or REPO, env=env)
         timer = threading.Timer(timeout, p.kill)
         timer.start()
-        hwm = [0.0]
+        peaks: dict[int, float] = {}  # pid -> its VmHWM (MiB), the child and its descendants
         done = threading.Event()
 
         def sample() -> None:  # VmHWM of the child's own image (ru_maxrss includes ours, see run_cep)
-            path = f"/proc/{p.pid}/status"
             while not done.is_set():
-                try:
-                    with open(path) as f:
-                        for line in f:
-                            if line.startswith("VmHWM:"):
-                                hwm[0] = max(hwm[0], int(line.split()[1]) / 1024.0)
-                                break
-                except (OSError, ValueError):
-                    pass
+                for pid in _tree(p.pid):
+                    try:
+                        with open(f"/proc/{pid}/status") as f:
+                            for line in f:
+                                if line.startswith("VmHWM:"):
+                                    peaks[pid] = max(peaks.get(pid, 0.0), int(line.split()[1]) / 1024.0)
+                                    break
+                    except (OSError, ValueError):
+                        pass
                 done.wait(0.05)
 
         sampler = threading.Thread(target=sample, daemon=True)
@@ -73,7 +78,21 @@ def run_measured(cmd: list[str], timeout: float, env: dict | None = None, cwd: s
         raise RunFailed(f"timed out after {timeout:.0f} s: {' '.join(cmd)}")
     return {"wall_s": wall, "rc": p.returncode, "stdout": out.decode(errors="replace"),
             "stderr": err.decode(errors="replace"), "maxrss_mb": ru.ru_maxrss / 1024.0,
-            "sampled_hwm_mb": hwm[0], "cpu_s": ru.ru_utime + ru.ru_stime}
+            "sampled_hwm_mb": sum(peaks.values()), "cpu_s": ru.ru_utime + ru.ru_stime}
+
+
+def _tree(pid: int) -> list[int]:
+    """``pid`` and its descendants (from /proc/PID/task/PID/children)."""
+    out, todo = [], [pid]
+    while todo:
+        q = todo.pop()
+        out.append(q)
+        try:
+            with open(f"/proc/{q}/task/{q}/children") as f:
+                todo += [int(x) for x in f.read().split()]
+        except (OSError, ValueError):
+            pass
+    return out
 
 
 def json_tail(text: str) -> dict:
@@ -138,7 +157,8 @@ def with_bytecode(env: dict | None) -> None:
 
 
 def run_cep_cli(patterns: list[Path], input_path: Path, output: str | None = None,
-                time_unit: str = "s", timeout: float = 900, env: dict | None = None) -> dict:
+                time_unit: str = "s", timeout: float = 900, env: dict | None = None,
+                extra: list[str] | None = None) -> dict:
     """`cep run` end to end as a user runs it (process start, imports, compile, read, detect, write),
     from bytecode as an installed cep runs (``with_bytecode``).
 
@@ -154,7 +174,7 @@ def run_cep_cli(patterns: list[Path], input_path: Path, output: str | None = Non
         os.close(fd)
         output = tmp
     cmd = [sys.executable, "-c", CEP_MAIN, "run", *map(str, patterns), "-i", str(input_path), "-o", output,
-           "--time-unit", time_unit]
+           "--time-unit", time_unit, *(extra or [])]
     try:
         r = run_measured(cmd, timeout, env=env)
         if r["rc"] != 0:
@@ -166,7 +186,7 @@ def run_cep_cli(patterns: list[Path], input_path: Path, output: str | None = Non
     finally:
         if tmp is not None:
             os.unlink(tmp)
-    return {"composites": composites, "system": "cep run", "wall_s": r["wall_s"], "run_s": r["wall_s"], "peak_rss_mb": r["sampled_hwm_mb"],
+    return {"composites": composites, "system": " ".join(["cep run", *(extra or [])]), "wall_s": r["wall_s"], "run_s": r["wall_s"], "peak_rss_mb": r["sampled_hwm_mb"],
             "cpu_s": r["cpu_s"],
             "stderr": r["stderr"][-500:]}
 

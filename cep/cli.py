@@ -84,12 +84,15 @@ def cli() -> None:
               help="When no record has arrived for this long (wall clock), advance the watermark to "
                    "the current time minus the lateness, deciding pending matches (for event times "
                    "that follow the wall clock). Default: never.")
+@click.option("--workers", default=1, show_default=True, type=click.IntRange(min=1), metavar="N",
+              help="Worker processes, each running its share of the patterns' partition keys (file input only). "
+                   "1: one process.")
 # test hooks (hidden; the checkpoint and Kafka tests stop or "crash" a run mid-stream with them)
 @click.option("--test-stop-after", type=click.IntRange(min=1), default=None, hidden=True, metavar="N")
 @click.option("--test-crash-at-stop", is_flag=True, hidden=True)
 def run_cmd(patterns, input_, output, fmt, type_field, time_field, time_unit, op_field, lateness,
             late_output, on_error, errors, checkpoint, checkpoint_every, checkpoint_interval, quiet,
-            no_progress, idle_advance, test_stop_after, test_crash_at_stop) -> None:
+            no_progress, idle_advance, workers, test_stop_after, test_crash_at_stop) -> None:
     """Run the patterns of PATTERNS over the input; write every match as a JSON line.
 
     Several pattern files (and several patterns in one file) run together over
@@ -104,7 +107,7 @@ def run_cmd(patterns, input_, output, fmt, type_field, time_field, time_unit, op
         late_output=late_output, on_error=on_error, errors=errors, checkpoint=checkpoint,
         checkpoint_every=checkpoint_every, checkpoint_interval=checkpoint_interval, quiet=quiet,
         progress=not no_progress, test_stop_after=test_stop_after,
-        test_crash_at_stop=test_crash_at_stop, idle_advance=idle_advance,
+        test_crash_at_stop=test_crash_at_stop, idle_advance=idle_advance, workers=workers,
     )
     sys.exit(run(opts, sys.stderr))
 

@@ -190,7 +190,10 @@ def test_push_batch_equals_push_kleene(case, cuts):
 # ------------------------------------------------------------------ the run loop, batched or not
 
 
-def _run_files(case: Case, lines: list[bytes], batch: int) -> tuple[int, bytes, bytes, bytes, str]:
+def _run_files(case: Case, lines: list[bytes], batch: int, **options) -> tuple[int, bytes, bytes, bytes, str]:
+    """``cep run`` (in this process) of ``lines`` with batches of ``batch`` records, late output and
+    error reports to files (``options``: more ``RunOptions``): exit status, output, late output,
+    error reports and stderr."""
     old = runner.BATCH
     runner.BATCH = batch
     try:
@@ -202,8 +205,8 @@ def _run_files(case: Case, lines: list[bytes], batch: int) -> tuple[int, bytes, 
             rc = runner.run(runner.RunOptions(
                 patterns=[str(p / "p.pattern")], input=str(p / "in.jsonl"), output=str(p / "out.jsonl"),
                 time_field=case.time_field, time_unit=case.time_unit, lateness=str(case.lateness),
-                late_output=str(p / "late.jsonl"), errors=str(p / "errors.jsonl"), on_error="skip",
-                quiet=True), err)
+                late_output=str(p / "late.jsonl"), errors=str(p / "errors.jsonl"),
+                **{"on_error": "skip", "quiet": True, **options}), err)
             return (rc, (p / "out.jsonl").read_bytes(), (p / "late.jsonl").read_bytes(),
                     (p / "errors.jsonl").read_bytes(), err.getvalue().replace(d, "DIR"))
     finally:

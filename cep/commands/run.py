@@ -97,6 +97,7 @@ class RunOptions:
     test_stop_after: int | None = None
     test_crash_at_stop: bool = False
     idle_advance: str | None = None  # docs/language.md section 7, Decided matches: a quiet input's watermark follows the wall clock
+    workers: int = 1  # processes splitting the patterns' keys (cep.commands.parallel); 1: this loop alone
 
     def result_options(self) -> dict[str, Any]:
         """The options that change results: a checkpoint must be resumed with the same ones."""
@@ -147,6 +148,11 @@ class _Run:
         self.engine: Any = None
         self.fp = ""
         self.start_counts: dict[str, dict[str, int]] = {}
+        self.plans: list | None = None  # with --workers: the physical plans each worker's engine is built from
+        self.report = True  # this process reports bad records (with --workers: worker 0 only)
+        # with --workers: the peak of retained events and the composite events per pattern and op,
+        # merged over the workers (``Engine.matches_emitted``'s form)
+        self.merged: tuple[int | None, dict[str, dict[str, int]]] = (None, {})
 
     # ---------------------------------------------------------------- set up
 
@@ -202,9 +208,15 @@ class _Run:
                 raise RunError(f"cannot restore checkpoint {o.checkpoint}: {e}") from None
             self.engine.own_watermark = not partitioned
             self.prior_outputs = state.outputs
+        elif o.workers > 1:  # cep.commands.parallel: planned once here, each worker builds its engine
+            from cep.plan.physical import physical_plan
+            from cep.plan.planner import plan_pattern
+
+            self.plans = [physical_plan(plan_pattern(cp)) for cp in patterns]
         else:
             self.engine = Engine(patterns, lateness=lateness, own_watermark=not partitioned)
-        self.start_counts = {k: dict(v) for k, v in self.engine.matches_emitted.items()}
+        if self.engine is not None:
+            self.start_counts = {k: dict(v) for k, v in self.engine.matches_emitted.items()}
         self.lateness = lateness
         self.idle = None
         if o.idle_advance:
@@ -492,6 +504,8 @@ class _Run:
     def _bad(self, pos: str, raw: Any, reason: str, skip: bool) -> bool:
         """Count a bad record; report it (skip) and return True, or stop the run (False)."""
         self.bad += 1
+        if not self.report:  # another worker reports it (cep.commands.parallel)
+            return skip
         line = self._line_of(pos)
         if not skip:
             self._flush_all()
@@ -597,19 +611,18 @@ class _Run:
         """End-of-run report on stderr: records, late, bad, matches per pattern, speed, peak state."""
         if self.o.quiet:
             return
+        eng = self.engine
+        peak, counts = self.merged
+        if eng is not None:
+            peak, counts = eng.stats["peak_retained"], eng.matches_emitted
         el = self.elapsed
         rate = self.records / el if el > 0 else 0.0
-        eng = self.engine
-        peak = None
-        if eng is not None:
-            peak = eng.stats["peak_retained"]
         lines = [
             f"cep: {self.records} records ({self.late} late, {self.bad} bad) in {el:.2f} s, "
             f"{rate:,.0f} events/s, peak retained events {peak}"
         ]
         if self.resumed_at is not None:
             lines.append(f"cep: resumed from checkpoint {self.o.checkpoint} after record {self.resumed_at}")
-        counts = eng.matches_emitted if eng is not None else {}
         for name, c in counts.items():
             s0 = self.start_counts.get(name, {})
             plus = c.get("+", 0) - s0.get("+", 0)
@@ -661,6 +674,15 @@ def run(opts: RunOptions, err: IO[str] | None = None) -> int:
     """Run patterns over the input; return the exit status (messages go to ``err``)."""
     err = err if err is not None else sys.stderr
     tune_heap()
+    pool = None
+    if opts.workers != 1:  # split over processes by partition key (cep.commands.parallel)
+        from cep.commands import parallel
+
+        why = parallel.refusal(opts)
+        if why is not None:
+            err.write(f"cep: error: {why}\n")
+            return EXIT_OTHER
+        pool = parallel.Pool()
     r = _Run(opts, err)
     try:
         try:
@@ -671,14 +693,22 @@ def run(opts: RunOptions, err: IO[str] | None = None) -> int:
         except RunError as e:
             err.write(f"cep: error: {e}\n")
             return EXIT_OTHER
-        with stream_gc():
-            status = r.loop()
+        if pool is None:
+            with stream_gc():
+                status = r.loop()
+        else:
+            status = parallel.supervise(r, pool)
         r.finish()
     except (RunError, SinkError) as e:
+        if pool is not None:
+            pool.kill()
         r._flush_all()
-        err.write(f"cep: error: {e}\n")
+        if str(e):  # (empty: a worker reported its own error)
+            err.write(f"cep: error: {e}\n")
         return EXIT_OTHER
     except BaseException:
+        if pool is not None:
+            pool.kill()
         r._flush_all()
         raise
     finally:

@@ -80,12 +80,18 @@ class Engine:
     """Runs compiled patterns over one stream of events (the core API)."""
 
     def __init__(self, patterns: Sequence[CompiledPattern], lateness: int | float = 0,
-                 *, own_watermark: bool = True, plans: Sequence[PhysicalPlan] | None = None) -> None:
+                 *, own_watermark: bool = True, plans: Sequence[PhysicalPlan] | None = None,
+                 share: tuple[int, int] | None = None) -> None:
         """``own_watermark``: derive the watermark from the events pushed (``max ts seen -
         lateness``, one ordered source); False when the source owns it (the minimum over
         Kafka partitions, Spark's global watermark) and moves it with ``advance_watermark``.
         ``plans``: the patterns' physical plans (``physical_plan(plan_pattern(cp))``), when the caller
         keeps them (Spark workers build an engine per key group: planning is most of that).
+        ``share``: ``(worker, workers)``, one of the processes of ``cep run --workers``
+        (``cep.commands.parallel``): this engine indexes, matches and emits only the (pattern,
+        event) pairs it owns (``owner_of``); it still keeps every event some pattern would keep,
+        under a shadow holder bit for the pairs other workers own, so the watermark, expiry,
+        the retained events and what a retraction finds are exactly one whole engine's.
         """
         from cep.plan.physical import physical_plan
         from cep.plan.planner import plan_pattern
@@ -157,6 +163,14 @@ class Engine:
             self.checks.append(checks)
             self.pending.append(PendingDecisions(checks.trailing))
         self._decided = [ri for ri, c in enumerate(self.checks) if c is not None]
+        self.share = share
+        self._ownership: list[Any] = []  # per pattern: key attributes per type, or the one worker running it
+        if share is not None:
+            from cep.plan.partition import ownership
+
+            self._ownership = ownership(self.patterns, share[1])
+        # a pair another worker owns holds its event under its bit shifted past every real one
+        self._shift = len(self._slots) + len(self._gap_of_bit)
         # the earliest pending decision: due once the watermark passes it (reaches it, if not strict)
         self._decide_at: Any = math.inf
         self._decide_strict = True
@@ -400,15 +414,20 @@ class Engine:
                 due.append(queue.popleft())
             while heap and heap[0][0] < limit:
                 due.append(heapq.heappop(heap))
+            shadow = bit << self._shift if self.share is not None else 0  # held for another worker
             for ts, serial, key in due:
                 mask = holders.get(serial, 0)
-                if mask & bit:  # else retracted meanwhile
+                if mask & bit:
                     ix.remove(key, ts, serial)
                     mask ^= bit
-                    if mask:
-                        holders[serial] = mask
-                    else:
-                        self._forget(serial)
+                elif mask & shadow:
+                    mask ^= shadow
+                else:
+                    continue  # retracted meanwhile
+                if mask:
+                    holders[serial] = mask
+                else:
+                    self._forget(serial)
             if queue and queue[0][0] + horizon < soonest:
                 soonest = queue[0][0] + horizon
             if heap and heap[0][0] + horizon < soonest:

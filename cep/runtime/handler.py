@@ -163,6 +163,40 @@ def _filters(src: _Source, entries: list[tuple[int, int, Any, int]], eng: Engine
     return out
 
 
+def _owners(src: _Source, eng: Engine, etype: str) -> dict[int, str]:
+    """In a worker of ``cep run --workers`` (``Engine.share``): lines setting ``_o0``, ``_o1``...
+    (whether this worker owns event ``e`` for a pattern: ``cep.plan.partition.ownership``, one test
+    per distinct key), and per pattern of type ``etype`` the test: a variable, ``True`` or ``False``
+    (a pattern run whole by one worker).  Empty for a whole engine (no test anywhere)."""
+    if eng.share is None:
+        return {}
+    me, workers = eng.share
+    patterns = {ri for ri, *_x in eng.route.get(etype, ())}
+    patterns.update(_gap_pattern(eng, ix) for ix, *_x in eng.gap_route.get(etype, ()))
+    tests: dict[int, str] = {}
+    by_key: dict[tuple[str, ...], str] = {}
+    for ri in sorted(patterns):
+        rule = eng._ownership[ri]
+        if isinstance(rule, int):
+            tests[ri] = str(rule == me)
+            continue
+        attrs = rule[etype]
+        got = by_key.get(attrs)
+        if got is None:
+            got = by_key[attrs] = f"_o{len(by_key)}"
+            reads = ["ts" if a == TIME_ATTR else f"f.get({a!r})" for a in attrs]
+            key = reads[0] if len(reads) == 1 else "(" + ", ".join(reads) + ",)"
+            src.add(1, "try:", f"    {got} = hash({key}) % {workers} == {me}", "except TypeError:  # a list or an object: worker 0",
+                    f"    {got} = {me == 0}")
+        tests[ri] = got
+    return tests
+
+
+def _gap_pattern(eng: Engine, ix: Any) -> int:
+    """The pattern whose gap index ``ix`` is."""
+    return next(ri for ri, c in enumerate(eng.checks) if c is not None and any(x is ix for x in c.indexes))
+
+
 def _emit_new(src: _Source, eng: Engine, ri: int, ai: int, indent: int) -> None:
     """Lines that append the composite events the update path's deltas ``ch`` (not None) add:
     one call of the pattern's generated enumerate-and-build function for atom ``ai``
@@ -188,12 +222,15 @@ def _insert_body(src: _Source, eng: Engine, etype: str, emit: bool) -> None:
     passed = None  # the test every kept event passed already
     if etype in eng.gap_route:
         src.add(1, "E[s] = e", "mask = 0")
-        _gap_insert(src, eng, etype)
+        owns = _owners(src, eng, etype)
+        _gap_insert(src, eng, etype, owns)
     else:
         if entries and all(c is not None for c in conds):  # an event no filter passes is not kept
             passed = " or ".join(dict.fromkeys(conds))  # type: ignore[arg-type]
             src.add(1, f"if not ({passed}):", f"    {src.exit}")
         src.add(1, "E[s] = e", "mask = 0")
+        owns = _owners(src, eng, etype)
+    shift = eng._shift
     # each distinct leaf-tuple shape once, when one of its atoms passes its filter
     shapes: dict[tuple[str, ...], tuple[str, list[int]]] = {}
     null_of: dict[str, str | None] = {}
@@ -225,6 +262,13 @@ def _insert_body(src: _Source, eng: Engine, etype: str, emit: bool) -> None:
             src.add(2, f"# {eng.patterns[ri].name}: {eng.patterns[ri].atoms[ai].alias}")
             ind = 2
         last_test = test
+        own = owns.get(ri, "True")
+        if own == "False":  # another worker runs this pattern: the event is only held for it
+            src.add(ind, f"mask |= {bit << shift}")
+            continue
+        if own != "True":
+            src.add(ind, f"if not {own}:", f"    mask |= {bit << shift}", "else:")
+            ind += 1
         prop = src.name("prop", eng.runtimes[ri]._prop_of_atom[ai])
         src.add(ind, f"ch = {prop}({tv}, 1)", f"mask |= {bit}")
         if emit:
@@ -237,6 +281,7 @@ def _insert_body(src: _Source, eng: Engine, etype: str, emit: bool) -> None:
     for qi, _ri, qmask in eng._windowed:
         if not qmask & type_bits:
             continue
+        held = qmask | qmask << shift if eng.share is not None else qmask  # with the shadow bits
         q, heap, last, oldest = (src.name("Q", eng._in_order[qi]), src.name("HP", eng._expiry[qi]),
                                  src.name("LAST", eng._last_ts), src.name("OLDEST", eng._oldest))
         # the entry carries the leaf tuple when this type's atoms of the window share one: the
@@ -246,7 +291,7 @@ def _insert_body(src: _Source, eng: Engine, etype: str, emit: bool) -> None:
         lines = [f"if ts >= {last}[{qi}]:", f"    {q}.append({item})", f"    {last}[{qi}] = ts", "else:",
                  f"    heappush({heap}, {item})", f"if ts < {oldest}[{qi}]:", f"    {oldest}[{qi}] = ts"]
         if type_bits & ~qmask or etype in eng.gap_route:
-            src.add(1, f"if mask & {qmask}:", *(f"    {line}" for line in lines))
+            src.add(1, f"if mask & {held}:", *(f"    {line}" for line in lines))
         else:  # every bit a kept event of this type can have is this window's (and ``mask`` is not 0)
             src.add(1, *lines)
     if src.exit == "continue":  # in the batch loop: the counters are locals (``_batch``)
@@ -255,17 +300,24 @@ def _insert_body(src: _Source, eng: Engine, etype: str, emit: bool) -> None:
         src.add(1, "eng._n_inserted += 1", "n = len(E)", "if n > eng._peak_retained:", "    eng._peak_retained = n")
 
 
-def _gap_insert(src: _Source, eng: Engine, etype: str) -> None:
+def _gap_insert(src: _Source, eng: Engine, etype: str, owns: dict[int, str]) -> None:
     """Lines that add event ``e`` (time ``ts``, serial ``s``) to every gap index of its type whose
     filter it passes and whose key it has (``GapIndex.add``: in order, an append), and to the
-    index's expiry order; its bit goes into ``mask``."""
+    index's expiry order; its bit goes into ``mask`` (in a worker that does not own the pair
+    (``owns``, ``_owners``): its shadow bit, and the index is not touched)."""
     for ix, flt, bit, order in eng.gap_route[etype]:
         ind = 1
         if flt is not None:
             src.add(1, f"if {src.name('flt', flt)}(e):  # gap index g{ix.spec.id}")
             ind = 2
-        src.add(ind, f"k = {src.name('key_of', ix.key_of)}(e)", "if k is not None:",
-                f"    {src.name('add', ix.add)}(k, ts, s)", f"    mask |= {bit}")
+        src.add(ind, f"k = {src.name('key_of', ix.key_of)}(e)", "if k is not None:")
+        own = owns.get(_gap_pattern(eng, ix), "True") if owns else "True"
+        add = [f"{src.name('add', ix.add)}(k, ts, s)", f"mask |= {bit}"]
+        if own == "False":
+            add = [f"mask |= {bit << eng._shift}"]
+        elif own != "True":
+            add = [f"if {own}:", *(f"    {x}" for x in add), "else:", f"    mask |= {bit << eng._shift}"]
+        src.add(ind + 1, *add)
         if order is not None:
             queue, heap, horizon = order
             q, hp = src.name("GQ", queue), src.name("GH", heap)
@@ -346,12 +398,17 @@ def _expiry(eng: Engine) -> Any:
         for pop, has in ((f"{q}.popleft()", f"{q} and {q}[0][0] < limit"), (f"heappop({heap})", f"{heap} and {heap}[0][0] < limit")):
             src.add(2, f"while {has}:", f"    x = {pop}", "    if one is None:", "        one = x", "    elif due is None:",
                     "        due = [one, x]", "    else:", "        due.append(x)")
+        held = qmask | qmask << eng._shift if eng.share is not None else qmask  # with the shadow bits
         src.add(2, f"old = {q}[0][0] if {q} else inf", f"if {heap} and {heap}[0][0] < old:", f"    old = {heap}[0][0]",
                 f"{oldest}[{qi}] = old",
-                "if due is not None:", f"    eng._expire_serials({ri}, {qmask}, [x[1] for x in due])", "elif one is not None:",
-                "    _ts, s, t = one", "    m = H.get(s, 0)", f"    if m & {qmask}:")
-        _expire_one(src, eng, ri, qmask, 4)
-        src.add(4, f"m &= {~qmask}", "if m:", "    H[s] = m", "else:", "    if eng._fp_enabled:",
+                "if due is not None:", f"    eng._expire_serials({ri}, {held}, [x[1] for x in due])", "elif one is not None:",
+                "    _ts, s, t = one", "    m = H.get(s, 0)", f"    if m & {held}:")
+        if held != qmask:  # a worker: only the pairs it owns are in its indexes
+            src.add(4, f"if m & {qmask}:")
+            _expire_one(src, eng, ri, qmask, 5)
+        else:
+            _expire_one(src, eng, ri, qmask, 4)
+        src.add(4, f"m &= {~held}", "if m:", "    H[s] = m", "else:", "    if eng._fp_enabled:",
                 "        eng._unindex_fp(s, E[s])", "    del E[s]", "    del H[s]", "    eng._n_expired += 1")
     if eng._gap_expiry:
         src.add(1, "if wm > eng._gap_expire_at:", "    eng._expire_gaps(wm)")

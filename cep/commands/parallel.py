@@ -1,0 +1,279 @@
+"""``cep run --workers N``: the run split by partition key over N forked processes (Flink's
+parallelism after ``keyBy``), for a file input.
+
+Why this shape (docs/design.md, "Parallel runs"): the parent compiles and plans once, then forks
+N workers, which inherit the compiled patterns, the plans and Python's string hash seed.  Every
+worker reads and decodes the WHOLE input, so each sees every record's time: the watermark,
+lateness, expiry and the record positions (so the composite ids) are exactly a single run's.  A
+(pattern, event) pair is indexed and matched only by the worker that owns it
+(``cep.plan.partition.ownership``: hash of the pattern's partition key value mod N; a pattern
+without a key is run whole by one worker); the other workers hold the event under a shadow bit
+(``Engine(share=...)``), so what a retraction finds and which retractions are bad stay a single
+run's too.  Each worker runs the ordinary loop (``cep.commands.run._Run.loop``) with its output
+sink on a pipe; the parent writes the complete lines it reads from the pipes as they come (the
+spec leaves the order across matches open), so output still appears before the workers wait for
+input.  Late records and bad-record reports are written by worker 0 (every worker sees the same
+ones), its messages reach the parent through a control pipe, and the parent merges the summary.
+A worker that dies, or ends without its result, fails the run (exit 1), never a short output.
+
+Not supported (refused at start, exit 1): stdin, pipes and Kafka inputs (every worker must read the
+whole input), Kafka outputs, ``--checkpoint`` and ``--idle-advance``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import selectors
+import signal
+import struct
+import sys
+import time
+import traceback
+from typing import Any
+
+import orjson
+
+from cep.commands.heap import stream_gc
+from cep.exit_codes import EXIT_OK, EXIT_OTHER, EXIT_RECORD
+from cep.io.readers import SourceError, open_source
+from cep.io.writers import SinkError, StreamSink
+
+_HEAD = struct.Struct("<cI")  # a control message: kind (b"E" stderr text, b"R" the result) and length
+_READ = 1 << 20
+
+
+def refusal(o: Any) -> str | None:
+    """Why ``--workers`` cannot run with these options (one line), or None."""
+    if o.workers < 1:
+        return f"--workers must be at least 1, got {o.workers}"
+    if o.workers == 1:
+        return None
+    if o.input == "-":
+        return "--workers needs a file input (-i FILE): each worker reads the whole input, stdin can be read once"
+    if o.input.startswith("kafka://"):
+        return "--workers reads files; a Kafka topic is split by its partitions (run one cep per consumer)"
+    if os.path.exists(o.input) and not os.path.isfile(o.input):
+        return f"--workers needs a regular file input: {o.input} can be read once (a pipe or a device)"
+    if o.output.startswith("kafka://") or any(x and x.startswith("kafka://") for x in (o.late_output, o.errors)):
+        return "--workers writes files or stdout, not Kafka"
+    if o.checkpoint:
+        return "--workers cannot be combined with --checkpoint in this version"
+    if o.idle_advance:
+        return "--workers cannot be combined with --idle-advance (a file input does not go quiet)"
+    if o.test_stop_after is not None:
+        return "--workers cannot be combined with the test stop hooks"
+    return None
+
+
+class _ControlWriter:
+    """A worker's stderr: text framed onto its control pipe, written by the parent to its own."""
+
+    def __init__(self, fd: int, tty: bool) -> None:
+        self.fd = fd
+        self.tty = tty
+
+    def write(self, text: str) -> int:
+        _send(self.fd, b"E", text.encode("utf-8", errors="replace"))
+        return len(text)
+
+    def flush(self) -> None:
+        pass
+
+    def isatty(self) -> bool:  # a progress bar (worker 0) draws on the parent's terminal
+        return self.tty
+
+
+def _send(fd: int, kind: bytes, payload: bytes) -> None:
+    data = _HEAD.pack(kind, len(payload)) + payload
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+
+
+def _worker(run: Any, me: int, workers: int, data_fd: int, ctl_fd: int, tty: bool) -> int:
+    """A worker's whole life after the fork: its engine and input, the ordinary loop, its result.
+    Returns the process's exit status."""
+    from cep.runtime.engine import Engine
+
+    run.err = _ControlWriter(ctl_fd, tty and me == 0)
+    if me != 0:  # worker 0 reports bad records and writes late records; the others only count them
+        run.report = False
+        run.o = dataclasses.replace(run.o, progress=False)
+        run.sinks.pop("late", None)
+        run.sinks.pop("errors", None)
+    run.sinks["output"] = StreamSink(os.fdopen(data_fd, "wb"), f"worker {me} pipe", close=True)
+    try:
+        run.engine = Engine(run.patterns, lateness=run.lateness, plans=run.plans, share=(me, workers))
+        run.src = open_source(run.o.input, run.o.fmt)  # its own file offset
+        with stream_gc():
+            status = run.loop()
+        run.finish()
+    except (SinkError, SourceError) as e:
+        run.err.write(f"cep: error: {e}\n")
+        return EXIT_OTHER
+    except Exception as e:  # noqa: BLE001 - RunError and internal errors: the parent fails the run
+        from cep.commands.run import RunError
+
+        if isinstance(e, RunError) or not os.environ.get("CEP_DEBUG"):
+            run.err.write(f"cep: error: {e if isinstance(e, RunError) else f'{type(e).__name__}: {e}'}\n")
+        else:
+            run.err.write(traceback.format_exc())
+        return EXIT_OTHER
+    eng = run.engine
+    _send(ctl_fd, b"R", orjson.dumps({
+        "status": status, "records": run.records, "late": run.late, "bad": run.bad,
+        "peak": eng.stats["peak_retained"], "counts": eng.matches_emitted}))
+    return EXIT_OK
+
+
+def _fork(run: Any, me: int, workers: int, tty: bool) -> tuple[int, int, int]:
+    """Start worker ``me``: (its pid, the read ends of its data and control pipes)."""
+    data_r, data_w = os.pipe()
+    ctl_r, ctl_w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the worker: never returns into the parent's code, never runs its exit handlers
+        status = EXIT_OTHER
+        try:
+            os.close(data_r)
+            os.close(ctl_r)
+            signal.signal(signal.SIGINT, signal.SIG_DFL)  # Ctrl-C stops the parent, which stops the workers
+            status = _worker(run, me, workers, data_w, ctl_w, tty)
+        except BaseException:  # noqa: BLE001 - whatever happens, this process ends here
+            try:
+                os.write(2, f"cep: worker {me}: {traceback.format_exc()}".encode())
+            except OSError:
+                pass
+        finally:
+            os._exit(status)
+    os.close(data_w)
+    os.close(ctl_w)
+    return pid, data_r, ctl_r
+
+
+class Pool:
+    """The parent's view of its workers: pids, pipes, the partial lines and results read so far."""
+
+    def __init__(self) -> None:
+        self.pids: list[int] = []
+        self.tails: list[bytes] = []  # per worker, the bytes after its last complete output line
+        self.ctl: list[bytes] = []  # per worker, unparsed control bytes
+        self.results: list[dict | None] = []
+        self.exits: dict[int, int] = {}  # worker -> wait status, once reaped
+
+    def kill(self) -> None:
+        """Stop every worker still running (a failed run), and reap them."""
+        for w, pid in enumerate(self.pids):
+            if w not in self.exits:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+        self.reap()
+
+    def reap(self) -> None:
+        for w, pid in enumerate(self.pids):
+            if w not in self.exits:
+                self.exits[w] = os.waitpid(pid, 0)[1]
+
+
+def _failure(w: int, workers: int, status: int) -> str:
+    """The message for a worker that ended without its result ("": it reported its own error)."""
+    if os.WIFEXITED(status) and os.waitstatus_to_exitcode(status) == EXIT_OTHER:
+        return ""
+    return _death(w, workers, status)
+
+
+def _death(w: int, workers: int, status: int) -> str:
+    how = (f"was killed by signal {os.WTERMSIG(status)}" if os.WIFSIGNALED(status)
+           else f"exited with status {os.waitstatus_to_exitcode(status)}")
+    return f"worker {w} of {workers} {how} before it finished: the output is incomplete"
+
+
+def supervise(r: Any, pool: Pool) -> int:
+    """Fork the workers of the run ``r`` (set up: patterns, plans, sinks), relay their output and
+    messages until every one has ended, merge their results into ``r`` (counters, ``r.merged``).
+    Returns the run's exit status; raises ``RunError`` when a worker failed (its message empty
+    when the worker reported its own error)."""
+    from cep.commands.run import RunError
+
+    o, err = r.o, r.err
+    r.src.close()  # each worker opens the input itself
+    workers = o.workers
+    out = r.sinks["output"]
+    sys.stdout.flush()
+    sys.stderr.flush()
+    tty = bool(getattr(err, "isatty", None) and err.isatty())
+    sel = selectors.DefaultSelector()
+    t0 = time.perf_counter()
+    for w in range(workers):
+        pid, data_fd, ctl_fd = _fork(r, w, workers, tty)
+        pool.pids.append(pid)
+        pool.tails.append(b"")
+        pool.ctl.append(b"")
+        pool.results.append(None)
+        sel.register(data_fd, selectors.EVENT_READ, (w, True))
+        sel.register(ctl_fd, selectors.EVENT_READ, (w, False))
+    failed: str | None = None
+    while sel.get_map():
+        for key, _ in sel.select():
+            w, is_data = key.data
+            chunk = os.read(key.fd, _READ)
+            if not chunk:
+                sel.unregister(key.fd)
+                os.close(key.fd)
+                if not is_data and pool.results[w] is None and failed is None:
+                    pool.exits[w] = os.waitpid(pool.pids[w], 0)[1]  # gone without its result
+                    failed = _failure(w, workers, pool.exits[w])
+                    pool.kill()  # the run has failed: the others need not finish
+                continue
+            if is_data:
+                buf = pool.tails[w] + chunk
+                cut = buf.rfind(b"\n") + 1  # complete lines only: workers' lines never interleave
+                if cut:
+                    out.write(buf[:cut])
+                    out.flush()
+                pool.tails[w] = buf[cut:]
+                continue
+            buf = pool.ctl[w] + chunk
+            while len(buf) >= _HEAD.size:
+                kind, n = _HEAD.unpack_from(buf)
+                if len(buf) < _HEAD.size + n:
+                    break
+                payload = buf[_HEAD.size:_HEAD.size + n]
+                buf = buf[_HEAD.size + n:]
+                if kind == b"E":
+                    err.write(payload.decode("utf-8", errors="replace"))
+                    err.flush()
+                else:
+                    pool.results[w] = orjson.loads(payload)
+            pool.ctl[w] = buf
+    pool.reap()
+    r.elapsed = time.perf_counter() - t0
+    if failed is None:
+        for w in range(workers):
+            if pool.results[w] is None or pool.exits[w] != 0 or pool.tails[w]:
+                failed = _failure(w, workers, pool.exits[w]) or _death(w, workers, pool.exits[w])
+                break
+    if failed is not None:
+        raise RunError(failed)
+    results: list[dict] = pool.results  # type: ignore[assignment]
+    statuses = {res["status"] for res in results}
+    first = results[0]
+    if len(statuses) != 1 or any((res["records"], res["late"], res["bad"]) != (first["records"], first["late"], first["bad"])
+                                 for res in results):
+        raise RunError("the workers disagree on the input (records, late, bad or exit status): "
+                       "the output may be wrong; please report this")
+    r.records, r.late, r.bad = first["records"], first["late"], first["bad"]
+    counts: dict[str, dict[str, int]] = {}
+    for res in results:
+        for name, c in res["counts"].items():
+            row = counts.setdefault(name, {"+": 0, "-": 0})
+            row["+"] += c["+"]
+            row["-"] += c["-"]
+    r.outputs = sum(c["+"] + c["-"] for c in counts.values())
+    r.merged = (first["peak"], counts)
+    status = statuses.pop()
+    if status not in (EXIT_OK, EXIT_RECORD):
+        raise RunError(f"the workers ended with status {status}")
+    return status
