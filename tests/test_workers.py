@@ -5,10 +5,17 @@ Checked here:
 * the engines of a split (``Engine(share=(w, N))``) together emit exactly the whole engine's
   composite events, and each refuses the same late records and bad retractions and keeps the
   same peak of retained events (random v1, NOT and Kleene patterns, one or two per run, keyed and
-  unkeyed; disorder, duplicates, retractions, late records: tests/strategies.py);
+  unkeyed; disorder, duplicates, retractions, late records: tests/strategies.py); without shadow
+  bits (``shadow=False``, the same cases' inserts only) the same matches and late records, and
+  together at least the whole engine's peak; such a share fails loudly on a retraction;
+* ``insert_only`` (the parent's scan for the op field) says True only when no record can be a
+  retraction, whatever the field's spelling (escapes, CSV header);
 * ``cep run`` with 2 and 3 workers writes the same multiset of output lines, byte-identical late
   output and error reports, the same exit status and the same summary (counts per pattern, late,
-  bad) as with 1, with bad lines mixed in (``--on-error skip`` and ``fail``);
+  bad) as with 1, with bad lines mixed in (``--on-error skip`` and ``fail``), for the cases as
+  drawn and for their inserts only (workers without shadow bits: then the summary's peak is the
+  workers' sum, at least one process's);
+* an input smaller than ``CEP_WORKERS_MIN_BYTES`` runs in one process and the summary says so;
 * what it refuses (stdin, a pipe, Kafka, ``--checkpoint``, ``--idle-advance``) is refused with
   one line and exit status 1;
 * a worker killed mid-run fails the run loudly (exit 1, a message naming it), after the output
@@ -46,10 +53,28 @@ _ANY_CASE = st.one_of(cases(max_len=22), gap_cases(max_len=20), kleene_cases(max
 # ------------------------------------------------------------------ the engines of a split
 
 
-def _engine_run(case: Case, share: tuple[int, int] | None) -> tuple[Counter, list, list, int]:
-    eng = Engine(compile_text(case.text, time_unit=case.time_unit), lateness=case.lateness, share=share)
+@pytest.fixture(autouse=True, scope="module")
+def _always_split():
+    """Every input here is small: split it anyway (``parallel.single_below``)."""
+    old = os.environ.get("CEP_WORKERS_MIN_BYTES")
+    os.environ["CEP_WORKERS_MIN_BYTES"] = "0"
+    yield
+    if old is None:
+        del os.environ["CEP_WORKERS_MIN_BYTES"]
+    else:
+        os.environ["CEP_WORKERS_MIN_BYTES"] = old
+
+
+def _inserts(records: list[dict]) -> list[dict]:
+    """The records of a case without its retractions and without any op field."""
+    return [{k: v for k, v in r.items() if k != "op"} for r in records if r.get("op", "+") == "+"]
+
+
+def _engine_run(case: Case, share: tuple[int, int] | None, shadow: bool = True,
+                records: list[dict] | None = None) -> tuple[Counter, list, list, int]:
+    eng = Engine(compile_text(case.text, time_unit=case.time_unit), lateness=case.lateness, share=share, shadow=shadow)
     outs, late, bad = [], [], []
-    for i, rec in enumerate(case.records, 1):
+    for i, rec in enumerate(case.records if records is None else records, 1):
         ev = Event(rec["type"], rec[case.time_field], {k: v for k, v in rec.items() if k != "op"}, str(i),
                    rec.get("op", "+"))
         try:
@@ -70,6 +95,52 @@ def test_the_shares_of_a_split_emit_the_whole_engines_matches(case, workers):
     assert sum((p[0] for p in parts), Counter()) == whole[0]
     for p in parts:
         assert p[1:] == whole[1:]  # the same late records, bad retractions and retained events
+    # an insert-only stream: the shares need no shadow bits
+    ins = _inserts(case.records)
+    whole = _engine_run(case, None, records=ins)
+    parts = [_engine_run(case, (w, workers), shadow=False, records=ins) for w in range(workers)]
+    assert sum((p[0] for p in parts), Counter()) == whole[0]
+    for p in parts:
+        assert p[1:3] == whole[1:3]  # the same late records (and no bad retraction)
+    assert sum(p[3] for p in parts) >= whole[3]  # together they hold at least what one engine holds
+
+
+def test_a_share_without_shadow_bits_refuses_a_retraction():
+    eng = Engine(compile_text("PATTERN p\n  SEQ(A a, B b)\n  PARTITION BY x\n"), share=(0, 2), shadow=False)
+    eng.push(Event("A", 1, {"x": 1}, "1"))
+    with pytest.raises(Exception) as e:
+        eng.push(Event("A", 1, {"x": 1}, "2", "-"))
+    assert "insert-only" in str(e.value.__cause__ or e.value)
+
+
+@pytest.mark.parametrize("text, fmt, field, expected", [
+    (b'{"type": "A", "ts": 1}\n{"type": "B", "ts": 2, "x": "caf\\u00e9"}\n', "jsonl", "op", True),
+    (b'{"type": "A", "ts": 1, "op": "+"}\n', "jsonl", "op", False),
+    (b'{"type": "A", "ts": 1, "\\u006Fp": "-"}\n', "jsonl", "op", False),
+    (b'{"type": "A", "ts": 1, "o\\u0070": "-"}\n', "jsonl", "op", False),
+    (b'{"type": "A", "ts": 1, "note": "op"}\n', "jsonl", "op", False),  # unsure: a value
+    (b'{"type": "A", "ts": 1, "op": "-"}\n', "jsonl", "kind", True),
+    (b'{"type": "A", "ts": 1, "kind": "-"}\n', "jsonl", "kind", False),
+    (b"type,ts,x\nA,1,2\n", "csv", "op", True),
+    (b"type,ts,op\nA,1,-\n", "csv", "op", False),
+    (b'type,ts,"op"\nA,1,-\n', "csv", "op", False),
+])
+def test_insert_only_finds_the_op_field_in_any_spelling(tmp_path, text, fmt, field, expected):
+    from cep.commands.parallel import insert_only
+
+    (tmp_path / "in").write_bytes(text)
+    assert insert_only(str(tmp_path / "in"), fmt, field) is expected
+
+
+def test_insert_only_finds_a_field_across_two_reads(tmp_path, monkeypatch):
+    from cep.commands import parallel
+
+    monkeypatch.setattr(parallel, "_SCAN", 7)
+    for k in range(12):
+        (tmp_path / "in").write_bytes(b" " * k + b'{"type": "A", "ts": 1, "\\u006fp": "-"}\n')
+        assert not parallel.insert_only(str(tmp_path / "in"), "jsonl", "op")
+        (tmp_path / "in").write_bytes(b" " * k + b'{"type": "A", "ts": 1, "op": "-"}\n')
+        assert not parallel.insert_only(str(tmp_path / "in"), "jsonl", "op")
 
 
 def test_unkeyed_patterns_spread_over_the_workers():
@@ -83,6 +154,7 @@ def test_unkeyed_patterns_spread_over_the_workers():
 # ------------------------------------------------------------------ cep run, 1 worker or several
 
 _TIMING = re.compile(r" in [0-9.]+ s, [0-9,]+ events/s")
+_PEAK = re.compile(r"peak retained events ([0-9]+)")
 
 
 def _run(case: Case, lines: list[bytes], workers: int, on_error: str) -> tuple:
@@ -95,13 +167,21 @@ def _run(case: Case, lines: list[bytes], workers: int, on_error: str) -> tuple:
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(_ANY_CASE, st.lists(st.integers(0, 20), max_size=2), st.sampled_from(["skip", "skip", "fail"]))
 def test_cep_run_with_workers_writes_what_one_process_writes(case, bad_at, on_error):
-    lines = [orjson.dumps(r) + b"\n" for r in case.records]
-    for k in sorted(bad_at, reverse=True):  # bad lines (reported once) and a blank line
-        lines.insert(min(k, len(lines)), b'{"type": "A", "ts": \n' if k % 2 else b"\n")
-    one = _run(case, lines, 1, on_error)
-    assert one[0] in (0, 3), one[4]
-    for workers in (2, 3):
-        assert _run(case, lines, workers, on_error) == one
+    for records in (case.records, _inserts(case.records)):  # the inserts only: no shadow bits
+        lines = [orjson.dumps(r) + b"\n" for r in records]
+        for k in sorted(bad_at, reverse=True):  # bad lines (reported once) and a blank line
+            lines.insert(min(k, len(lines)), b'{"type": "A", "ts": \n' if k % 2 else b"\n")
+        one = _run(case, lines, 1, on_error)
+        assert one[0] in (0, 3), one[4]
+        shadow = any(b'"op"' in line for line in lines)
+        peak = int(_PEAK.search(one[4]).group(1))
+        for workers in (2, 3):
+            got = _run(case, lines, workers, on_error)
+            if shadow:
+                assert got == one
+            else:  # the summary's peak: the workers' sum, at least one process's
+                assert int(_PEAK.search(got[4]).group(1)) >= peak
+                assert got[:4] + (_PEAK.sub("", got[4]),) == one[:4] + (_PEAK.sub("", one[4]),)
 
 
 def test_workers_split_card_testing_and_write_each_match_once(tmp_path):

@@ -81,7 +81,7 @@ class Engine:
 
     def __init__(self, patterns: Sequence[CompiledPattern], lateness: int | float = 0,
                  *, own_watermark: bool = True, plans: Sequence[PhysicalPlan] | None = None,
-                 share: tuple[int, int] | None = None) -> None:
+                 share: tuple[int, int] | None = None, shadow: bool = True) -> None:
         """``own_watermark``: derive the watermark from the events pushed (``max ts seen -
         lateness``, one ordered source); False when the source owns it (the minimum over
         Kafka partitions, Spark's global watermark) and moves it with ``advance_watermark``.
@@ -92,6 +92,12 @@ class Engine:
         event) pairs it owns (``owner_of``); it still keeps every event some pattern would keep,
         under a shadow holder bit for the pairs other workers own, so the watermark, expiry,
         the retained events and what a retraction finds are exactly one whole engine's.
+        ``shadow=False`` (with ``share``): the caller promises an insert-only stream (no event with
+        op ``-``: ``cep.commands.parallel`` scans the input for the op field first), so nothing
+        needs the events other workers own: they only move the watermark and take a serial (not
+        kept, not filtered, no leaf tuple, no expiry), and a retraction raises ``RuntimeError``.
+        What is emitted, late or refused is unchanged; ``stats["peak_retained"]`` is then this
+        share's own peak (what this process holds), no longer the whole engine's.
         """
         from cep.plan.physical import physical_plan
         from cep.plan.planner import plan_pattern
@@ -164,6 +170,9 @@ class Engine:
             self.pending.append(PendingDecisions(checks.trailing))
         self._decided = [ri for ri, c in enumerate(self.checks) if c is not None]
         self.share = share
+        # a pair another worker owns is held under a shadow bit (for retractions), unless the
+        # stream is insert-only (``shadow=False``): then this engine keeps only what it owns
+        self._shadowed = share is not None and shadow
         self._ownership: list[Any] = []  # per pattern: key attributes per type, or the one worker running it
         if share is not None:
             from cep.plan.partition import ownership
@@ -414,7 +423,7 @@ class Engine:
                 due.append(queue.popleft())
             while heap and heap[0][0] < limit:
                 due.append(heapq.heappop(heap))
-            shadow = bit << self._shift if self.share is not None else 0  # held for another worker
+            shadow = bit << self._shift if self._shadowed else 0  # held for another worker
             for ts, serial, key in due:
                 mask = holders.get(serial, 0)
                 if mask & bit:
@@ -482,6 +491,9 @@ class Engine:
     def _retracted_serials(self, event: Event) -> tuple[Any, list[int] | None]:
         """The fingerprint of a retraction and the serials of its equal retained events; raises
         ``UnknownRetractionError`` when there are none and a pattern could have kept the event."""
+        if self.share is not None and not self._shadowed:
+            raise RuntimeError("a retraction reached a share of a split built for an insert-only stream "
+                               "(Engine(shadow=False)): it cannot tell what the retraction finds")
         if not self._fp_enabled:
             self._fp_enabled = True
             for s in sorted(self.events):

@@ -218,18 +218,29 @@ def _insert_body(src: _Source, eng: Engine, etype: str, emit: bool) -> None:
     expiry queues, counters) when something holds it."""
     entries = eng.route.get(etype, [])
     src.add(1, "f = e.fields")
+    early = eng.share is not None and not eng._shadowed
+    if early:  # a worker without shadows: an event it owns for no pattern is not even filtered
+        owns = _owners(src, eng, etype)
+        tests = set(owns.values())
+        if tests == {"False"}:
+            return
+        if len(tests) == 1 and tests != {"True"}:
+            src.add(1, f"if not {tests.pop()}:", f"    {src.exit}")
+            owns = dict.fromkeys(owns, "True")
     conds = _filters(src, entries, eng)
     passed = None  # the test every kept event passed already
     if etype in eng.gap_route:
         src.add(1, "E[s] = e", "mask = 0")
-        owns = _owners(src, eng, etype)
+        if not early:
+            owns = _owners(src, eng, etype)
         _gap_insert(src, eng, etype, owns)
     else:
         if entries and all(c is not None for c in conds):  # an event no filter passes is not kept
             passed = " or ".join(dict.fromkeys(conds))  # type: ignore[arg-type]
             src.add(1, f"if not ({passed}):", f"    {src.exit}")
         src.add(1, "E[s] = e", "mask = 0")
-        owns = _owners(src, eng, etype)
+        if not early:
+            owns = _owners(src, eng, etype)
     shift = eng._shift
     # each distinct leaf-tuple shape once, when one of its atoms passes its filter
     shapes: dict[tuple[str, ...], tuple[str, list[int]]] = {}
@@ -264,10 +275,10 @@ def _insert_body(src: _Source, eng: Engine, etype: str, emit: bool) -> None:
         last_test = test
         own = owns.get(ri, "True")
         if own == "False":  # another worker runs this pattern: the event is only held for it
-            src.add(ind, f"mask |= {bit << shift}")
+            src.add(ind, f"mask |= {bit << shift}" if eng._shadowed else "pass")
             continue
         if own != "True":
-            src.add(ind, f"if not {own}:", f"    mask |= {bit << shift}", "else:")
+            src.add(ind, *([f"if not {own}:", f"    mask |= {bit << shift}", "else:"] if eng._shadowed else [f"if {own}:"]))
             ind += 1
         prop = src.name("prop", eng.runtimes[ri]._prop_of_atom[ai])
         src.add(ind, f"ch = {prop}({tv}, 1)", f"mask |= {bit}")
@@ -281,7 +292,7 @@ def _insert_body(src: _Source, eng: Engine, etype: str, emit: bool) -> None:
     for qi, _ri, qmask in eng._windowed:
         if not qmask & type_bits:
             continue
-        held = qmask | qmask << shift if eng.share is not None else qmask  # with the shadow bits
+        held = qmask | qmask << shift if eng._shadowed else qmask  # with the shadow bits
         q, heap, last, oldest = (src.name("Q", eng._in_order[qi]), src.name("HP", eng._expiry[qi]),
                                  src.name("LAST", eng._last_ts), src.name("OLDEST", eng._oldest))
         # the entry carries the leaf tuple when this type's atoms of the window share one: the
@@ -304,18 +315,24 @@ def _gap_insert(src: _Source, eng: Engine, etype: str, owns: dict[int, str]) -> 
     """Lines that add event ``e`` (time ``ts``, serial ``s``) to every gap index of its type whose
     filter it passes and whose key it has (``GapIndex.add``: in order, an append), and to the
     index's expiry order; its bit goes into ``mask`` (in a worker that does not own the pair
-    (``owns``, ``_owners``): its shadow bit, and the index is not touched)."""
+    (``owns``, ``_owners``): its shadow bit, and the index is not touched; without shadows
+    (``Engine(shadow=False)``) nothing at all)."""
     for ix, flt, bit, order in eng.gap_route[etype]:
-        ind = 1
-        if flt is not None:
-            src.add(1, f"if {src.name('flt', flt)}(e):  # gap index g{ix.spec.id}")
-            ind = 2
-        src.add(ind, f"k = {src.name('key_of', ix.key_of)}(e)", "if k is not None:")
         own = owns.get(_gap_pattern(eng, ix), "True") if owns else "True"
+        if own == "False" and not eng._shadowed:  # another worker's index, and nothing to hold
+            continue
+        ind = 1
+        if own != "True" and not eng._shadowed:  # not this worker's pair: not even filtered
+            src.add(1, f"if {own}:")
+            ind = 2
+        if flt is not None:
+            src.add(ind, f"if {src.name('flt', flt)}(e):  # gap index g{ix.spec.id}")
+            ind += 1
+        src.add(ind, f"k = {src.name('key_of', ix.key_of)}(e)", "if k is not None:")
         add = [f"{src.name('add', ix.add)}(k, ts, s)", f"mask |= {bit}"]
         if own == "False":
-            add = [f"mask |= {bit << eng._shift}"]
-        elif own != "True":
+            add = [f"mask |= {bit << eng._shift}"]  # held for another worker (a shadow bit)
+        elif own != "True" and eng._shadowed:
             add = [f"if {own}:", *(f"    {x}" for x in add), "else:", f"    mask |= {bit << eng._shift}"]
         src.add(ind + 1, *add)
         if order is not None:
@@ -398,7 +415,7 @@ def _expiry(eng: Engine) -> Any:
         for pop, has in ((f"{q}.popleft()", f"{q} and {q}[0][0] < limit"), (f"heappop({heap})", f"{heap} and {heap}[0][0] < limit")):
             src.add(2, f"while {has}:", f"    x = {pop}", "    if one is None:", "        one = x", "    elif due is None:",
                     "        due = [one, x]", "    else:", "        due.append(x)")
-        held = qmask | qmask << eng._shift if eng.share is not None else qmask  # with the shadow bits
+        held = qmask | qmask << eng._shift if eng._shadowed else qmask  # with the shadow bits
         src.add(2, f"old = {q}[0][0] if {q} else inf", f"if {heap} and {heap}[0][0] < old:", f"    old = {heap}[0][0]",
                 f"{oldest}[{qi}] = old",
                 "if due is not None:", f"    eng._expire_serials({ri}, {held}, [x[1] for x in due])", "elif one is not None:",
