@@ -157,7 +157,8 @@ def _worker(run: Any, me: int, workers: int, data_fd: int, ctl_fd: int, tty: boo
         run.sinks.pop("errors", None)
     run.sinks["output"] = StreamSink(os.fdopen(data_fd, "wb"), f"worker {me} pipe", close=True)
     try:
-        run.engine = Engine(run.patterns, lateness=run.lateness, plans=run.plans, share=(me, workers), shadow=shadow)
+        if me != 0:  # worker 0's engine was built by the parent before the fork (``supervise``)
+            run.engine = Engine(run.patterns, lateness=run.lateness, plans=run.plans, share=(me, workers), shadow=shadow)
         run.src = open_source(run.o.input, run.o.fmt)  # its own file offset
         with stream_gc():
             status = run.loop()
@@ -260,6 +261,12 @@ def supervise(r: Any, pool: Pool) -> int:
     sel = selectors.DefaultSelector()
     t0 = time.perf_counter()
     shadow = not insert_only(o.input, o.fmt, o.op_field)
+    # worker 0's engine, built before the fork: the first engine of a process pays the lazy imports
+    # and fills the code generator's memos (about 50 ms for card testing, the next one about 4 ms),
+    # so the workers inherit them instead of each paying them again
+    from cep.runtime.engine import Engine
+
+    r.engine = Engine(r.patterns, lateness=r.lateness, plans=r.plans, share=(0, workers), shadow=shadow)
     for w in range(workers):
         pid, data_fd, ctl_fd = _fork(r, w, workers, tty, shadow)
         pool.pids.append(pid)
@@ -268,6 +275,7 @@ def supervise(r: Any, pool: Pool) -> int:
         pool.results.append(None)
         sel.register(data_fd, selectors.EVENT_READ, (w, True))
         sel.register(ctl_fd, selectors.EVENT_READ, (w, False))
+    r.engine = None  # worker 0's: the parent's summary is the workers' merged results (``r.merged``)
     failed: str | None = None
     while sel.get_map():
         for key, _ in sel.select():
