@@ -278,3 +278,24 @@ def _children_gone(pids: list[int]) -> bool:
         except FileNotFoundError:
             continue
     return True
+
+
+def test_a_small_input_runs_in_one_process_and_says_so(tmp_path):
+    """Below ``CEP_WORKERS_MIN_BYTES`` the run is one process's (the same output and counts) and the
+    summary says why; at or above it, the split runs (no such line)."""
+    recs = [{"type": "Txn", "card": f"c{i % 7}", "amount": [5, 50, 500][i % 3], "ts": i} for i in range(300)]
+    inp = tmp_path / "in.jsonl"
+    inp.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in recs))
+    size = inp.stat().st_size
+    one = cep("run", PATTERNS / "card_testing.pattern", "-i", inp)
+    small = cep("run", PATTERNS / "card_testing.pattern", "-i", inp, "--workers", "2",
+                env={"CEP_WORKERS_MIN_BYTES": str(size + 1)})
+    split = cep("run", PATTERNS / "card_testing.pattern", "-i", inp, "--workers", "2",
+                env={"CEP_WORKERS_MIN_BYTES": str(size)})
+    assert one.returncode == small.returncode == split.returncode == 0
+    assert one.stdout and small.stdout == one.stdout and Counter(split.stdout.splitlines()) == Counter(one.stdout.splitlines())
+    err = _TIMING.sub("", small.stderr.decode()).splitlines()
+    assert err[1] == (f"cep: --workers 2: ran in one process: the input ({size:,} bytes) is smaller than {size + 1:,} "
+                      "bytes, where a split does not pay (the results are the same)")
+    assert [line for i, line in enumerate(err) if i != 1] == _TIMING.sub("", one.stderr.decode()).splitlines()
+    assert "one process" not in split.stderr.decode()

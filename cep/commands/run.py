@@ -153,6 +153,7 @@ class _Run:
         # with --workers: the peak of retained events and the composite events per pattern and op,
         # merged over the workers (``Engine.matches_emitted``'s form)
         self.merged: tuple[int | None, dict[str, dict[str, int]]] = (None, {})
+        self.notes: list[str] = []  # more summary lines (--workers on a small input: one process)
 
     # ---------------------------------------------------------------- set up
 
@@ -621,6 +622,7 @@ class _Run:
             f"cep: {self.records} records ({self.late} late, {self.bad} bad) in {el:.2f} s, "
             f"{rate:,.0f} events/s, peak retained events {peak}"
         ]
+        lines += [f"cep: {note}" for note in self.notes]
         if self.resumed_at is not None:
             lines.append(f"cep: resumed from checkpoint {self.o.checkpoint} after record {self.resumed_at}")
         for name, c in counts.items():
@@ -675,6 +677,7 @@ def run(opts: RunOptions, err: IO[str] | None = None) -> int:
     err = err if err is not None else sys.stderr
     tune_heap()
     pool = None
+    note = None
     if opts.workers != 1:  # split over processes by partition key (cep.commands.parallel)
         from cep.commands import parallel
 
@@ -682,8 +685,16 @@ def run(opts: RunOptions, err: IO[str] | None = None) -> int:
         if why is not None:
             err.write(f"cep: error: {why}\n")
             return EXIT_OTHER
-        pool = parallel.Pool()
+        note = parallel.single_below(opts)
+        if note is None:
+            pool = parallel.Pool()
+        else:  # a small input: one process (the same results), said in the summary
+            import dataclasses
+
+            opts = dataclasses.replace(opts, workers=1)
     r = _Run(opts, err)
+    if note is not None:
+        r.notes.append(note)
     try:
         try:
             r.setup()
