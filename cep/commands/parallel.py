@@ -7,14 +7,21 @@ worker reads and decodes the WHOLE input, so each sees every record's time: the 
 lateness, expiry and the record positions (so the composite ids) are exactly a single run's.  A
 (pattern, event) pair is indexed and matched only by the worker that owns it
 (``cep.plan.partition.ownership``: hash of the pattern's partition key value mod N; a pattern
-without a key is run whole by one worker); the other workers hold the event under a shadow bit
-(``Engine(share=...)``), so what a retraction finds and which retractions are bad stay a single
-run's too.  Each worker runs the ordinary loop (``cep.commands.run._Run.loop``) with its output
-sink on a pipe; the parent writes the complete lines it reads from the pipes as they come (the
-spec leaves the order across matches open), so output still appears before the workers wait for
-input.  Late records and bad-record reports are written by worker 0 (every worker sees the same
+without a key is run whole by one worker); when the input may hold a retraction (its op field's
+name appears in it: ``insert_only``, a scan before the fork) the other workers hold the event
+under a shadow bit (``Engine(share=...)``), so what a retraction finds and which retractions are
+bad stay a single run's too; when it cannot, they skip it right after the watermark move
+(``Engine(shadow=False)``; a retraction there fails the run), and the summary's peak is the
+workers' sum.  The parent builds worker 0's engine before the fork (the first engine of a process
+pays the lazy imports and the code generator's memos), then forks.  Each worker runs the ordinary
+loop (``cep.commands.run._Run.loop``) with its output sink on a pipe; the parent writes the
+complete lines it reads from the pipes as they come (the spec leaves the order across matches
+open), so output still appears before the workers wait for input.  Late records and bad-record reports are written by worker 0 (every worker sees the same
 ones), its messages reach the parent through a control pipe, and the parent merges the summary.
 A worker that dies, or ends without its result, fails the run (exit 1), never a short output.
+
+An input smaller than ``MIN_BYTES`` (4 MB; ``CEP_WORKERS_MIN_BYTES``) runs in one process, and the
+summary says so (``single_below``): the results are the same, only the time differs.
 
 Not supported (refused at start, exit 1): stdin, pipes and Kafka inputs (every worker must read the
 whole input), Kafka outputs, ``--checkpoint`` and ``--idle-advance``.
