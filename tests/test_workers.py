@@ -161,6 +161,7 @@ def _run(case: Case, lines: list[bytes], workers: int, on_error: str) -> tuple:
     """``cep run`` with ``workers``: exit status, the multiset of output lines, late output, error
     reports, stderr (the summary, its timing left out)."""
     rc, out, late, errors, err = _run_files(case, lines, runner.BATCH, workers=workers, on_error=on_error, quiet=False)
+    err = "".join(line for line in err.splitlines(keepends=True) if not line.startswith("cep: --workers"))
     return rc, Counter(out.splitlines(keepends=True)), late, errors, _TIMING.sub("", err)
 
 
@@ -299,3 +300,31 @@ def test_a_small_input_runs_in_one_process_and_says_so(tmp_path):
                       "bytes, where a split does not pay (the results are the same)")
     assert [line for i, line in enumerate(err) if i != 1] == _TIMING.sub("", one.stderr.decode()).splitlines()
     assert "one process" not in split.stderr.decode()
+
+
+@pytest.mark.parametrize("patterns, workers, says", [
+    (1, 2, "cep: --workers 2: ran in one process: no pattern has a partition key (such a pattern runs whole in one worker)"),
+    (2, 3, "cep: --workers 3: ran 2 workers: no pattern has a partition key and there are 2 (each such pattern runs "
+           "whole in one worker)"),
+    (3, 3, None),
+])
+def test_unkeyed_patterns_run_as_many_workers_as_have_work(tmp_path, patterns, workers, says):
+    """Only unkeyed patterns: one worker per pattern at most has anything to match, so no more are
+    started (one process for one pattern); the output and the counts are one process's."""
+    text = "".join(f"PATTERN u{i}\n  SEQ(Txn a, Txn b)\n  WHERE a.amount < {10 + i} AND b.amount > 400\n  WITHIN 5 s\n"
+                   for i in range(patterns))
+    (tmp_path / "p.pattern").write_text(text)
+    recs = [{"type": "Txn", "amount": [5, 50, 500][i % 3], "ts": i} for i in range(200)]
+    inp = tmp_path / "in.jsonl"
+    inp.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in recs))
+    one = cep("run", tmp_path / "p.pattern", "-i", inp)
+    got = cep("run", tmp_path / "p.pattern", "-i", inp, "--workers", str(workers))
+    assert one.returncode == got.returncode == 0, got.stderr
+    assert one.stdout and Counter(got.stdout.splitlines()) == Counter(one.stdout.splitlines())
+    err = _TIMING.sub("", got.stderr.decode()).splitlines()
+    notes = [line for line in err if line.startswith("cep: --workers")]
+    assert notes == ([says] if says else [])
+    rest, want = [line for line in err if line not in notes], _TIMING.sub("", one.stderr.decode()).splitlines()
+    if patterns > 1:  # split (no op field: no shadow bits): the peak is the workers' sum
+        rest, want = [_PEAK.sub("", x) for x in rest], [_PEAK.sub("", x) for x in want]
+    assert rest == want

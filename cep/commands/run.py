@@ -704,6 +704,12 @@ def run(opts: RunOptions, err: IO[str] | None = None) -> int:
         except RunError as e:
             err.write(f"cep: error: {e}\n")
             return EXIT_OTHER
+        if pool is not None:  # only unkeyed patterns: fewer workers (or one process) do the same
+            more = parallel.fewer(r)
+            if more is not None:
+                r.notes.append(more)
+                if r.o.workers == 1:
+                    pool = None
         if pool is None:
             with stream_gc():
                 status = r.loop()
