@@ -328,3 +328,17 @@ def test_unkeyed_patterns_run_as_many_workers_as_have_work(tmp_path, patterns, w
     if patterns > 1:  # split (no op field: no shadow bits): the peak is the workers' sum
         rest, want = [_PEAK.sub("", x) for x in rest], [_PEAK.sub("", x) for x in want]
     assert rest == want
+
+
+def test_a_retraction_the_scan_missed_fails_the_run(tmp_path, monkeypatch):
+    """Were a retraction to reach workers built without shadow bits (a file that grew one after the
+    scan), the run fails loudly (exit 1, the record named), never a wrong output."""
+    from cep.commands import parallel
+
+    monkeypatch.setattr(parallel, "insert_only", lambda *_a: True)
+    case = Case("PATTERN p\n  SEQ(A a, B b)\n  PARTITION BY x\n", [
+        {"type": "A", "ts": 1, "x": 1}, {"type": "A", "ts": 2, "x": 1, "op": "-"}, {"type": "B", "ts": 3, "x": 1}], 0)
+    rc, out, _late, _errors, err = _run_files(case, [orjson.dumps(r) + b"\n" for r in case.records], runner.BATCH,
+                                              workers=2, quiet=False)
+    assert rc == 1
+    assert "input line 2: internal error: RuntimeError: a retraction reached a share of a split" in err, err
