@@ -293,7 +293,9 @@ def main(argv: list[str] | None = None) -> int:
         r = subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True)
         lines = [ln for ln in r.stdout.splitlines() if ln.startswith("{")]
         if r.returncode != 0 or not lines:
-            print(r.stderr[-3000:], file=sys.stderr)
+            # the JVMs' stack frames aside, so the cause (a Python traceback, "query failed: ...") survives the cut
+            text = "\n".join(ln for ln in r.stderr.splitlines() if not ln.lstrip().startswith(("at ", "... ")))
+            print(text[-6000:], file=sys.stderr)
             return 1
         print(lines[-1])
     return 0

@@ -57,15 +57,16 @@ def main(argv: list[str] | None = None) -> int:
 
     spec = S.pattern_spec(PATTERN, lateness=args.lateness)
     events = make_events(args.batch * args.batches, args.keys)
-    handler, route = S._handler(spec), S._router(spec)
+    handler, route = S._handler(spec), S._route_batches(spec)
     states: dict[tuple, FakeGroupState] = {}
     max_ts = None
     print("| batch | handler CPU s | state written (MB) | groups | retained events | dumps CPU s | loads CPU s | "
           "keys touched |\n|---|---|---|---|---|---|---|---|")
     for b in range(args.batches):
         part = events[b * args.batch:(b + 1) * args.batch]
-        routed = [r for i, e in enumerate(part) for r in route(f"in:{b}:{i}", json.dumps(e))]
-        df = pd.DataFrame(routed, columns=["g", "kg", "tus", "pos", "value", "lead"])
+        records = pd.DataFrame({"pos": [f"in:{b}:{i}" for i in range(len(part))],
+                                "value": [json.dumps(e) for e in part]})
+        df = pd.concat(list(route(iter([records]))))
         wm = 0 if max_ts is None else S.spark_watermark_after(spec, max_ts)
         t = time.process_time()
         for key, rows in df.groupby(["g", "kg"]):

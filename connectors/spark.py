@@ -12,7 +12,12 @@ timeout drops a group's state once the watermark has passed its window.
 Stages:
 
 1. ``_route`` (``mapInPandas``): decode each record exactly as ``cep run`` does (``cep.io.readers.make_decoder``),
-   emit one row per pattern that uses its type: ``(g, kg, tus, pos, value)``, ``tus`` = event time in us.
+   find the group(s) of every pattern that uses its type, and emit ONE row per group of the task's input:
+   ``(g, kg, tus, n, pos, value)`` holding the group's ``n`` records packed (positions and texts joined by a
+   newline, in input order), ``tus`` = the largest event time among them, in us. Why packed: every row costs
+   Spark per-row work (Arrow both ways, shuffle, sort, pandas) that grows with the rows, not the bytes; with one
+   row per record it was most of the JVMs' CPU. The watermark is unchanged: Spark's is the largest ``tus`` over
+   all rows, the same as over all records.
 2. ``withWatermark`` on the event time (delay = lateness + 1 ms, so Spark drops exactly the rows ``cep run``
    would call late with respect to the watermark at the start of the micro-batch).
 3. ``groupBy(g, kg).applyInPandasWithState(_handler)``: per key group, get the engine (kept in the Python
@@ -45,7 +50,9 @@ from typing import Any
 from cep.plan.partition import partition_attrs
 from cep.units import TIME_UNITS
 
-ROUTE_SCHEMA = "g int, kg int, tus long, pos string, value string, lead boolean"
+ROUTE_SCHEMA = "g int, kg int, tus long, n int, pos string, value string"  # one row per group: see _route_batches
+PACK_SEP = "\n"  # joins a packed row's positions and texts (a row whose parts hold it carries one record)
+PACK_RECORDS = 200_000  # routed records a route task holds before it emits its packed rows (bounds its memory)
 OUT_SCHEMA = "pattern string, op string, id string, match string, key string, value string"
 STATE_SCHEMA = "nonce string, blob binary"
 TIME_US = {u: 1_000_000 // per_s for u, per_s in TIME_UNITS.items()}  # microseconds per time unit
@@ -215,7 +222,7 @@ def _router(spec: PatternSpec):
             if not raw.strip():
                 return []
             if spec.on_error == "skip":
-                return [(BAD_ROW_GROUP, 0, _NO_TIME_US, pos, error_report(pos, str(e), raw), True)]
+                return [(BAD_ROW_GROUP, 0, _NO_TIME_US, pos, error_report(pos, str(e), raw))]
             raise SparkPathError(f"{BAD_RECORD_MARK}input record {pos}: {e}") from None
         targets = routes.get(ev.type)
         if not targets:
@@ -229,8 +236,7 @@ def _router(spec: PatternSpec):
             else:
                 key = _canon_key(read_key(ev, attrs))
                 kg = zlib.crc32(key.encode()) % groups
-            # lead: the record's first row, the one that carries it into a late-records output
-            rows.append((g, kg, tus, pos, text, not rows))
+            rows.append((g, kg, tus, pos, text))
         return rows
 
     return route
@@ -251,21 +257,62 @@ def error_report(pos: str, reason: str, raw: bytes) -> str:
 
 
 def _route_batches(spec: PatternSpec):
-    def fn(batches: Iterator[Any]) -> Iterator[Any]:
-        import pandas as pd
+    """mapInPandas: a task's records -> one packed row per group (see the module docstring, stage 1)."""
 
+    def fn(batches: Iterator[Any]) -> Iterator[Any]:
         route = _router(spec)
-        cols = ["g", "kg", "tus", "pos", "value", "lead"]
+        packs: dict[tuple[int, int], list] = {}  # (g, kg) -> [largest tus, positions, texts]
+        held = 0
         for pdf in batches:
-            rows = []
-            for pos, value in zip(pdf["pos"], pdf["value"], strict=True):
+            for pos, value in zip(pdf["pos"].tolist(), pdf["value"].tolist(), strict=True):
                 if value is None:
                     continue
-                rows.extend(route(pos, value))
-            if rows:
-                yield pd.DataFrame(rows, columns=cols)
+                for g, kg, tus, p, text in route(pos, value):
+                    pack = packs.get((g, kg))
+                    if pack is None:
+                        packs[(g, kg)] = [tus, [p], [text]]
+                    else:
+                        if tus > pack[0]:
+                            pack[0] = tus
+                        pack[1].append(p)
+                        pack[2].append(text)
+                    held += 1
+            if held >= PACK_RECORDS:
+                yield _packed_frame(packs)
+                packs, held = {}, 0
+        if packs:
+            yield _packed_frame(packs)
 
     return fn
+
+
+def _packed_frame(packs: dict[tuple[int, int], list]):
+    """The route step's output rows: one per group, its records joined by ``PACK_SEP``.
+
+    A group whose positions or texts hold the separator themselves (a Kafka value with a newline in it, say)
+    is emitted one record per row (``n = 1``: the state step does not split such a row).
+    """
+    import pandas as pd
+
+    rows = []
+    for (g, kg), (tus, poss, texts) in packs.items():
+        n = len(texts)
+        pos, value = PACK_SEP.join(poss), PACK_SEP.join(texts)
+        if n == 1 or (pos.count(PACK_SEP) == n - 1 and value.count(PACK_SEP) == n - 1):
+            rows.append((g, kg, tus, n, pos, value))
+        else:
+            rows.extend((g, kg, tus, 1, p, t) for p, t in zip(poss, texts, strict=True))
+    return pd.DataFrame(rows, columns=["g", "kg", "tus", "n", "pos", "value"])
+
+
+def _unpack(pdfs) -> Iterator[tuple[str, str]]:
+    """A group's ``(position, text)`` records from its packed rows, in row order."""
+    for pdf in pdfs:
+        for n, pos, value in zip(pdf["n"].tolist(), pdf["pos"].tolist(), pdf["value"].tolist(), strict=True):
+            if n == 1:
+                yield pos, value
+            else:
+                yield from zip(pos.split(PACK_SEP), value.split(PACK_SEP), strict=True)
 
 
 # ---------------------------------------------------------------------------------------------- stage 2: state
@@ -284,39 +331,56 @@ def _key_fns(spec: PatternSpec) -> list:
 _KEY_FNS: dict[tuple, list] = {}
 
 
-def _push_all(spec: PatternSpec, eng, g: int, pdfs) -> list[tuple]:
-    """Push one group's rows of a micro-batch in event-time order; return the output rows.
+def _lead_patterns(spec: PatternSpec) -> dict[str, int]:
+    """Event type -> the first pattern that uses it: the group whose late row carries a late record's text.
 
-    A row below the engine's watermark (Spark's, see ``engine_watermark``) is late: it becomes a ``late`` row
-    (counted per pattern; the record itself rides on its lead row only, so a late-records output holds each
-    record once, as ``cep run --late-output`` does).
+    Why: a record routed to several patterns is late in each of them (one ``late`` row per pattern, counted per
+    pattern), but a late-records output holds it once, as ``cep run --late-output`` does.
+    """
+    lead = _LEADS.get(spec.cache_id())
+    if lead is None:
+        lead = {}
+        for g, cp in enumerate(spec.compile()):
+            for t in [a.type for a in cp.atoms] + [t for gap in cp.gaps for t in gap.types]:
+                lead.setdefault(t, g)
+        _LEADS[spec.cache_id()] = lead
+    return lead
+
+
+_LEADS: dict[tuple, dict[str, int]] = {}
+
+
+def _push_all(spec: PatternSpec, eng, g: int, pdfs) -> list[tuple]:
+    """Push one group's records of a micro-batch (its packed rows) in event-time order; return the output rows.
+
+    A record below the engine's watermark (Spark's, see ``engine_watermark``) is late: it becomes a ``late`` row
+    (counted per pattern; the record itself rides on its first pattern's row only, so a late-records output holds
+    each record once, as ``cep run --late-output`` does).
     """
     from cep.errors import LateEventError, UnknownRetractionError
     from cep.io.readers import make_decoder
 
     decode = make_decoder(spec.type_field, spec.time_field, spec.time_unit, spec.op_field)
-    events = []
-    for pdf in pdfs:
-        for pos, value, lead in zip(pdf["pos"].tolist(), pdf["value"].tolist(), pdf["lead"].tolist(),
-                                    strict=True):
-            events.append((decode(pos, value.encode()), value, lead))
-    # rows of a group arrive in no guaranteed order: event time, inserts before retractions of equal time
+    events = [(decode(pos, value.encode()), value) for pos, value in _unpack(pdfs)]
+    # packed rows of a group come from several tasks in no guaranteed order: event time, inserts before
+    # retractions of equal time (a stable sort: one task's records keep their input order)
     events.sort(key=_push_order)
     name = spec.names[g]
+    lead = _lead_patterns(spec)
     rows: list[tuple] = []
     outs: list = []
     push = eng.push
-    for ev, value, lead in events:
+    for ev, value in events:
         try:
             outs += push(ev)
         except LateEventError:
-            rows.append((name, "late", ev.pos, None, None, value if lead else None))
+            rows.append((name, "late", ev.pos, None, None, value if lead.get(ev.type) == g else None))
         except UnknownRetractionError:
             reason = ("retraction of an event that was never inserted (or was already retracted or "
                       "expired)")
             if spec.on_error != "skip":
                 raise SparkPathError(f"{BAD_RECORD_MARK}input record {ev.pos}: {reason}") from None
-            if lead:
+            if lead.get(ev.type) == g:
                 rows.append((None, "error", ev.pos, None, None, error_report(ev.pos, reason, value.encode())))
     return rows + _rows(spec, g, outs)
 
@@ -447,8 +511,7 @@ def _handler(spec: PatternSpec):
 
         g, kg = int(key[0]), int(key[1])
         if g == BAD_ROW_GROUP:
-            rows = [(None, "error", pos, None, None, report) for pdf in pdfs
-                    for pos, report in zip(pdf["pos"], pdf["value"], strict=True)]
+            rows = [(None, "error", pos, None, None, report) for pos, report in _unpack(pdfs)]
             if rows:
                 yield pd.DataFrame(rows, columns=OUT_COLS)
             return
@@ -493,8 +556,7 @@ def _batch_handler(spec: PatternSpec):
 
         g = int(key[0])
         if g == BAD_ROW_GROUP:
-            rows = [(None, "error", pos, None, None, report)
-                    for pos, report in zip(pdf["pos"], pdf["value"], strict=True)]
+            rows = [(None, "error", pos, None, None, report) for pos, report in _unpack([pdf])]
         else:
             eng = spec.new_engine(g)
             rows = _push_all(spec, eng, g, [pdf])
@@ -768,7 +830,7 @@ def make_session(master: str | None = None, state_partitions: int | None = None,
     The deployment decides: a master or setting given by ``spark-submit``, ``spark-defaults.conf`` or
     ``PYSPARK_SUBMIT_ARGS`` is kept; cep only fills in what is not set. ``master`` (an explicit argument, e.g.
     ``cep spark --master``) wins; with none given anywhere the master is ``local[*]``. ``state_partitions``
-    (``spark.sql.shuffle.partitions``, default 4) likewise. On a local master the Python workers are this
+    (``spark.sql.shuffle.partitions``, default 4) likewise. On a local (or local-cluster) master the Python workers are this
     interpreter (``PYSPARK_PYTHON``, unless set); on a cluster the executors need cep and its dependencies:
     ship them with ``python -m cep.connectors.pack`` (docs/kafka-spark.md, "Deploying on a cluster").
     """
@@ -779,6 +841,8 @@ def make_session(master: str | None = None, state_partitions: int | None = None,
     wanted = dict(SESSION_DEFAULTS)
     if master.startswith("local[") or master == "local":
         wanted.update(LOCAL_DEFAULTS)
+    if master.startswith(("local[", "local-cluster[")) or master == "local":
+        # this machine's executors run this interpreter (and so this cep), not whatever ``python3`` is on PATH
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     wanted["spark.sql.shuffle.partitions"] = str(state_partitions or 4)
     if rocksdb:

@@ -94,6 +94,53 @@ def test_group_keys_follow_value_equality():
     assert kafka_key(["4111-1"]) == "4111-1" and kafka_key([7.0]) == "7" and kafka_key(["a", 2]) == '["a",2]'
 
 
+def test_route_step_packs_one_row_per_group_and_the_state_step_unpacks_it():
+    import pandas as pd
+
+    from cep.connectors import spark as S
+
+    spec = S.pattern_spec("PATTERN p SEQ(A a, B b) WHERE a.k = b.k WITHIN 10\n"
+                          "PATTERN q SEQ(A a, C c) WITHIN 10\n", key_groups=4, on_error="skip")
+    recs = [{"type": "A", "ts": 5, "k": 1}, {"type": "B", "ts": 3, "k": 1}, {"type": "A", "ts": 4, "k": 2},
+            {"type": "Z", "ts": 9}, {"type": "C", "ts": 7}]
+    values = [json.dumps(r) for r in recs] + ['{"type": "A",\n "ts": 6, "k": 1}', "{bad", ""]
+    pos = [f"f:{i + 1}" for i in range(len(values))]
+    route = S._route_batches(spec)
+    frames = list(route(iter([pd.DataFrame({"pos": pos[:4], "value": values[:4]}),
+                              pd.DataFrame({"pos": pos[4:], "value": values[4:]})])))
+    assert len(frames) == 1  # held until the task's input ends
+    df = frames[0]
+    kg = {k: S.zlib.crc32(S._canon_key([k]).encode()) % 4 for k in (1, 2)}
+    got = {(g, k): list(S._unpack([rows])) for (g, k), rows in df.groupby(["g", "kg"])}
+    # the record with a newline in its text goes alone in rows of n = 1; the others of its group are packed
+    assert got == {(0, kg[1]): [("f:1", values[0]), ("f:2", values[1]), ("f:6", values[5])],
+                   (0, kg[2]): [("f:3", values[2])],
+                   (1, 0): [("f:1", values[0]), ("f:3", values[2]), ("f:5", values[4]), ("f:6", values[5])],
+                   (S.BAD_ROW_GROUP, 0): [("f:7", got[(S.BAD_ROW_GROUP, 0)][0][1])]}
+    assert json.loads(got[(S.BAD_ROW_GROUP, 0)][0][1])["pos"] == "f:7"
+    packed = df[(df.g == 1)]
+    assert len(packed) == 4 and sorted(packed.n) == [1, 1, 1, 1]  # f:6 forces the group's rows apart
+    assert set(df[(df.g == 0) & (df.kg == kg[1])].n) == {1}
+    # the row's time is the largest of its records (Spark's watermark as over one row per record)
+    assert df[(df.g == 0) & (df.kg == kg[2])].tus.tolist() == [4_000_000]
+    assert set(df[df.g == 1].tus) == {7_000_000}
+    plain = list(route(iter([pd.DataFrame({"pos": pos[:3], "value": values[:3]})])))[0]
+    row = plain[(plain.g == 0) & (plain.kg == kg[1])]
+    assert row.n.tolist() == [2] and row.pos.tolist() == ["f:1\nf:2"] and row.tus.tolist() == [5_000_000]
+    # a late record is late in each pattern that uses its type; its text rides on its first pattern's row
+    from bench.spark_state import FakeGroupState
+
+    handler = S._handler(spec)
+    late = []
+    for g in (0, 1):
+        st = FakeGroupState()
+        st.watermark_ms = S.spark_watermark_after(spec, 100)
+        key = (g, kg[1] if g == 0 else 0)
+        late += [r for out in handler(key, [df[(df.g == key[0]) & (df.kg == key[1])]], st)
+                 for r in out.itertuples(index=False) if r.op == "late" and r.id == "f:1"]
+    assert [(r.pattern, r.value) for r in late] == [("p", values[0]), ("q", None)]
+
+
 # ------------------------------------------------------------------------------------------ with Spark
 
 
