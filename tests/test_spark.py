@@ -96,7 +96,6 @@ def test_group_keys_follow_value_equality():
 
 def test_route_step_packs_one_row_per_group_and_the_state_step_unpacks_it():
     import pandas as pd
-
     from cep.connectors import spark as S
 
     spec = S.pattern_spec("PATTERN p SEQ(A a, B b) WHERE a.k = b.k WITHIN 10\n"
@@ -127,6 +126,12 @@ def test_route_step_packs_one_row_per_group_and_the_state_step_unpacks_it():
     plain = list(route(iter([pd.DataFrame({"pos": pos[:3], "value": values[:3]})])))[0]
     row = plain[(plain.g == 0) & (plain.kg == kg[1])]
     assert row.n.tolist() == [2] and row.pos.tolist() == ["f:1\nf:2"] and row.tus.tolist() == [5_000_000]
+    # a whole file (the text source's ``wholetext``) routes as its lines, named <file>:<line>, blanks skipped
+    text = "\n".join([values[0], "", values[1], "  \t", values[2], "\r", values[4]]) + "\n"
+    whole = list(S._route_batches(spec, whole_files=True)(iter([pd.DataFrame({"pos": ["/d/f"], "value": [text]})])))
+    assert {(g, k): list(S._unpack([rows])) for (g, k), rows in whole[0].groupby(["g", "kg"])} == {
+        (0, kg[1]): [("/d/f:1", values[0]), ("/d/f:3", values[1])], (0, kg[2]): [("/d/f:5", values[2])],
+        (1, 0): [("/d/f:1", values[0]), ("/d/f:5", values[2]), ("/d/f:7", values[4])]}
     # a late record is late in each pattern that uses its type; its text rides on its first pattern's row
     from bench.spark_state import FakeGroupState
 
