@@ -36,6 +36,7 @@ record key, as ``cep run`` keys it: null without one) and ``value`` (the output 
 
 from __future__ import annotations
 
+import gc
 import math
 import os
 import sys
@@ -43,6 +44,7 @@ import uuid
 import zlib
 from collections import OrderedDict
 from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -270,28 +272,30 @@ def _route_batches(spec: PatternSpec, whole_files: bool = False):
         packs: dict[tuple[int, int], list] = {}  # (g, kg) -> [largest tus, positions, texts]
         held = 0
         for pdf in batches:
-            for pos, value in zip(pdf["pos"].tolist(), pdf["value"].tolist(), strict=True):
-                if value is None:
-                    continue
-                if whole_files:
-                    # a blank line is skipped by ``route`` (as a blank record is), keeping its number
-                    records: Any = ((f"{pos}:{i}", line) for i, line in enumerate(value.split("\n"), 1) if line)
-                else:
-                    records = ((pos, value),)
-                for rpos, rvalue in records:
-                    for g, kg, tus, p, text in route(rpos, rvalue):
-                        pack = packs.get((g, kg))
-                        if pack is None:
-                            packs[(g, kg)] = [tus, [p], [text]]
-                        else:
-                            if tus > pack[0]:
-                                pack[0] = tus
-                            pack[1].append(p)
-                            pack[2].append(text)
-                        held += 1
-                    if held >= PACK_RECORDS:
-                        yield _packed_frame(packs)
-                        packs, held = {}, 0
+            with few_collections():
+                for pos, value in zip(pdf["pos"].tolist(), pdf["value"].tolist(), strict=True):
+                    if value is None:
+                        continue
+                    if whole_files:
+                        # a blank line is skipped by ``route`` (as a blank record is), keeping its number
+                        records: Any = ((f"{pos}:{i}", line) for i, line in enumerate(value.split("\n"), 1)
+                                        if line)
+                    else:
+                        records = ((pos, value),)
+                    for rpos, rvalue in records:
+                        for g, kg, tus, p, text in route(rpos, rvalue):
+                            pack = packs.get((g, kg))
+                            if pack is None:
+                                packs[(g, kg)] = [tus, [p], [text]]
+                            else:
+                                if tus > pack[0]:
+                                    pack[0] = tus
+                                pack[1].append(p)
+                                pack[2].append(text)
+                            held += 1
+            if held >= PACK_RECORDS:  # checked per input batch (a whole file is one)
+                yield _packed_frame(packs)
+                packs, held = {}, 0
         if packs:
             yield _packed_frame(packs)
 
@@ -521,43 +525,68 @@ def _handler(spec: PatternSpec):
     def fn(key, pdfs, state) -> Iterator[Any]:
         import pandas as pd
 
-        g, kg = int(key[0]), int(key[1])
-        if g == BAD_ROW_GROUP:
-            rows = [(None, "error", pos, None, None, report) for pos, report in _unpack(pdfs)]
-            if rows:
-                yield pd.DataFrame(rows, columns=OUT_COLS)
-            return
-        eng = _engine_for(spec, g, kg, state)
-        rows: list[tuple] = []
-        wm = engine_watermark(spec, state.getCurrentWatermarkMs())
-        if wm is not None:
-            # moving the watermark decides pending matches (patterns with gap elements)
-            rows = _rows(spec, g, eng.advance_watermark(wm))
-        rows += _push_all(spec, eng, g, pdfs)
-        if eng.max_ts is not None:
-            # Spark's next watermark is at least this group's own (its rows are among all rows), so expiring and
-            # deciding up to it now loses nothing and saves a state of window + lateness, not the whole batch
-            ahead = engine_watermark(spec, spark_watermark_after(spec, eng.max_ts))
-            if ahead is not None:
-                rows += _rows(spec, g, eng.advance_watermark(ahead))
-
-        if eng.retained_events == 0:
-            if state.exists:
-                state.remove()
-            _forget_engine(spec, g, kg)
-        else:
-            _save(spec, g, kg, state, eng)
-            # wake up at the next pending decision, or once the watermark has expired every event: then the
-            # group's state is empty and removed, even if the group never gets rows again
-            wake = eng.next_decision_time()
-            if wake is None:
-                wake = eng.empty_at()
-            if wake is not None and wake != math.inf:
-                state.setTimeoutTimestamp(max(timer_ms(spec, wake), state.getCurrentWatermarkMs(), 1))
+        with few_collections():
+            rows = _group_step(spec, int(key[0]), int(key[1]), pdfs, state)
         if rows:
             yield pd.DataFrame(rows, columns=OUT_COLS)
 
     return fn
+
+
+def _group_step(spec: PatternSpec, g: int, kg: int, pdfs, state) -> list[tuple]:
+    """One group's micro-batch (see ``_handler``): its output rows; its state saved, removed or timed."""
+    if g == BAD_ROW_GROUP:
+        return [(None, "error", pos, None, None, report) for pos, report in _unpack(pdfs)]
+    eng = _engine_for(spec, g, kg, state)
+    rows: list[tuple] = []
+    wm = engine_watermark(spec, state.getCurrentWatermarkMs())
+    if wm is not None:
+        # moving the watermark decides pending matches (patterns with gap elements)
+        rows = _rows(spec, g, eng.advance_watermark(wm))
+    rows += _push_all(spec, eng, g, pdfs)
+    if eng.max_ts is not None:
+        # Spark's next watermark is at least this group's own (its rows are among all rows), so expiring and
+        # deciding up to it now loses nothing and saves a state of window + lateness, not the whole batch
+        ahead = engine_watermark(spec, spark_watermark_after(spec, eng.max_ts))
+        if ahead is not None:
+            rows += _rows(spec, g, eng.advance_watermark(ahead))
+
+    if eng.retained_events == 0:
+        if state.exists:
+            state.remove()
+        _forget_engine(spec, g, kg)
+    else:
+        _save(spec, g, kg, state, eng)
+        # wake up at the next pending decision, or once the watermark has expired every event: then the
+        # group's state is empty and removed, even if the group never gets rows again
+        wake = eng.next_decision_time()
+        if wake is None:
+            wake = eng.empty_at()
+        if wake is not None and wake != math.inf:
+            state.setTimeoutTimestamp(max(timer_ms(spec, wake), state.getCurrentWatermarkMs(), 1))
+    return rows
+
+
+@contextmanager
+def few_collections() -> Iterator[None]:
+    """While a group's micro-batch runs: what exists is frozen and the youngest generation collects every
+    ``GC_GEN0`` allocations, not 700; both undone on exit (the Python worker is Spark's, reused by other tasks).
+
+    Why: as for ``cep run`` (``cep.commands.heap.stream_gc``), composite events and engine state are acyclic and
+    freed by reference counting, so the collections a batch triggers free nothing, and the full ones walk every
+    object of a Python worker (pandas, pyarrow and PySpark's modules, the compiled patterns).
+    """
+    old = gc.get_threshold()
+    gc.freeze()
+    gc.set_threshold(max(GC_GEN0, old[0]), *old[1:])
+    try:
+        yield
+    finally:
+        gc.set_threshold(*old)
+        gc.unfreeze()
+
+
+GC_GEN0 = 50_000
 
 
 def _batch_handler(spec: PatternSpec):
