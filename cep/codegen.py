@@ -119,6 +119,8 @@ class _Pending:
         fn.__code__ = real.__code__
         fn.__defaults__ = real.__defaults__
         fn.__kwdefaults__ = real.__kwdefaults__
+        if real.__annotations__:  # (else the stub's: set by the maker of the function, cep.records)
+            fn.__annotations__ = real.__annotations__
         namespace[entry] = fn  # (the name a recursive or a sibling function looks up: this same object)
 
 
