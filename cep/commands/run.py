@@ -23,7 +23,6 @@ import os
 import sys
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from typing import IO, Any
 
 from cep.commands.heap import stream_gc, tune_heap
@@ -53,6 +52,7 @@ from cep.io.writers import (
     open_sink,
     raw_line,
 )
+from cep.records import record
 from cep.units import check_time_unit, parse_duration
 
 TICK = 256  # records between housekeeping checks
@@ -71,7 +71,7 @@ def parse_lateness(text: str, time_unit: str = "s") -> int | float:
         raise RunError(str(e)) from None
 
 
-@dataclass
+@record
 class RunOptions:
     """Everything ``cep run`` takes (docs/language.md section 6, plus checkpoints from issue 5)."""
 
