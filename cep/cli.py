@@ -172,8 +172,10 @@ def main(argv: list[str] | None = None) -> None:
         return
     try:
         try:
-            from cep.commands.run import run
+            from cep.commands.heap import setup_gc
 
+            with setup_gc():  # (what the imports make is kept)
+                from cep.commands.run import run
             sys.exit(run(run_options(params), sys.stderr))
         except (EOFError, KeyboardInterrupt) as e:  # click: an empty line, then Abort
             _echo_err("")
@@ -199,6 +201,11 @@ def main(argv: list[str] | None = None) -> None:
             raise
         _echo_err(f"cep: error: {type(e).__name__}: {e}")
         rc = EXIT_OTHER
+    import gc
+
+    # the run is over and its files closed: the collections of the interpreter's exit would walk every
+    # object the run made (a twentieth of a short run) to free nothing the process needs freed
+    gc.freeze()
     sys.exit(rc if isinstance(rc, int) else EXIT_OK)
 
 

@@ -25,7 +25,7 @@ import time
 from collections.abc import Callable, Iterator
 from typing import IO, Any
 
-from cep.commands.heap import stream_gc, tune_heap
+from cep.commands.heap import setup_gc, stream_gc, tune_heap
 from cep.errors import BatchInterrupted, LateEventError, PatternError, UnknownRetractionError
 from cep.exit_codes import EXIT_OK, EXIT_OTHER, EXIT_PATTERN, EXIT_RECORD, EXIT_SIMULATED_CRASH
 from cep.io.paths import PathClash, Role, check_checkpoint_path, check_roles
@@ -697,7 +697,8 @@ def run(opts: RunOptions, err: IO[str] | None = None) -> int:
         r.notes.append(note)
     try:
         try:
-            r.setup()
+            with setup_gc():
+                r.setup()
         except PatternError as e:
             err.write(str(e) + "\n")
             return EXIT_PATTERN
