@@ -81,6 +81,7 @@ def _stub(*args: Any, __cep_compile__: Callable[[tuple, dict], Any], **kwargs: A
 
 # the stub's code, its ``return`` on line 1: a traceback through a first call shows the ``def`` line
 _STUB_CODE = _stub.__code__.replace(co_firstlineno=0)
+_HAS_QUALNAME = hasattr(_STUB_CODE, "co_qualname")  # (Python 3.11)
 
 
 def _lazy(source: str, filename: str, entry: str, namespace: dict[str, Any]) -> Callable:
@@ -91,7 +92,8 @@ def _lazy(source: str, filename: str, entry: str, namespace: dict[str, Any]) -> 
     the source, executes it in ``namespace`` (default values are evaluated then) and
     moves the real code and defaults onto this same function object.
     """
-    fn = FunctionType(_STUB_CODE.replace(co_filename=filename, co_name=entry, co_qualname=entry), namespace, entry)
+    names = {"co_name": entry, "co_qualname": entry} if _HAS_QUALNAME else {"co_name": entry}
+    fn = FunctionType(_STUB_CODE.replace(co_filename=filename, **names), namespace, entry)
     fn.__kwdefaults__ = {"__cep_compile__": _Pending(fn, source, filename, entry, namespace)}
     namespace[entry] = fn
     return fn

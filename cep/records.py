@@ -167,12 +167,32 @@ def _make(cls: type[_T], frozen: bool, slots: bool) -> type[_T]:
                                   f"super(_cls, self).{name}({call})"])
     if "__match_args__" not in own:
         new.__match_args__ = tuple(names)  # type: ignore[attr-defined]
+    params = _params(frozen, slots)
+    if params is not None:
+        new.__dataclass_params__ = params  # type: ignore[attr-defined]
+    if _REPLACE is not None and "__replace__" not in own:  # (Python 3.13: copy.replace)
+        new.__replace__ = _REPLACE  # type: ignore[attr-defined]
     if new.__doc__ is None:
         import inspect
 
         codegen.code_of(new.__init__)  # (compiled now: a stub's signature is not the class's)
         new.__doc__ = new.__name__ + str(inspect.signature(new)).replace(" -> None", "")
     return new  # type: ignore[return-value]
+
+
+_REPLACE = getattr(dataclasses, "_replace", None)
+
+
+def _params(frozen: bool, slots: bool) -> Any:
+    """The ``__dataclass_params__`` dataclass gives (its parameters differ between Python versions)."""
+    try:
+        cls = dataclasses._DataclassParams  # type: ignore[attr-defined]
+        code = cls.__init__.__code__
+        values = {"init": True, "repr": True, "eq": True, "order": False, "unsafe_hash": False, "frozen": frozen,
+                  "match_args": True, "kw_only": False, "slots": slots, "weakref_slot": False}
+        return cls(*(values[n] for n in code.co_varnames[1:code.co_argcount]))
+    except (AttributeError, KeyError, TypeError):
+        return None
 
 
 def _getstate(self: Any) -> list:

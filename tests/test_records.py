@@ -14,6 +14,8 @@ import pickle
 from dataclasses import field
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from cep import codegen
 from cep.lang.ast import Attr, Element, Literal, Loc, Pattern, Structure
@@ -66,13 +68,26 @@ def _forms():
                 return True
         return E
 
+    def inherits():
+        @dataclasses.dataclass(frozen=True)
+        class Base:
+            """A dataclass base: a subclass's fields follow its own (``record`` leaves it to dataclass)."""
+
+            a: int
+
+        class S(Base):
+            """Inherits a."""
+
+            b: tuple = ()
+        return S
+
     return [("plain", {}, plain), ("frozen", {"frozen": True}, frozen),
             ("frozen slots", {"frozen": True, "slots": True}, frozen), ("slots", {"slots": True}, plain),
-            ("post_init", {}, post_init), ("own eq", {"frozen": True}, own_eq)]
+            ("post_init", {}, post_init), ("own eq", {"frozen": True}, own_eq), ("inherits", {"frozen": True}, inherits)]
 
 
 def _args(cls):
-    return {"P": (3,), "F": (3, (1, 2)), "Q": (4,), "E": (5,)}[cls.__name__]
+    return {"P": (3,), "F": (3, (1, 2)), "Q": (4,), "E": (5,), "S": (6, (7,))}[cls.__name__]
 
 
 @pytest.mark.parametrize(("name", "kw", "make"), _forms(), ids=[f[0] for f in _forms()])
@@ -84,6 +99,10 @@ def test_record_agrees_with_dataclass(name, kw, make):
     assert [(f.name, f.type, f.default, f.compare, f.repr, f.hash) for f in dataclasses.fields(d_cls)] == \
         [(f.name, f.type, f.default, f.compare, f.repr, f.hash) for f in dataclasses.fields(r_cls)]
     assert dataclasses.is_dataclass(r_cls)
+    assert repr(d_cls.__dataclass_params__) == repr(r_cls.__dataclass_params__)
+    # (the same dunders; Python 3.10's slots=True also copies the old class's unusable __weakref__)
+    assert sorted(k for k in vars(d_cls) if k.startswith("__") and k != "__weakref__") == \
+        sorted(k for k in vars(r_cls) if k.startswith("__") and k != "__weakref__")
     assert ("__slots__" in d_cls.__dict__) == ("__slots__" in r_cls.__dict__)
     assert (d_cls.__hash__ is None) == (r_cls.__hash__ is None)
     for attr in ("a", "b", "c", "d", "h"):  # class attributes: the defaults, or the slots
@@ -112,6 +131,65 @@ def test_record_agrees_with_dataclass(name, kw, make):
         else:
             target.a = 11
     assert repr(d) == repr(r)
+
+
+# module-level twins (pickle finds a class by its module and qualified name)
+class _Twin:
+    """A frozen node with slots, as cep.lang.ast's."""
+
+    a: object
+    b: object = None
+    loc: object = field(default=None, compare=False, repr=False)
+
+
+class _Mutable:
+    """A mutable record, as cep.lang.gcq's."""
+
+    a: object
+    b: object = None
+    c: list = field(default_factory=list)
+
+
+def _twin(make, name: str, **kw):
+    cls = make(type(name, (), {k: v for k, v in vars(_Twin if "Twin" in name else _Mutable).items()
+                               if k not in ("__dict__", "__weakref__")}), **kw)
+    cls.__qualname__ = cls.__name__ = name
+    globals()[name] = cls
+    return cls
+
+
+D_TWIN = _twin(dataclasses.dataclass, "DTwin", frozen=True, slots=True)
+R_TWIN = _twin(record, "RTwin", frozen=True, slots=True)
+D_MUT = _twin(dataclasses.dataclass, "DMutable")
+R_MUT = _twin(record, "RMutable")
+_VALUES = st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=5)
+                       | st.floats(allow_nan=False), lambda v: st.tuples(v, v), max_leaves=5)
+
+
+@settings(max_examples=200, deadline=None)
+@given(_VALUES, _VALUES, _VALUES, _VALUES, st.integers())
+def test_record_and_dataclass_agree_on_any_field_values(a, b, a2, b2, loc):
+    for d_cls, r_cls in ((D_TWIN, R_TWIN), (D_MUT, R_MUT)):
+        d, r, d2, r2 = d_cls(a, b), r_cls(a, b), d_cls(a2, b2), r_cls(a2, b2)
+        assert repr(d).replace("DTwin", "X").replace("DMutable", "X") == \
+            repr(r).replace("RTwin", "X").replace("RMutable", "X")
+        assert (d == d2) == (r == r2) and (d != d2) == (r != r2) and (d == d_cls(a, b)) == (r == r_cls(a, b))
+        assert dataclasses.astuple(d) == dataclasses.astuple(r)
+        assert dataclasses.asdict(dataclasses.replace(d, b=a2)) == dataclasses.asdict(dataclasses.replace(r, b=a2))
+        back = pickle.loads(pickle.dumps(r))
+        assert type(back) is r_cls and repr(back) == repr(r)
+        assert dataclasses.astuple(back) == dataclasses.astuple(r)
+        if d_cls is D_TWIN:
+            assert hash(d) == hash(D_TWIN(a, b, loc)) and hash(r) == hash(R_TWIN(a, b, loc))
+            assert (hash(d) == hash(d2)) == (hash(r) == hash(r2)) or d != d2
+            assert R_TWIN(a, b, loc) == r and (loc is None or repr(R_TWIN(a, b, loc)) == repr(r))
+            with pytest.raises(dataclasses.FrozenInstanceError):
+                r.b = 1
+        else:
+            assert d_cls.__hash__ is None and r_cls.__hash__ is None
+            r.c.append(a)
+            d.c.append(a)
+            assert dataclasses.asdict(d) == dataclasses.asdict(r) and r_cls(a, b).c == []
 
 
 def test_the_syntax_tree_pickles_and_compares_as_before():
