@@ -6,222 +6,219 @@ the work (``cep.commands.run.run``, ``cep.commands.check.run_check``,
 its result into an exit status.  Statuses: 0 ok, 2 pattern errors, 3 bad input
 record, 1 anything else -- including usage errors, so that 2 always means "fix
 the pattern".  No traceback reaches the user unless ``CEP_DEBUG=1``.
+
+The commands are click commands (``cep.cli_click``).  Why this module does not import
+click (issue 15): on a short stream start-up decides the run, and importing click was
+a tenth of a 13-record ``cep run``.  A ``cep run`` whose arguments are plain (known
+options, each once as ``--name VALUE`` or a flag, valid values, pattern files or names)
+is read here, into the very options click would give; anything else -- help, a usage
+error, ``--opt=value``, another command -- goes to click, which says what it always says.
+``tests/test_cli_fast.py`` holds the two readings equal.
 """
 
 from __future__ import annotations
 
+import errno
 import os
+import re
+import stat
 import sys
+from typing import Any
 
-import click
-
-from cep import __version__
 from cep.exit_codes import EXIT_INTERRUPTED, EXIT_OK, EXIT_OTHER
-from cep.units import TIME_UNITS
 
-CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
+# ``cep run``'s options as click declares them (cep.cli_click.run_cmd): option -> (parameter, kind);
+# kinds: "str", "flag", ("choice", values), ("int", minimum), ("float", minimum)
+_FORMATS = ("jsonl", "csv")
+_ON_ERROR = ("fail", "skip")
+_OPTIONS: dict[str, tuple[str, Any]] = {
+    "-i": ("input_", "str"), "--input": ("input_", "str"),
+    "-o": ("output", "str"), "--output": ("output", "str"),
+    "--format": ("fmt", ("choice", _FORMATS)),
+    "--type-field": ("type_field", "str"),
+    "--time-field": ("time_field", "str"),
+    "--time-unit": ("time_unit", ("choice", None)),  # (cep.units.TIME_UNITS)
+    "--op-field": ("op_field", "str"),
+    "--lateness": ("lateness", "str"),
+    "--late-output": ("late_output", "str"),
+    "--on-error": ("on_error", ("choice", _ON_ERROR)),
+    "--errors": ("errors", "str"),
+    "--checkpoint": ("checkpoint", "str"),
+    "--checkpoint-every": ("checkpoint_every", ("int", 1)),
+    "--checkpoint-interval": ("checkpoint_interval", ("float", 0)),
+    "-q": ("quiet", "flag"), "--quiet": ("quiet", "flag"),
+    "--no-progress": ("no_progress", "flag"),
+    "--idle-advance": ("idle_advance", "str"),
+    "--workers": ("workers", ("int", 1)),
+    "--test-stop-after": ("test_stop_after", ("int", 1)),
+    "--test-crash-at-stop": ("test_crash_at_stop", "flag"),
+}
+# the values click gives the parameters that are not on the command line
+_DEFAULTS: dict[str, Any] = {
+    "input_": "-", "output": "-", "fmt": "jsonl", "type_field": "type", "time_field": "ts", "time_unit": "s",
+    "op_field": "op", "lateness": None, "late_output": None, "on_error": "fail", "errors": None,
+    "checkpoint": None, "checkpoint_every": 10_000, "checkpoint_interval": 10.0, "quiet": False,
+    "no_progress": False, "idle_advance": None, "workers": 1, "test_stop_after": None,
+    "test_crash_at_stop": False,
+}
+_INT = re.compile(r"[0-9]{1,18}\Z")
+_FLOAT = re.compile(r"[0-9]{1,15}(\.[0-9]{0,15})?\Z")
 
 
-def _pattern_paths(_ctx: click.Context, _param: click.Parameter, values: tuple[str, ...]) -> list[str]:
-    """Pattern arguments as paths: a shipped pattern's bare name becomes its installed file."""
-    from cep import patterns as shipped
+def plain_run(args: list[str]) -> dict[str, Any] | None:
+    """``cep run``'s parameters as click would pass them to ``run_cmd``; None: leave ``args`` to click.
 
-    return [shipped.resolve(v) for v in values]
-
-
-PATTERN_FILES = click.argument("patterns", nargs=-1, required=True, callback=_pattern_paths,
-                               type=click.Path(dir_okay=False))
-
-
-@click.group(context_settings=CONTEXT)
-@click.version_option(__version__, "-V", "--version", prog_name="cep")
-def cli() -> None:
-    """cep: detect composite events (SEQ/AND patterns) on a stream of JSON or CSV records.
-
-    \b
-    cep run PATTERNS... [-i INPUT] [-o OUTPUT]   detect matches, JSON lines out
-    cep check PATTERNS...                       validate pattern files
-    cep explain PATTERNS...                     show the compiled query and plan
-    cep patterns [NAME]                         list the shipped patterns, or print one
-
-    PATTERNS are .pattern files, or names of shipped patterns (cep run card_testing).
-    The pattern language is described in docs/language.md of the cep sources.
-
-    Exit status: 0 ok, 1 usage or other error, 2 pattern error, 3 bad input record.
+    None for anything this reading does not make sure of: another command, help, an
+    option not given as ``--name VALUE``, an option twice, a value that click could
+    refuse or read differently, a pattern argument that is a directory or unreadable.
     """
+    if len(args) < 2 or args[0] != "run" or "_CEP_COMPLETE" in os.environ:
+        return None
+    params: dict[str, Any] = {}
+    patterns: list[str] = []
+    i = 1
+    while i < len(args):
+        a = args[i]
+        i += 1
+        if not a.startswith("-"):
+            patterns.append(a)
+            continue
+        spec = _OPTIONS.get(a)
+        if spec is None:
+            return None  # (help, --, -, --opt=value, -qi, an unknown option: click's business)
+        name, kind = spec
+        if name in params:
+            return None
+        if kind == "flag":
+            params[name] = True
+            continue
+        if i == len(args):
+            return None
+        v = args[i]
+        i += 1
+        if v.startswith("-") and v != "-":
+            return None
+        if kind != "str":
+            what, arg = kind
+            if what == "choice":
+                if arg is None:
+                    from cep.units import TIME_UNITS
+
+                    arg = tuple(TIME_UNITS)
+                if v not in arg:
+                    return None
+            elif what == "int":
+                if not _INT.match(v) or int(v) < arg:
+                    return None
+                v = int(v)
+            elif not _FLOAT.match(v) or float(v) < arg:
+                return None
+            else:
+                v = float(v)
+        params[name] = v
+    if not patterns:
+        return None
+    resolved = []
+    for p in patterns:
+        try:
+            st = os.stat(p)
+        except OSError:
+            st = None
+        if st is not None and (stat.S_ISDIR(st.st_mode) or not os.access(p, os.R_OK)):
+            return None  # (click.Path(dir_okay=False) says why)
+        if st is None or p.endswith(("/", os.sep)) or not stat.S_ISREG(st.st_mode):
+            from cep import patterns as shipped  # a shipped pattern's bare name: its installed file
+
+            p = shipped.resolve(p)
+        resolved.append(p)
+    return {**_DEFAULTS, **params, "patterns": resolved}
 
 
-@cli.command("run", context_settings=CONTEXT)
-@PATTERN_FILES
-@click.option("-i", "--input", "input_", default="-", show_default=True, metavar="PATH",
-              help="Input: '-' for stdin, a file, or kafka://HOST:PORT/TOPIC?group=G&from=earliest.")
-@click.option("-o", "--output", default="-", show_default=True, metavar="PATH",
-              help="Output of composite events: '-' for stdout, a file, or kafka://HOST:PORT/TOPIC.")
-@click.option("--format", "fmt", type=click.Choice(["jsonl", "csv"]), default="jsonl", show_default=True,
-              help="Input format: JSON lines, or CSV with a header row (numeric-looking cells are numbers).")
-@click.option("--type-field", default="type", show_default=True, help="Field holding the event type.")
-@click.option("--time-field", default="ts", show_default=True, help="Field holding the event time.")
-@click.option("--time-unit", type=click.Choice(list(TIME_UNITS)), default="s", show_default=True,
-              help="Unit of numeric event times (ISO-8601 strings are converted to it).")
-@click.option("--op-field", default="op", show_default=True,
-              help="Field holding the op: '+' insert (default) or '-' retract.")
-@click.option("--lateness", default=None, metavar="DURATION",
-              help="Allowed disorder, e.g. '5 s', '2min', '10' (timestamp units). Default 0.")
-@click.option("--late-output", default=None, metavar="PATH", help="Write late records here.")
-@click.option("--on-error", type=click.Choice(["fail", "skip"]), default="fail", show_default=True,
-              help="On a bad record: stop with status 3, or report it and go on.")
-@click.option("--errors", default=None, metavar="PATH",
-              help="With --on-error skip: write bad records and reasons here (default stderr).")
-@click.option("--checkpoint", default=None, metavar="PATH",
-              help="Save progress here and resume from it when it exists (same patterns and options).")
-@click.option("--checkpoint-every", default=10_000, show_default=True, type=click.IntRange(min=1),
-              metavar="N", help="Checkpoint every N records.")
-@click.option("--checkpoint-interval", default=10.0, show_default=True, type=click.FloatRange(min=0),
-              metavar="SECONDS", help="Checkpoint at least this often (0: only by records and at exit).")
-@click.option("-q", "--quiet", is_flag=True, help="No end-of-run summary on stderr.")
-@click.option("--no-progress", is_flag=True, help="No progress bar.")
-@click.option("--idle-advance", default=None, metavar="DURATION",
-              help="When no record has arrived for this long (wall clock), advance the watermark to "
-                   "the current time minus the lateness, deciding pending matches (for event times "
-                   "that follow the wall clock). Default: never.")
-@click.option("--workers", default=1, show_default=True, type=click.IntRange(min=1), metavar="N",
-              help="Worker processes, each running its share of the patterns' partition keys (file input only). "
-                   "1: one process.")
-# test hooks (hidden; the checkpoint and Kafka tests stop or "crash" a run mid-stream with them)
-@click.option("--test-stop-after", type=click.IntRange(min=1), default=None, hidden=True, metavar="N")
-@click.option("--test-crash-at-stop", is_flag=True, hidden=True)
-def run_cmd(patterns, input_, output, fmt, type_field, time_field, time_unit, op_field, lateness,
-            late_output, on_error, errors, checkpoint, checkpoint_every, checkpoint_interval, quiet,
-            no_progress, idle_advance, workers, test_stop_after, test_crash_at_stop) -> None:
-    """Run the patterns of PATTERNS over the input; write every match as a JSON line.
+def run_options(params: dict[str, Any]) -> Any:
+    """``cep.commands.run.RunOptions`` of ``run_cmd``'s parameters (both readings of the command line)."""
+    from cep.commands.run import RunOptions
 
-    Several pattern files (and several patterns in one file) run together over
-    one pass of the input.  Exit status: 0 ok, 2 pattern error, 3 bad input
-    record (the message names its line), 1 other errors.
-    """
-    from cep.commands.run import RunOptions, run
-
-    opts = RunOptions(
-        patterns=list(patterns), input=input_, output=output, fmt=fmt, type_field=type_field,
-        time_field=time_field, time_unit=time_unit, op_field=op_field, lateness=lateness,
-        late_output=late_output, on_error=on_error, errors=errors, checkpoint=checkpoint,
-        checkpoint_every=checkpoint_every, checkpoint_interval=checkpoint_interval, quiet=quiet,
-        progress=not no_progress, test_stop_after=test_stop_after,
-        test_crash_at_stop=test_crash_at_stop, idle_advance=idle_advance, workers=workers,
+    p = params
+    return RunOptions(
+        patterns=list(p["patterns"]), input=p["input_"], output=p["output"], fmt=p["fmt"],
+        type_field=p["type_field"], time_field=p["time_field"], time_unit=p["time_unit"],
+        op_field=p["op_field"], lateness=p["lateness"], late_output=p["late_output"], on_error=p["on_error"],
+        errors=p["errors"], checkpoint=p["checkpoint"], checkpoint_every=p["checkpoint_every"],
+        checkpoint_interval=p["checkpoint_interval"], quiet=p["quiet"], progress=not p["no_progress"],
+        test_stop_after=p["test_stop_after"], test_crash_at_stop=p["test_crash_at_stop"],
+        idle_advance=p["idle_advance"], workers=p["workers"],
     )
-    sys.exit(run(opts, sys.stderr))
 
 
-@cli.command("check", context_settings=CONTEXT)
-@PATTERN_FILES
-def check_cmd(patterns) -> None:
-    """Validate pattern files; print each pattern's summary (status 2 on errors)."""
-    from cep.commands.check import run_check
-
-    sys.exit(run_check(list(patterns), sys.stdout, sys.stderr))
-
-
-@cli.command("explain", context_settings=CONTEXT)
-@PATTERN_FILES
-@click.option("--format", "fmt", type=click.Choice(["text", "json", "dot"]), default="text",
-              show_default=True, help="Output format of the plan.")
-@click.option("--generated", is_flag=True,
-              help="Also print the source of every function generated for the patterns (text, json).")
-def explain_cmd(patterns, fmt, generated) -> None:
-    """Print each pattern's compiled query, its join-tree plan and the physical plan that runs."""
-    from cep.commands.explain import run_explain
-
-    sys.exit(run_explain(list(patterns), fmt, sys.stdout, sys.stderr, generated))
-
-
-@cli.command("patterns", context_settings=CONTEXT)
-@click.argument("name", required=False)
-def patterns_cmd(name) -> None:
-    """List the shipped patterns, or print the pattern NAME (to read, or to copy and adapt).
-
-    Run a shipped pattern by its name: cep run card_testing -i txns.jsonl
-    """
-    from cep import patterns as shipped
-
-    if name is None:
-        available = shipped.names()
-        width = max(map(len, available))
-        for n in available:
-            click.echo(f"{n:<{width}}  {shipped.summary(n)}")
-        click.echo(f"\n{len(available)} shipped patterns in {shipped.path(available[0]).parent}\n"
-                   "print one: cep patterns NAME; run one: cep run NAME -i INPUT")
-        sys.exit(EXIT_OK)
-    try:
-        click.echo(shipped.text(name), nl=False)
-    except KeyError:
-        from cep.lang.suggest import hint
-
-        raise click.ClickException(f"no shipped pattern '{name}'{hint(name, shipped.names())}; "
-                                   "`cep patterns` lists them") from None
-    sys.exit(EXIT_OK)
-
-
-@cli.command("spark", context_settings={**CONTEXT, "ignore_unknown_options": True,
-                                        "allow_extra_args": True, "help_option_names": []})
-@click.argument("args", nargs=-1, type=click.UNPROCESSED)
-def spark_cmd(args) -> None:
-    """Run patterns on Spark Structured Streaming (needs: pip install 'cep[spark]').
-
-    Arguments are those of the Spark runner; see `cep spark --help` once PySpark is installed.
-    """
-    import importlib.util
-
-    if importlib.util.find_spec("pyspark") is None:
-        raise click.ClickException("cep spark needs PySpark, which is not installed: "
-                                   "pip install 'cep[spark]'")
-    try:
-        from cep.connectors import spark_cli  # type: ignore[import-not-found]
-    except ImportError as e:
-        raise click.ClickException(f"cep spark is not available in this installation: {e}") from None
-    entry = spark_cli.main
-    if isinstance(entry, click.Command):
-        rc = entry.main(args=list(args), prog_name="cep spark", standalone_mode=False)
-    else:
-        rc = entry(list(args))
-    sys.exit(rc or EXIT_OK)
+def _echo_err(text: str) -> None:
+    """``click.echo(text, err=True)``: the line, then a flush."""
+    sys.stderr.write(text + "\n")
+    sys.stderr.flush()
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Console entry point: run the group; map click and unexpected errors to one-line messages."""
+    """Console entry point: a plain ``cep run`` here, anything else through click (``cep.cli_click.main``).
+
+    The plain run maps errors to statuses and messages as click's ``main`` with
+    ``cep.cli_click.main`` around it does: Ctrl-C is "cep: interrupted" (130) after
+    the empty line click prints, a broken output pipe is a quiet status 1, any
+    other error one line (a traceback with ``CEP_DEBUG=1``).
+    """
+    params = plain_run(sys.argv[1:] if argv is None else list(argv))
+    if params is None:
+        from cep.cli_click import main as click_main
+
+        click_main(argv)
+        return
     try:
-        rc = cli.main(args=argv, prog_name="cep", standalone_mode=False)
-    except click.exceptions.Exit as e:
-        rc = e.exit_code
-    except click.ClickException as e:
-        e.show()
-        rc = EXIT_OTHER
-    except click.exceptions.Abort as e:
-        # click turns Ctrl-C (KeyboardInterrupt) into Abort: it is still an interrupt (exit 130)
-        if isinstance(e.__context__, KeyboardInterrupt):
-            click.echo("cep: interrupted", err=True)
-            rc = EXIT_INTERRUPTED
-        else:
-            click.echo("cep: aborted", err=True)
-            rc = EXIT_OTHER
-    except KeyboardInterrupt:
-        click.echo("cep: interrupted", err=True)
-        rc = EXIT_INTERRUPTED
-    except BrokenPipeError:
-        # the reader of our output went away (e.g. `| head`): stop quietly
         try:
-            devnull = os.open(os.devnull, os.O_WRONLY)
-            os.dup2(devnull, sys.stdout.fileno())
-        except OSError:
-            pass
-        rc = EXIT_OTHER
+            from cep.commands.heap import setup_gc
+
+            with setup_gc():  # (what the imports make is kept)
+                from cep.commands.run import run
+            sys.exit(run(run_options(params), sys.stderr))
+        except (EOFError, KeyboardInterrupt) as e:  # click: an empty line, then Abort
+            _echo_err("")
+            if isinstance(e, KeyboardInterrupt):
+                _echo_err("cep: interrupted")
+                rc = EXIT_INTERRUPTED
+            else:
+                _echo_err("cep: aborted")
+                rc = EXIT_OTHER
+        except OSError as e:
+            if e.errno != errno.EPIPE:
+                raise
+            # the reader of our output went away (e.g. `| head`): as click does, no complaint at exit
+            from click.utils import PacifyFlushWrapper
+
+            sys.stdout = PacifyFlushWrapper(sys.stdout)  # type: ignore[assignment]
+            sys.stderr = PacifyFlushWrapper(sys.stderr)  # type: ignore[assignment]
+            rc = EXIT_OTHER
     except SystemExit as e:
         rc = e.code if isinstance(e.code, int) else (EXIT_OK if e.code is None else EXIT_OTHER)
     except Exception as e:  # noqa: BLE001 - no traceback for users, unless asked
         if os.environ.get("CEP_DEBUG"):
             raise
-        click.echo(f"cep: error: {type(e).__name__}: {e}", err=True)
+        _echo_err(f"cep: error: {type(e).__name__}: {e}")
         rc = EXIT_OTHER
+    import gc
+
+    # the run is over and its files closed: the collections of the interpreter's exit would walk every
+    # object the run made (a twentieth of a short run) to free nothing the process needs freed
+    gc.freeze()
     sys.exit(rc if isinstance(rc, int) else EXIT_OK)
+
+
+def __getattr__(name: str) -> Any:
+    """``cep.cli.cli`` and the other click objects (tests and embedders use them), imported when asked for."""
+    if name.startswith("__"):
+        raise AttributeError(name)
+    import cep.cli_click
+
+    try:
+        return getattr(cep.cli_click, name)
+    except AttributeError:
+        raise AttributeError(f"module 'cep.cli' has no attribute {name!r}") from None
 
 
 if __name__ == "__main__":  # pragma: no cover

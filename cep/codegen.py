@@ -11,6 +11,15 @@ repository.  Made here, each generated function gets
   ``pdb``) prints the generated line that failed;
 - an entry in the listing ``cep explain --generated`` prints (``defined_since``).
 
+A source that is one top-level ``def`` (nearly all of them) is compiled when its
+function is first called, not when it is defined (issue 15: ``compile`` was half
+of a short run's set-up, and most update paths, drop paths and output functions
+of a pattern never run on a short stream).  The function handed out is the one
+that runs: its first call compiles the source and gives the function object the
+real code (``__code__``), so every reference to it, kept anywhere, runs the
+compiled code from then on with no indirection.  Until then its ``__code__`` is a
+stub's (``code_of`` gives the real one).
+
 The registry is bounded (``_MAX_KEPT`` sources, oldest dropped first): the
 property tests build thousands of patterns in one process.  This module is a
 base utility with no import from the rest of cep, so every layer may use it.
@@ -20,11 +29,12 @@ from __future__ import annotations
 
 import functools
 import linecache
+import re
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from itertools import count
 from operator import itemgetter
-from types import CodeType
+from types import CodeType, FunctionType
 from typing import Any
 
 _MAX_KEPT = 4096
@@ -54,9 +64,80 @@ def define(label: str, source: str, entry: str, env: dict[str, Any] | None = Non
                 break
         _label_uses[label] = n
     namespace: dict[str, Any] = {} if env is None else env
-    exec(_compiled(source, filename), namespace)  # noqa: S102 - the one place generated code is run
     _remember(filename, label, source)
+    if source.startswith(f"def {entry}(") and _OTHER_TOP_LEVEL.search(source) is None:
+        return _lazy(source, filename, entry, namespace)
+    exec(_compiled(source, filename), namespace)  # noqa: S102 - the one place generated code is run
     return namespace[entry]
+
+
+# a line that starts a top-level statement: a source without one after its first line is one ``def``
+_OTHER_TOP_LEVEL = re.compile(r"\n[^ \t\n]")
+
+
+def _stub(*args: Any, __cep_compile__: Callable[[tuple, dict], Any], **kwargs: Any) -> Any:
+    return __cep_compile__(args, kwargs)
+
+
+# the stub's code, its ``return`` on line 1: a traceback through a first call shows the ``def`` line
+_STUB_CODE = _stub.__code__.replace(co_firstlineno=0)
+_HAS_QUALNAME = hasattr(_STUB_CODE, "co_qualname")  # (Python 3.11)
+
+
+def _lazy(source: str, filename: str, entry: str, namespace: dict[str, Any]) -> Callable:
+    """The function ``entry`` of ``source`` (one ``def``), compiled at its first call.
+
+    Until then it runs a stub that takes any arguments; the stub's one keyword-only
+    default, hidden from callers by its name, is the ``_Pending`` step that compiles
+    the source, executes it in ``namespace`` (default values are evaluated then) and
+    moves the real code and defaults onto this same function object.
+    """
+    names = {"co_name": entry, "co_qualname": entry} if _HAS_QUALNAME else {"co_name": entry}
+    fn = FunctionType(_STUB_CODE.replace(co_filename=filename, **names), namespace, entry)
+    fn.__kwdefaults__ = {"__cep_compile__": _Pending(fn, source, filename, entry, namespace)}
+    namespace[entry] = fn
+    return fn
+
+
+class _Pending:
+    """A generated function's compilation, until its first call (``_lazy``)."""
+
+    __slots__ = ("fn", "source", "filename", "entry", "namespace")
+
+    def __init__(self, fn: FunctionType, source: str, filename: str, entry: str, namespace: dict[str, Any]) -> None:
+        self.fn, self.source, self.filename, self.entry, self.namespace = fn, source, filename, entry, namespace
+
+    def __call__(self, args: tuple, kwargs: dict) -> Any:
+        self.materialize()
+        return self.fn(*args, **kwargs)
+
+    def materialize(self) -> None:
+        fn = self.fn
+        if _pending(fn) is not self:
+            return  # done already (by another thread, or by ``code_of``)
+        namespace, entry = self.namespace, self.entry
+        exec(_compiled(self.source, self.filename), namespace)  # noqa: S102 - the one place generated code is run
+        real = namespace[entry]
+        fn.__code__ = real.__code__
+        fn.__defaults__ = real.__defaults__
+        fn.__kwdefaults__ = real.__kwdefaults__
+        if real.__annotations__:  # (else the stub's: set by the maker of the function, cep.records)
+            fn.__annotations__ = real.__annotations__
+        namespace[entry] = fn  # (the name a recursive or a sibling function looks up: this same object)
+
+
+def _pending(fn: Callable) -> _Pending | None:
+    defaults = getattr(fn, "__kwdefaults__", None)
+    p = defaults.get("__cep_compile__") if defaults else None
+    return p if isinstance(p, _Pending) else None
+
+
+def code_of(fn: Callable) -> CodeType:
+    """The code ``fn`` runs (``fn.__code__``), compiling it now if ``fn`` is a generated function not called yet."""
+    p = _pending(fn)
+    if p is not None:
+        p.materialize()
+    return fn.__code__  # type: ignore[attr-defined]
 
 
 @functools.lru_cache(maxsize=_MAX_KEPT)

@@ -10,16 +10,19 @@ offending source line and a caret under the column.  (A bad input record is
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import field
 
 from cep.lang.ast import Loc
+from cep.records import record
 
 MAX_REPORTED = 50  # diagnostics printed per command; the rest are counted, not shown
 LINE_WINDOW = 120  # characters of a long source line quoted around the column
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Diagnostic:
+    """One problem in a pattern file: where, what, how bad (``format`` renders it for the user)."""
+
     file: str
     loc: Loc
     message: str
@@ -65,7 +68,7 @@ def format_diagnostics(diagnostics: Iterable[Diagnostic], limit: int = MAX_REPOR
     return "\n".join(out)
 
 
-@dataclass
+@record
 class PatternError(Exception):
     """One or more pattern diagnostics; raised by the parser, checker and compiler."""
 

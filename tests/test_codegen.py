@@ -33,9 +33,14 @@ def test_a_traceback_names_the_generated_function_and_prints_its_line():
     text = "".join(traceback.format_exception(info.value))
     assert f'File "<cep card_testing: propagate leaf {leaf}>", line ' in text
     # the failing generated line is printed under it: the leaf's index update (inlined), reading its key
-    frame = next(f for f in traceback.extract_tb(info.tb) if f.filename.startswith("<cep card_testing"))
+    # (the deepest generated frame: a first call passes through the stub's frame, on the ``def`` line)
+    frame = [f for f in traceback.extract_tb(info.tb) if f.filename.startswith("<cep card_testing")][-1]
     assert frame.line and frame.line.startswith(f"k = t{leaf}[")
     assert frame.line in text
+    with pytest.raises(IndexError) as info:
+        rt.apply(leaf, (), 1)  # compiled now: the generated function's frame is the only one
+    frames = [f for f in traceback.extract_tb(info.tb) if f.filename.startswith("<cep card_testing")]
+    assert len(frames) == 1 and frames[0].line.startswith(f"k = t{leaf}[")
 
 
 def test_define_registers_the_source_and_keeps_different_sources_apart():
@@ -48,6 +53,27 @@ def test_define_registers_the_source_and_keeps_different_sources_apart():
     mark = codegen.mark()
     h = codegen.define("test: after the mark", "def h():\n    return 7\n", "h")
     assert codegen.defined_since(mark) == [(h.__code__.co_filename, "def h():\n    return 7\n")]
+
+
+def test_a_generated_function_is_compiled_at_its_first_call(monkeypatch):
+    compiled: list[str] = []
+    real_compile = codegen._compile_once.__wrapped__
+    monkeypatch.setattr(codegen, "_compile_once", lambda src: compiled.append(src) or real_compile(src))
+    env = {"K": 10}
+    src = "def f(x, *rest, y=K, **kw):\n    return (x, rest, y, kw, f is F[0])\n"
+    f = codegen.define("test: lazy", src, "f", env)
+    assert compiled == [] and env["f"] is f  # defined (named, listed) but not compiled
+    assert linecache.getline("<cep test: lazy>", 1).startswith("def f(x")
+    env["K"], env["F"] = 11, [f]  # defaults are evaluated at the first call, like the body's names
+    assert f(1, 2, z=3) == (1, (2,), 11, {"z": 3}, True)
+    assert compiled == [src] and env["f"] is f  # the same object runs the real code from now on
+    assert f.__code__.co_filename == "<cep test: lazy>" and f.__code__.co_varnames[:4] == ("x", "y", "rest", "kw")
+    assert f(4, y=5) == (4, (), 5, {}, True) and compiled == [src]
+    g = codegen.define("test: lazy code", "def g(a, b):\n    s = a + b\n    return s\n", "g")
+    assert codegen.code_of(g).co_varnames == ("a", "b", "s") and g(1, 2) == 3
+    # a source with more than the one def runs at once, as before
+    h = codegen.define("test: eager", "X = []\ndef h():\n    return X\nX.append(1)\n", "h")
+    assert h.__code__.co_varnames == () and h() == [1]
 
 
 def test_explain_generated_prints_every_generated_function():

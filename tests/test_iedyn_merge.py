@@ -15,6 +15,7 @@ from strategies import Case, cases
 from test_engine_properties import PROFILE, check_case
 from test_expiry_properties import expiry_cases
 
+from cep import codegen
 from cep.runtime import iedyn
 
 
@@ -31,7 +32,7 @@ def test_the_threshold_reaches_the_generated_code():
 
     cp = compile_text("PATTERN p SEQ(A a, B b, C c) PARTITION BY s WITHIN 5\n")[0]
     rt = iedyn.PatternRuntime(physical_plan(plan_pattern(cp)))
-    assert any("runs" in f.__code__.co_varnames for f in rt._batches.values())
+    assert any("runs" in codegen.code_of(f).co_varnames for f in rt._batches.values())
 
 
 @settings(settings.get_profile(PROFILE))

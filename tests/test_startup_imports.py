@@ -14,9 +14,11 @@ import sys
 
 from cephelp import PATTERNS, ROOT
 
-# what a JSON-lines file run with no checkpoint, no CSV and no idle advance never needs
+# what a JSON-lines file run with no checkpoint, no CSV and no idle advance never needs (click: a plain
+# `cep run` command line is read by cep.cli itself)
 NOT_IMPORTED = ("kafka", "pyspark", "cep.connectors", "cep.io.kafka", "cep.commands.explain",
-                "cep.io.checkpoint", "csv", "queue", "tqdm", "hypothesis", "cep.commands.check", "lark")
+                "cep.io.checkpoint", "csv", "queue", "tqdm", "hypothesis", "cep.commands.check", "lark",
+                "click", "cep.cli_click")
 
 _PROBE = """
 import sys

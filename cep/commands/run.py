@@ -23,10 +23,9 @@ import os
 import sys
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from typing import IO, Any
 
-from cep.commands.heap import stream_gc, tune_heap
+from cep.commands.heap import setup_gc, stream_gc, tune_heap
 from cep.errors import BatchInterrupted, LateEventError, PatternError, UnknownRetractionError
 from cep.exit_codes import EXIT_OK, EXIT_OTHER, EXIT_PATTERN, EXIT_RECORD, EXIT_SIMULATED_CRASH
 from cep.io.paths import PathClash, Role, check_checkpoint_path, check_roles
@@ -53,6 +52,7 @@ from cep.io.writers import (
     open_sink,
     raw_line,
 )
+from cep.records import record
 from cep.units import check_time_unit, parse_duration
 
 TICK = 256  # records between housekeeping checks
@@ -71,7 +71,7 @@ def parse_lateness(text: str, time_unit: str = "s") -> int | float:
         raise RunError(str(e)) from None
 
 
-@dataclass
+@record
 class RunOptions:
     """Everything ``cep run`` takes (docs/language.md section 6, plus checkpoints from issue 5)."""
 
@@ -697,7 +697,8 @@ def run(opts: RunOptions, err: IO[str] | None = None) -> int:
         r.notes.append(note)
     try:
         try:
-            r.setup()
+            with setup_gc():
+                r.setup()
         except PatternError as e:
             err.write(str(e) + "\n")
             return EXIT_PATTERN

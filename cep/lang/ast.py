@@ -9,40 +9,25 @@ Nodes have ``__slots__`` and an ``__init__`` that stores each field through its
 slot (``frozen_record``): the ``__init__`` that ``dataclass(frozen=True)`` generates calls
 ``object.__setattr__`` once per field, and building the nodes and locations of
 10,000 patterns was a third of ``cep check``'s parse (issue 12).  Equality,
-hashing and immutability are the frozen dataclass's own.
+hashing and immutability are the frozen dataclass's own; the classes are made by
+``cep.records.record``, which compiles their methods at first use (issue 15: making
+them with ``dataclass`` was a tenth of a short ``cep run``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import MISSING, dataclass, field, fields
+from dataclasses import field, fields
 from typing import Any, NamedTuple, TypeVar
+
+from cep.records import record
 
 _T = TypeVar("_T")
 
 
 def frozen_record(cls: type[_T]) -> type[_T]:
-    """``dataclass(frozen=True, slots=True)`` whose ``__init__`` sets the slots directly."""
-    cls = dataclass(frozen=True, slots=True)(cls)
-    params: list[str] = []
-    stores: list[str] = []
-    env: dict[str, Any] = {}
-    for f in fields(cls):  # type: ignore[arg-type]
-        if f.default_factory is not MISSING:
-            raise TypeError(f"{cls.__name__}.{f.name}: a default factory needs the generated __init__")
-        env[f"_set_{f.name}"] = cls.__dict__[f.name].__set__  # the slot's own setter: no __setattr__
-        if f.default is MISSING:
-            params.append(f.name)
-        else:
-            env[f"_d_{f.name}"] = f.default
-            params.append(f"{f.name}=_d_{f.name}")
-        stores.append(f"    _set_{f.name}(self, {f.name})\n")
-    namespace: dict[str, Any] = {}
-    exec(f"def __init__(self, {', '.join(params)}):\n{''.join(stores)}", env, namespace)  # noqa: S102
-    init = namespace["__init__"]
-    init.__qualname__ = f"{cls.__qualname__}.__init__"
-    cls.__init__ = init  # type: ignore[misc]
-    return cls
+    """``dataclass(frozen=True, slots=True)``, made by ``cep.records.record`` (its ``__init__`` sets the slots directly)."""
+    return record(cls, frozen=True, slots=True)
 
 
 def slot_setters(cls: type) -> list[tuple[str, Callable[[Any, Any], None]]]:

@@ -12,10 +12,9 @@ iterative, so a long ``a AND b AND ...`` chain cannot exhaust the stack.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from cep.lang import ast
 from cep.lang.suggest import hint
+from cep.records import record
 
 AGGREGATES = ("count", "sum", "avg", "min", "max", "first", "last")
 """Kleene-plus aggregate functions (docs/language.md section 7, Repetition); no other function exists."""
@@ -28,7 +27,7 @@ STRATEGIES = ("skip_till_any_match", "skip_till_next_match", "strict_contiguity"
 """Event-selection strategies of ``USING`` (docs/language.md section 7, Strategies)."""
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Issue:
     """One problem found in a pattern; ``phase2`` marks a not-supported-yet construct."""
 

@@ -15,12 +15,13 @@ events, and each match names its events.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 from cep.lang import ast
 from cep.lang.ast import frozen_record
 from cep.lang.printer import format_expr
+from cep.records import record
 
 ID_ATTR = "#"
 TIME_ATTR = "ts"
@@ -40,7 +41,7 @@ class Variable:
         return tuple(dict.fromkeys(a for a, _ in self.refs))
 
 
-@dataclass
+@record
 class Atom:
     """The relation of one event alias: its type, its variables, its pushed-down filter."""
 
@@ -60,7 +61,7 @@ class Atom:
         return self.vars[-1]
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Bound:
     """``sort_var op scale * other + offset``: a linear predicate solved for one variable."""
 
@@ -80,7 +81,7 @@ class Bound:
         return self.scale * other_value + self.offset
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Linear:
     """``sum(coef * var) + const  op  0`` over exactly two variables."""
 
@@ -108,7 +109,7 @@ class Linear:
         return Bound(var, op, other, scale, offset)
 
 
-@dataclass
+@record
 class Predicate:
     """A theta predicate over two or more variables (conditions are 3-valued: docs/language.md section 2)."""
 
@@ -138,7 +139,7 @@ class Predicate:
         return tuple(dict.fromkeys(v.split(".", 1)[0] for v in self.vars))
 
 
-@dataclass
+@record
 class EmitSpec:
     """One output field: ``name`` and a function of the match's events in atom order.
 
@@ -155,7 +156,7 @@ class EmitSpec:
     slot: int | None = None  # a bare aggregate item: the match's aggregate slot (docs/language.md section 7, Repetition)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Aggregate:
     """One aggregate a pattern reads from a repeated alias (docs/language.md section 7, Repetition), a slot of the match.
 
@@ -170,7 +171,7 @@ class Aggregate:
     text: str
 
 
-@dataclass
+@record
 class Gap:
     """A gap element (docs/language.md section 7): an anti-join (NOT) or a range aggregate
     (Kleene plus, origin ``kleene``: the qualifying events are x's list, the match
@@ -215,7 +216,7 @@ class Gap:
         return "middle"
 
 
-@dataclass
+@record
 class CompiledPattern:
     """A pattern compiled to a GCQ, ready for the planner."""
 

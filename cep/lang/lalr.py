@@ -18,7 +18,7 @@ are Lark's exceptions as before.  What runs here:
   reads;
 - the shift/reduce loop over Lark's own tables, a chain of ``?rule: other``
   reductions resolved by one cached look-up, and at each other reduction a
-  generated reducer for that rule (``cep.codegen``: ``<cep parser: reducers>``
+  generated reducer for that rule (``cep.codegen``: ``<cep parser: reducer N (rule)>``
   in tracebacks) that takes its children off the stack, shapes them the way
   Lark's tree builder would have (anonymous tokens filtered out, ``_rule``
   lists spliced into their parent) and calls the builder's action for the rule
@@ -324,17 +324,36 @@ class TableParser:
         self._chains: list[dict[str, int] | None] = [None] * (len(self._acts) * len(self._rules))
         self._start: dict[str, int] = tables.START
         self._end: dict[str, int] = tables.END
-        names = ", ".join(f"a{r}" for r in range(len(self._rules)))
-        source = (
-            f"def reducers(actions, B, T, L, C, EL, E, deepest, MAXD):\n    {names}, = actions\n"
-            + "".join(_reducer_source(r, rule, self._inline[r]) for r, rule in enumerate(self._rules)
-                      if not rule.unit)
-            + "    return [" + ", ".join("None" if rule.unit else f"r{r}" for r, rule in enumerate(self._rules))
-            + "]\n"
-        )
-        self._reducers: Callable[..., list] = codegen.define(
-            "parser: reducers", source, "reducers", self._env
-        )
+        # one factory per rule that is not a unit: (its action, the parse's lists) -> its reducer; each is
+        # compiled at its first call (cep.codegen), so a process compiles the reducers of the rules its
+        # texts use (issue 15: compiling all of them was 13% of a 13-record `cep run`)
+        self._factories: list[Callable[..., Callable] | None] = [
+            None if rule.unit else codegen.define(
+                f"parser: reducer {r} ({rule.name})",
+                f"def make(a{r}, B, T, L, C, EL, E, deepest, MAXD):\n"
+                + _reducer_source(r, rule, self._inline[r]) + f"    return r{r}\n",
+                "make", self._env)
+            for r, rule in enumerate(self._rules)
+        ]
+
+    def _reducers(self, actions: list, *lists: Any) -> list[Callable | None]:
+        """The parse's reducers by rule (None: a unit rule), each made at its rule's first reduction.
+
+        ``lists``: the builder, its token lists, ``deepest`` and the deepest depth, which
+        every reducer of the parse shares (the factories' parameters after the action).
+        """
+        red: list[Callable | None] = [None] * len(self._factories)
+
+        def later(r: int, make: Callable[..., Callable]) -> Callable:
+            def first(vs: list, i: int) -> Any:
+                fn = red[r] = make(actions[r], *lists)
+                return fn(vs, i)
+            return first
+
+        for r, make in enumerate(self._factories):
+            if make is not None:
+                red[r] = later(r, make)
+        return red
 
     def lex(self, text: str, builder: Any) -> list[str]:
         """The kinds of ``text``'s tokens then ``$END``; the builder gets the tokens' lists (``Rejected``: not all tokens).

@@ -10,10 +10,10 @@ during enumeration.  ``cep explain`` prints the result.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 
 from cep.plan.gyo import reduce_gcq
 from cep.plan.model import Plan
+from cep.records import record
 
 Q_HIERARCHICAL = "q-hierarchical"
 FREE_CONNEX = "free-connex"
@@ -21,7 +21,7 @@ ACYCLIC = "acyclic"
 CYCLIC = "cyclic with residuals"
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class QueryClass:
     name: str  # one of the four constants above
     update: str  # per-update time bound

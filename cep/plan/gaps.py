@@ -33,12 +33,11 @@ column per aggregated attribute.  Its check is
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from cep.lang.gcq import CompiledPattern, Gap
+from cep.records import record
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class GapIndexSpec:
     """One sorted index of gap-type events: which events, keyed how."""
 
@@ -50,7 +49,7 @@ class GapIndexSpec:
     kleene: bool = False
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class GapPlan:
     """The check of one gap element: its index and whether candidates are scanned."""
 
@@ -123,7 +122,7 @@ def gap_window_text(g: Gap, cp: CompiledPattern, within_text: str) -> str:
     return f"{lo}, {hi}"
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Decision:
     """When a match of a pattern with gap elements is decided, and by which of its events.
 

@@ -18,7 +18,9 @@ get the tree shape the runtime wants (later elements guard earlier ones).
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
+
+from cep.records import record
 
 
 class CyclicQuery(Exception):
@@ -34,7 +36,7 @@ class CyclicQuery(Exception):
         )
 
 
-@dataclass
+@record
 class TNode:
     """A node of a (not yet binary) GJT: a leaf (``atom`` set) or a hyperedge."""
 
@@ -45,7 +47,7 @@ class TNode:
     parent: int | None = None
 
 
-@dataclass
+@record
 class Tree:
     """A GJT pair (T, N) over plain sets: ``nodes[root]`` is the root, ``connex`` is N."""
 
@@ -74,7 +76,7 @@ class Tree:
         return out
 
 
-@dataclass
+@record
 class Reduction:
     """The outcome of the two-stage reduction (thesis Theorem 6)."""
 

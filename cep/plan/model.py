@@ -14,12 +14,13 @@ the two cannot disagree.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 
 from cep.lang.gcq import Bound, CompiledPattern
+from cep.records import record
 
 
-@dataclass
+@record
 class PlanNode:
     id: int
     vars: tuple[str, ...]
@@ -34,7 +35,7 @@ class PlanNode:
         return self.atom is not None
 
 
-@dataclass
+@record
 class Plan:
     pattern: CompiledPattern
     nodes: list[PlanNode]
@@ -79,7 +80,7 @@ class Plan:
         return order
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class IndexSpec:
     """How one node's relation is indexed for probes from one side.
 

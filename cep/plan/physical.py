@@ -20,14 +20,15 @@ engine builds its gap indexes and checks from them.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 from cep.lang.gcq import TIME_ATTR, Bound, CompiledPattern
 from cep.plan.gaps import GapIndexSpec, GapPlan, plan_gaps
 from cep.plan.model import IndexSpec, Plan, enumeration_index, sibling_index
+from cep.records import record
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class IndexUse:
     """One index of a node as the runtime builds it.
 
@@ -45,7 +46,7 @@ class IndexUse:
     numeric: bool = False
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class PhysicalNode:
     id: int
     vars: tuple[str, ...]
@@ -62,7 +63,7 @@ class PhysicalNode:
     keeps_gmr: bool  # rho_n is kept as a dict (the root; every node for the thesis tests)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class PhysicalPlan:
     pattern: CompiledPattern
     logical: Plan

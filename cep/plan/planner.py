@@ -20,20 +20,21 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 
 from cep.lang.gcq import CompiledPattern, Predicate, Variable
 from cep.plan.binarize import normalise
 from cep.plan.classify import classify_plan
 from cep.plan.gyo import Reduction, Tree, reduce_gcq
 from cep.plan.model import Plan, PlanNode
+from cep.records import record
 from cep.values import canon
 
 # usefulness classes for keeping a predicate in the tree (lower is kept first)
 _ORIGIN_RANK = {"equality": 0, "seq": 1, "within": 2, "where": 3, "span": 9}
 
 
-@dataclass
+@record
 class GJTPair:
     """The planner's result on plain sets: the tree, N, and the residual predicates."""
 

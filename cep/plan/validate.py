@@ -17,13 +17,13 @@ so tests (and ``cep explain --check``-style debugging) can trust a plan:
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 
 from cep.plan.gyo import Tree
 from cep.plan.model import Plan
+from cep.records import record
 
 
-@dataclass
+@record
 class _N:
     vars: frozenset[str]
     atom: int | None
