@@ -264,6 +264,7 @@ class _Run:
         decode = make_decoder(o.type_field, o.time_field, o.time_unit, o.op_field)
         if o.fmt == "csv":
             decode = csv_decoder(decode)
+        many = getattr(decode, "many", None)  # JSON lines: a batch's regular records in one call
         eng = self.engine
         push_batch = eng.push_batch
         out = self.sinks["output"]
@@ -341,6 +342,7 @@ class _Run:
         else:
             batches = src.partitioned_batches()
             clock = src.clock
+            many = None  # each record's time moves its partition's clock: one at a time
             observe = clock.observe
             lateness = eng.lateness
             if clock.low is not None:
@@ -386,10 +388,14 @@ class _Run:
                                 flush()
                         continue
                 n0 = nout
-                evs: list = []
-                append = evs.append
                 lo, n_lo = 0, n  # where the run of events ``evs`` starts in the batch (``apply``)
-                for j, (pos, raw) in enumerate(batch):
+                # the leading records of the decoder's fast path in one call (``decode.many``);
+                # the first other record (slow path, bad, blank) and those after it one at a time
+                evs = many(batch) if many is not None else []
+                append = evs.append
+                k = len(evs)
+                n += k
+                for j, (pos, raw) in enumerate(batch[k:] if k else batch, k):
                     n += 1
                     try:
                         ev = decode(pos, raw)
