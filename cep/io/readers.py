@@ -22,7 +22,7 @@ import sys
 from collections.abc import Callable, Iterator
 from io import BytesIO
 from itertools import islice
-from typing import IO, Any
+from typing import IO, Any, Protocol
 
 import orjson
 
@@ -146,12 +146,22 @@ def _check_scalars(rec: dict) -> None:
             raise BadRecord(f"attribute {k!r} is not a scalar (number, string, boolean or null)")
 
 
+class Decoder(Protocol):
+    """What ``make_decoder`` returns: ``decode(pos, raw) -> Event`` for one record, and
+    ``decode.many(batch)``: the Events of the batch's leading records that need no more than the
+    common case (possibly none; the caller decodes the rest one at a time)."""
+
+    many: Callable[[list[tuple[str, Any]]], list[Event]]
+
+    def __call__(self, pos: str, raw: Any) -> Event: ...
+
+
 def make_decoder(
     type_field: str = "type",
     time_field: str = "ts",
     time_unit: str = "s",
     op_field: str = "op",
-) -> Callable[[str, Any], Event]:
+) -> Decoder:
     """``decode(pos, raw) -> Event`` for raw = JSON line bytes or an already-parsed dict.
 
     Raises ``BadRecord`` for: invalid JSON, not an object, a nested value, a
@@ -263,7 +273,7 @@ def make_decoder(
         return out
 
     decode.many = decode_many  # type: ignore[attr-defined]
-    return decode
+    return decode  # type: ignore[return-value]
 
 
 # ---------------------------------------------------------------------------
@@ -572,7 +582,13 @@ class BadRow:
         self.text = text
 
 
-def csv_decoder(decode: Callable[[str, Any], Event]) -> Callable[[str, Any], Event]:
+def no_fast_path(batch: list[tuple[str, Any]]) -> list[Event]:
+    """A decoder's ``many`` where no record takes a batch path (every record goes through the
+    decoder itself): CSV rows, and the run loop's partitioned input (a clock per record)."""
+    return []
+
+
+def csv_decoder(decode: Decoder) -> Decoder:
     """Wrap ``decode`` so a ``BadRow`` from ``CsvSource`` becomes a ``BadRecord``."""
 
     def decode_csv(pos: str, raw: Any) -> Event:
@@ -580,7 +596,8 @@ def csv_decoder(decode: Callable[[str, Any], Event]) -> Callable[[str, Any], Eve
             raise BadRecord(raw.reason)
         return decode(pos, raw)
 
-    return decode_csv
+    decode_csv.many = no_fast_path  # type: ignore[attr-defined]
+    return decode_csv  # type: ignore[return-value]
 
 
 def open_source(spec: str, fmt: str = "jsonl"):
@@ -625,12 +642,12 @@ def parse_only(
     decode = make_decoder(type_field, time_field, time_unit, op_field)
     if fmt == "csv":
         decode = csv_decoder(decode)
-    many = getattr(decode, "many", None)  # JSON lines: the run loop's batch path, as there
+    many = decode.many  # the run loop's batch path, as there
     n = 0
     take = src.take
     try:
         while batch := take(BATCH):
-            k = len(many(batch)) if many is not None else 0
+            k = len(many(batch))
             n += k
             for pos, raw in batch[k:] if k else batch:
                 try:
