@@ -131,7 +131,7 @@ def _expire_inline(src: _Source, eng: Engine) -> None:
     w = eng._windows[qi]
     q, heap, oldest = src.name("Q", eng._in_order[qi]), src.name("HP", eng._expiry[qi]), src.name("OLDEST", eng._oldest)
     src.env["inf"] = math.inf
-    held = qmask | qmask << eng._shift if eng.share is not None else qmask  # with the shadow bits
+    held = qmask | qmask << eng._shift if eng._shadowed else qmask  # with the shadow bits
     src.add(3, f"_lim = wm - {w!r}", f"if {oldest}[{qi}] < _lim:")
     src.add(4, f"if {heap} or not {q} or {q}[0][0] >= _lim or len({q}) > 1 and {q}[1][0] < _lim:",
             "    expire(wm)", "else:")
