@@ -260,9 +260,11 @@ def make_decoder(
                     break
             if not regular:
                 break
-            op = rec.pop(op_field, "+")
-            if op != "+" and op != "-":
-                break
+            op = "+"
+            if op_field in rec:  # most records have none: no call
+                op = rec.pop(op_field)
+                if op != "+" and op != "-":
+                    break
             ev = _new(Event)
             ev.type = typ
             ev.ts = ts
