@@ -31,6 +31,7 @@ def _handler_source(text: str, etype: str) -> str:
 
 def test_the_card_testing_handler_reads_amount_once_and_builds_one_leaf_tuple():
     src = _handler_source(CARD, "Txn")
+    src = src[src.index("s = _serial"):]  # the insert (the inline expiry before it builds its own tuple)
     assert src.count("f.get('amount')") == 1  # three filters, one read
     assert src.count("< 100") == 1  # s1's and s2's filter is the same test
     assert src.count("t = (") == 1  # s1, s2 and big share the tuple (ts, card, serial)
@@ -146,3 +147,27 @@ def test_each_types_inlined_filter_keeps_its_own_constants():
     rows = [("A", 0), ("B", 1), ("A", 0), ("B", 0), ("A", 1)]
     outs = eng.push_batch([Event(t, i, {"x": x}, str(i)) for i, (t, x) in enumerate(rows, 1)])
     assert [o.pattern for o in outs] == ["p0", "p1", "p0"]
+
+
+MIXED = """PATTERN mixed
+  SEQ(T a, T b, U c)
+  WHERE a.x = b.y AND b.y = c.y
+  WITHIN 10
+  EMIT a.x AS x, b.ts AS bt, c.ts AS ct
+"""
+
+
+def test_the_inline_expiry_of_an_entry_without_a_leaf_tuple_keeps_the_pushed_event():
+    """T's atoms have different leaf tuples, so T's queue entries carry none and the batch loop's
+    inline expiry reads the expired event into ``e``: the U event pushed at that watermark move
+    must still be the one inserted (and match)."""
+    mark = codegen.mark()
+    eng = Engine(compile_text(MIXED))
+    (src,) = [s for name, s in codegen.defined_since(mark) if name.startswith("<cep engine: push a batch (")]
+    assert "append((ts, s, None))" in src and "_kept = e" in src
+    evs = [Event("T", 1, {"x": 7, "y": 9}, "1"), Event("T", 3, {"x": 1, "y": 8}, "2"),
+           Event("T", 4, {"x": 5, "y": 1}, "3"), Event("U", 12, {"y": 1}, "4")]
+    outs = eng.push_batch(evs)  # U's move (watermark 12, limit 2) expires T@1 alone: the inline path
+    assert [(o.op, o.match) for o in outs] == [("+", {"x": 1, "bt": 4, "ct": 12})]
+    assert outs[0].id == match_id("mixed", ("2", "3", "4"))
+    assert eng.stats["expired"] == 1 and eng.retained_events == 3

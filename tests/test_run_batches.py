@@ -223,3 +223,36 @@ def test_cep_run_batched_equals_one_record_per_batch(case, bad_at, batch):
     one = _run_files(case, lines, 1)
     assert one[0] == 0, one[4]
     assert _run_files(case, lines, batch) == one
+
+
+def _loop_run(pattern: str, lines: list[bytes]) -> tuple[runner._Run, bytes]:
+    """``cep run``'s set-up and loop (in this process) over ``lines``: the run (its engine) and
+    the output written."""
+    with tempfile.TemporaryDirectory() as d:
+        p = Path(d)
+        (p / "in.jsonl").write_bytes(b"".join(lines))
+        r = runner._Run(runner.RunOptions(patterns=[pattern], input=str(p / "in.jsonl"),
+                                          output=str(p / "out.jsonl"), quiet=True), io.StringIO())
+        try:
+            r.setup()
+            assert r.loop() == 0
+            r.finish()
+        finally:
+            r.close()
+        return r, (p / "out.jsonl").read_bytes()
+
+
+def test_the_end_of_input_decides_pending_matches_and_expires_nothing_else():
+    """At the end of a bounded input the watermark moves to +infinity only to decide pending
+    matches: with none pending, the retained events stay (expiring them all would only cost
+    time: nothing reads them after the loop), and the output is the same."""
+    card = [b'{"type":"Txn","ts":%d,"card":"c","amount":%d}\n' % (t, a) for t, a in ((1, 10), (2, 20), (3, 500))]
+    r, out = _loop_run(CARD, card)
+    assert len(out.splitlines()) == 1 and r.outputs == 1
+    assert r.engine.retained_events == 3 and r.engine.stats["expired"] == 0
+    orders = [b'{"type":"Order","ts":1,"order_id":7,"customer":"x"}\n',
+              b'{"type":"Order","ts":2,"order_id":8,"customer":"y"}\n',
+              b'{"type":"Shipment","ts":3,"order_id":8}\n']
+    r, out = _loop_run(str(PATTERNS / "unshipped_orders.pattern"), orders)
+    assert [orjson.loads(x)["match"]["order_id"] for x in out.splitlines()] == [7]  # decided at the end
+    assert r.outputs == 1 and r.engine.pending_count() == 0

@@ -109,9 +109,41 @@ def _watermark_move(src: _Source, eng: Engine) -> None:
     if eng._decided:
         src.add(3, "if wm > eng._decide_at or (wm == eng._decide_at and not eng._decide_strict):",
                 "    outs += eng._decide()")
+    if len(eng._windowed) == 1 and not eng._gap_expiry:
+        _expire_inline(src, eng)
+        return
     due = _due_test(src, eng)
     if due is not None:
         src.add(3, f"if {due}:", "    expire(wm)")
+
+
+def _expire_inline(src: _Source, eng: Engine) -> None:
+    """The expiry of one window (and no gap index) at watermark ``wm``, in the batch loop: when the
+    only due entry is the head of the in-order queue (in-order input: the watermark moves with
+    every event, and one event leaves per move), it leaves here; anything else (several due
+    entries, an out-of-order one in the heap) is ``expire(wm)``'s.
+
+    Why: the call of ``expire`` and its general walk (the due list, both queues scanned) were a
+    fixed cost of nearly every event of an in-order stream.  The event's own variables (``e``,
+    ``ts``) survive: the expired entry's event is read into ``e`` only when the entry carries no
+    leaf tuple, and ``e`` is restored after."""
+    (qi, ri, qmask), = eng._windowed
+    w = eng._windows[qi]
+    q, heap, oldest = src.name("Q", eng._in_order[qi]), src.name("HP", eng._expiry[qi]), src.name("OLDEST", eng._oldest)
+    src.env["inf"] = math.inf
+    held = qmask | qmask << eng._shift if eng._shadowed else qmask  # with the shadow bits
+    src.add(3, f"_lim = wm - {w!r}", f"if {oldest}[{qi}] < _lim:")
+    src.add(4, f"if {heap} or not {q} or {q}[0][0] >= _lim or len({q}) > 1 and {q}[1][0] < _lim:",
+            "    expire(wm)", "else:")
+    src.add(5, f"_ts, s, t = {q}.popleft()", f"{oldest}[{qi}] = {q}[0][0] if {q} else inf", "m = H.get(s, 0)",
+            f"if m & {held}:")
+    if held != qmask:  # a worker: only the pairs it owns are in its indexes
+        src.add(6, f"if m & {qmask}:")
+        _expire_one(src, eng, ri, qmask, 7, keep="e")
+    else:
+        _expire_one(src, eng, ri, qmask, 6, keep="e")
+    src.add(6, f"m &= {~held}", "if m:", "    H[s] = m", "else:", "    if eng._fp_enabled:", "        eng._unindex_fp(s, E[s])",
+            "    del E[s]", "    del H[s]", "    eng._n_expired += 1")
 
 
 def _due_test(src: _Source, eng: Engine) -> str | None:
@@ -434,11 +466,12 @@ def _expiry(eng: Engine) -> Any:
     return src.define(f"engine: expiry ({_names(eng)})", "expire")
 
 
-def _expire_one(src: _Source, eng: Engine, ri: int, qmask: int, indent: int) -> None:
+def _expire_one(src: _Source, eng: Engine, ri: int, qmask: int, indent: int, keep: str | None = None) -> None:
     """Lines that take the event of serial ``s`` (holder mask ``m``, its queue entry's leaf tuple
     ``t`` or None) out of every atom of pattern ``ri`` holding it: the entry's tuple when it has
     one (the atoms holding the event share it), else each leaf-tuple shape computed (inline) once;
-    each atom's expiry path (``PatternRuntime._drop_of_atom``)."""
+    each atom's expiry path (``PatternRuntime._drop_of_atom``).  ``keep``: a variable holding
+    another event (the batch loop's ``e``), restored after the expired event is read into ``e``."""
     rt = eng.runtimes[ri]
     atoms = [(j, ai) for j, (r, ai) in enumerate(eng._slots) if r == ri and qmask >> j & 1]
     shapes: dict[tuple[str, ...], tuple[str, int, list[str]]] = {}
@@ -447,7 +480,7 @@ def _expire_one(src: _Source, eng: Engine, ri: int, qmask: int, indent: int) -> 
         tv, bits, _lines = shapes.get((*lines, str(null)), (f"t{len(shapes)}", 0, lines))
         shapes[(*lines, str(null))] = (tv, bits | 1 << j, lines)
     tuple_of = {}
-    src.add(indent, "if t is None:", "    e = E[s]", "    f = e.fields")
+    src.add(indent, "if t is None:", *([f"    _kept = {keep}"] if keep else []), "    e = E[s]", "    f = e.fields")
     for tv, bits, lines in shapes.values():
         if bits == qmask:  # every atom of the window has this shape: the event holds one of them
             src.add(indent + 1, *lines, f"{tv} = t")
@@ -456,6 +489,8 @@ def _expire_one(src: _Source, eng: Engine, ri: int, qmask: int, indent: int) -> 
         for j, _ai in atoms:
             if bits >> j & 1:
                 tuple_of[j] = tv
+    if keep:
+        src.add(indent + 1, f"{keep} = _kept")
     src.add(indent, "else:", "    " + " = ".join(tv for tv, _b, _l in shapes.values()) + " = t")
     for j, ai in atoms:
         src.add(indent, f"if m & {1 << j}:", f"    {src.name('drop', rt._drop_of_atom[ai])}({tuple_of[j]})")

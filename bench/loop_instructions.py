@@ -1,0 +1,69 @@
+"""Instructions per record of the `cep run` loop and of its parse-only floor, per checkout (cachegrind).
+
+Why: ``bench.floor_loop`` gives both in CPU time, which on the shared 2-core machine moves by 30-50%
+between rounds; instruction counts do not (they miss cache effects: quote them beside CPU times).
+``bench.engine_instructions`` counts ``push_batch`` alone; this counts what the issue's ratio is
+about: the whole loop of ``cep run`` (read, decode, push, encode, write; the end of input too) and
+``parse_only``.  Each is a child process over the first N records of DATA minus the same child over
+an empty file (start-up, compile), over N; PYTHONHASHSEED=0.
+
+Usage: python -m bench.loop_instructions PATTERN DATA N CHECKOUT [CHECKOUT ...]
+(valgrind on PATH; about a minute per checkout for N = 20,000 on card testing)
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+_CHILD = """
+import io, sys
+mode, pattern, data = sys.argv[1:4]
+if mode == "floor":
+    from cep.io.readers import parse_only
+    parse_only(data)
+else:
+    import cep.commands.run as run
+    run.run(run.RunOptions(patterns=[pattern], input=data, output="/dev/null", quiet=True, progress=False),
+            io.StringIO())
+"""
+
+
+def instructions(checkout: str, mode: str, pattern: str, data: str) -> int:
+    """Instructions of one child process over ``checkout``'s cep."""
+    env = {**os.environ, "PYTHONPATH": os.path.abspath(checkout), "PYTHONHASHSEED": "0"}
+    r = subprocess.run(["valgrind", "--tool=cachegrind", "--cache-sim=no", "--cachegrind-out-file=/dev/null",
+                        sys.executable, "-c", _CHILD, mode, pattern, data],
+                       cwd=os.path.abspath(checkout), env=env, capture_output=True, text=True, check=True)
+    m = re.search(r"I\s+refs:\s+([\d,]+)", r.stderr)
+    if m is None:
+        raise RuntimeError(f"no instruction count in valgrind's output:\n{r.stderr[-2000:]}")
+    return int(m.group(1).replace(",", ""))
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) < 4:
+        print(__doc__.strip().splitlines()[-2], file=sys.stderr)
+        return 2
+    pattern, data, n = os.path.abspath(args[0]), os.path.abspath(args[1]), int(args[2])
+    with tempfile.TemporaryDirectory() as d:
+        head, empty = Path(d) / "head.jsonl", Path(d) / "empty.jsonl"
+        with open(data, "rb") as f, head.open("wb") as g:
+            for _i, line in zip(range(n), f, strict=False):  # the first n lines (or all)
+                g.write(line)
+        empty.write_bytes(b"")
+        for checkout in args[3:]:
+            got = {mode: (instructions(checkout, mode, pattern, str(head))
+                          - instructions(checkout, mode, pattern, str(empty))) / n for mode in ("floor", "loop")}
+            print(f"{checkout}: floor {got['floor']:,.0f} loop {got['loop']:,.0f} instructions/record, "
+                  f"ratio {got['loop'] / got['floor']:.2f} (N={n})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
