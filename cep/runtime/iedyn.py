@@ -28,7 +28,6 @@ negative deltas through a path of its own (``_compile_drop``) and enumerates not
 
 from __future__ import annotations
 
-import operator
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -976,18 +975,16 @@ class PatternRuntime:
             ranged, test = found
             _reads, (lo, lo_incl), (hi, hi_incl) = S.fast_bounds
             env.update(SOURCE_NAMES)
-            # ``fl``: the sibling group when it is a flat map (its range is ``ks[i:j]``), for the walk's
-            # slice form (``_flat_walk_source``); None for a one-entry group or a blocked map
             lines = [*ranged, "if type(g) is tuple:", f"    if not ({test}):", "        return None",
-                     "    us = ((g[1], g[2]),)", "    fl = None",
+                     "    us = ((g[1], g[2]),)",
                      "elif g._blocks is None:", "    ks = g._keys",
                      *[f"    {x}" for x in bisect_source("ks", lo, lo_incl, hi, hi_incl)],
                      "    if i >= j:", "        return None"]
             if merge:
                 lines += [f"    if j - i >= {MERGE_MIN}:", "        us = zip(g._items[i:j], g._weights[i:j])",
                           *[f"        {x}" for x in bulk]]
-            lines += ["    us = zip(g._items[i:j], g._weights[i:j])", "    fl = g", "else:",
-                      f"    us = g.range_items({lo}, {lo_incl}, {hi}, {hi_incl})", "    fl = None"]
+            lines += ["    us = zip(g._items[i:j], g._weights[i:j])", "else:",
+                      f"    us = g.range_items({lo}, {lo_incl}, {hi}, {hi_incl})"]
             if merge:
                 lines += [f"    if len(us) >= {MERGE_MIN}:", *[f"        {x}" for x in bulk]]
         else:
@@ -1052,7 +1049,6 @@ class PatternRuntime:
         # fast call) when it is not; ``dead``: the first position that reached zero, a list of
         # them when there are more
         body = [
-                "    i = -1",
                 "    for u, mu in us:",
                 f"        t = {_tuple_expr('u', n.proj_pos)}",
                 f"        c = {c} * mu",
@@ -1071,40 +1067,14 @@ class PatternRuntime:
                 "            else:",
                 "                dead.append(i)"]
         walk = [*body, *[f"        {x}" for x in more]]
-        # the slice form: when every parent tuple is fixed by its group key and sort key (card
-        # testing's n3 tuple (card, ts) of an ``s2`` (ts, card, serial)), the sibling range's
-        # parent tuples are the parent group's entries with the same sort keys, one each when
-        # the range's keys are distinct: one C comparison of the two key slices proves it, and the
-        # weights change by one ``map`` over the slices instead of a loop step per tuple
-        determined = set(n.proj_pos) <= {*S.own_key_pos, S.sort_pos}
-        if determined and (lean is not None or not more):
-            _reads, (lo, lo_incl), _hi = S.fast_bounds
-            first = "0" if lo is None else f"{'bisect_left' if lo_incl else 'bisect_right'}(pks, {lo})"
-            env["add"], env["sub"] = operator.add, operator.sub
-            fast = [f"    if fl is not None{'' if lean is None else ' and lean'}:",
-                    f"        a = {first}",
-                    "        b = a + j - i",
-                    "        if pks[a:b] == ks[i:j]:",
-                    f"            new = list(map(sub if {c} == -1 else add, pw[a:b], fl._weights[i:j] if {c} == -1 "
-                    f"else [{c} * m for m in fl._weights[i:j]]))",
-                    "            pw[a:b] = new",
-                    "            if 0 in new:",
-                    "                dead = [x for x in range(a, b) if not pw[x]]",
-                    "        else:",
-                    *[f"        {x}" for x in body],
-                    "    else:" if lean is None else "    elif lean:",
-                    *([f"    {x}" for x in body] if lean is not None else [f"    {x}" for x in walk])]
-            if lean is not None:
-                fast += ["    else:", *[f"    {x}" for x in walk]]
-            walk = fast
-        elif lean is not None:
-            walk = ["    if lean:", *[f"    {x}" for x in body], "    else:", *[f"    {x}" for x in walk]]
+        if lean is not None:
+            walk = [f"    if {lean}:", *[f"    {x}" for x in body], "    else:", *[f"    {x}" for x in walk]]
         return [f"gp = {G}.get({_key_expr(t, S.probe_key_pos)})",
                 "if gp is not None and type(gp) is not tuple and gp._blocks is None:",
                 "    pks, pit, pw = gp._keys, gp._items, gp._weights",
+                "    i = -1",
                 "    npk = len(pks)",
                 "    dead = None",
-                *([] if lean is None else [f"    lean = {lean}"]),
                 *walk,
                 "    if dead is not None:",
                 "        if type(dead) is int:",
