@@ -73,8 +73,10 @@ def _matches(rt: iedyn.PatternRuntime) -> Counter:
 
 
 @st.composite
-def streams(draw):
-    """Events in time order with an occasional late one, few keys, equal times, mostly small."""
+def streams(draw, bigs: bool = True):
+    """Events in time order with an occasional late one, few keys, equal times, mostly small
+    (``bigs=False``: no ``big`` at all, so every expiry of an ``s1`` takes the walk that finds
+    the parent entries by sort key)."""
     n = draw(st.integers(3, 40))
     ts = 0
     out = []
@@ -83,7 +85,7 @@ def streams(draw):
         late = draw(st.integers(0, 9)) == 0
         t = max(0, ts - draw(st.integers(1, 6))) if late else ts
         card = draw(st.sampled_from(["a", "a", "a", "b", None]))
-        amount = draw(st.sampled_from([5, 5, 5, 50, 500, 250]))
+        amount = draw(st.sampled_from([5, 5, 5, 50, 500, 250] if bigs else [5, 5, 50, 250]))
         out.append((t, card, amount))
     order = draw(st.permutations(range(n)))
     return out, order
@@ -92,6 +94,18 @@ def streams(draw):
 @settings(max_examples=300, deadline=None)
 @given(streams())
 def test_the_expiry_path_equals_the_update_path_with_minus_one(stream) -> None:
+    _expiry_equals_update(stream)
+
+
+@settings(max_examples=200, deadline=None)
+@given(streams(bigs=False))
+def test_the_expiry_walk_by_sort_key_equals_the_update_path(stream) -> None:
+    """No ``big``: the expiry of an ``s1`` lowers its later ``s2``'s parent weights finding each
+    parent entry by its sort key alone (``_flat_walk_source``), equal times included."""
+    _expiry_equals_update(stream)
+
+
+def _expiry_equals_update(stream) -> None:
     events, order = stream
     drop_rt, prop_rt = _runtime(), _runtime()
     live: dict[int, Event] = {}

@@ -187,11 +187,29 @@ def _filters(src: _Source, entries: list[tuple[int, int, Any, int]], eng: Engine
     conds, env = inlined
     src.env.update(env)
     src.add(1, *(f"{v} = f.get({a!r})" for a, v in reads.items()))
+    conds = _hoist_number_tests(src, conds, list(reads.values()))
     first: dict[str, str] = {}  # condition source -> the variable holding it (s1 and s2: one test)
     for (j, _x), cond in zip(exprs, conds, strict=True):
         out[j] = first.setdefault(cond, f"p{j}")
         if out[j] == f"p{j}":
             src.add(1, "try:", f"    p{j} = {cond}", "except OverflowError:", f"    p{j} = False")
+    return out
+
+
+def _hoist_number_tests(src: _Source, conds: list[str], names: list[str]) -> list[str]:
+    """``conds`` with the number test of an attribute read (``(type(F0) is int or type(F0) is
+    float)``, ``cep.lang.expr``'s guard of a comparison) that several conditions repeat computed
+    once before them, as ``N0``.  Why: card testing's two filters (``amount < 100``, ``amount >
+    400``) spent two thirds of their bytecodes on the same two ``type`` calls; the test is tried
+    float first (event attributes read from JSON are mostly floats), which gives the same truth."""
+    out = list(conds)
+    for v in names:
+        guard = f"(type({v}) is int or type({v}) is float)"
+        if sum(c.count(guard) for c in out) < 2:
+            continue
+        n = "N" + v[1:]
+        src.add(1, f"{n} = type({v}) is float or type({v}) is int")
+        out = [c.replace(guard, n) for c in out]
     return out
 
 

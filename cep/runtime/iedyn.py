@@ -38,6 +38,7 @@ from cep.runtime.sumlist import (
     SOURCE_NAMES,
     SumSortedMap,
     bisect_source,
+    end_test,
     grown_pair,
     incr_source,
     pair_source,
@@ -263,7 +264,7 @@ class NodeIndex:
                 f"        raise KeyError({t})",
                 f"    {G}[k] = (sk, {t}, {c})",
                 "elif type(g) is tuple:",
-                f"    if g[0] == sk and g[1] == {t}:",
+                f"    if g[1] is {t} or g[0] == sk and g[1] == {t}:",
                 f"        m = g[2] + {c}",
                 "        if m:",
                 f"            {G}[k] = (sk, {t}, m)",
@@ -332,9 +333,13 @@ class NodeIndex:
             test.append(f"g[0] {'<=' if hi_incl else '<'} {hi}")
         return lines, " and ".join(test) or "True"
 
-    def sum_source(self, name: str, u: str, env: dict[str, Any], miss: str = "return None") -> list[str] | None:
+    def sum_source(self, name: str, u: str, env: dict[str, Any], miss: str = "return None",
+                   past: bool = False) -> list[str] | None:
         """Source lines of ``probe_sum(u)`` into ``s`` that run ``miss`` when it is 0 (the
-        guard-side step of the update path), or None when this index needs the call."""
+        guard-side step of the update path), or None when this index needs the call.
+        ``past``: the range is likely to lie before a flat map's first key (an expiry: on a
+        stream in time order, what came before the expired tuple has expired), so that is
+        tested before the bisects (``end_test``)."""
         if not self.summable or self.check_probe is not None:
             return None
         if not self.sorted:
@@ -357,6 +362,7 @@ class NodeIndex:
                         "    s = g[2]",
                         "elif g._blocks is None:",
                         "    ks = g._keys",
+                        *[f"    {line}" for line in end_test("ks", None, lo_incl, hi if past else None, hi_incl, miss)],
                         *[f"    {line}" for line in bisect_source("ks", lo, lo_incl, hi, hi_incl)],
                         "    if i >= j:",
                         f"        {miss}",
@@ -847,6 +853,8 @@ class PatternRuntime:
                               f"    {one[0].format(_tuple_expr('g[1]', n.proj_pos), 'g[2]')}",
                               *[f"    {x}" for x in one[1:]],
                               "    if g._blocks is None:", "        ks = g._keys",
+                              # an insert in time order: a range from its own time on is likely past the last key
+                              *[f"        {line}" for line in end_test("ks", lo, lo_incl, None, hi_incl, "return None")],
                               *[f"        {line}" for line in bisect_source("ks", lo, lo_incl, hi, hi_incl)],
                               "        if i >= j:", "            return None",
                               "        if j == i + 1:", "            u = g._items[i]",
@@ -924,7 +932,7 @@ class PatternRuntime:
             if p is None:
                 break
             if n.sibling is None or n.is_guard:
-                lines += [f"    {line}" for line in self._single_step_source(n, t, c, env)]
+                lines += [f"    {line}" for line in self._single_step_source(n, t, c, env, past=True)]
                 n = nodes[p]
                 continue
             lines += [f"    {line}" for line in self._fanout_drop_source(n, t, c, env)]
@@ -932,7 +940,7 @@ class PatternRuntime:
         what = f"leaf {start}" if nodes[start].atom is not None else f"from n{start}"
         return codegen.define(f"{self.pattern.name}: drop {what}", "\n".join(lines), "drop", env)
 
-    def _single_step_source(self, n: _Node, t: str, c: str, env: dict[str, Any]) -> list[str]:
+    def _single_step_source(self, n: _Node, t: str, c: str, env: dict[str, Any], past: bool = False) -> list[str]:
         """Generated lines (unindented) of an update path's step from node ``n`` to its parent
         that gives one parent tuple ``t<p>``, ``c<p>`` (a single child, or the guard side's
         range sum), or returns None when the change stops there."""
@@ -945,7 +953,7 @@ class PatternRuntime:
                 lines += [f"if not chk{nid}({t}):", "    return None"]
             return lines + [f"t{p} = {proj}", f"c{p} = {c}"]
         S = self.nodes[n.sibling].S
-        inline = S.sum_source(f"s{nid}", t, env)
+        inline = S.sum_source(f"s{nid}", t, env, past=past)
         if inline is not None:
             lines += inline
         else:
@@ -1067,8 +1075,24 @@ class PatternRuntime:
                 "            else:",
                 "                dead.append(i)"]
         walk = [*body, *[f"        {x}" for x in more]]
+        if set(n.proj_pos) <= {*S.own_key_pos, S.sort_pos}:
+            # every parent tuple is fixed by its group key and sort key (card testing's n3 tuple
+            # (card, ts) of an ``s2`` (ts, card, serial)): within the group its sort key finds it,
+            # so where no grandparent step needs the tuple it is neither built nor compared
+            sk = f"u[{S.sort_pos}]"
+            body = [
+                "    for u, mu in us:",
+                "        i += 1",
+                f"        if i >= npk or pks[i] != {sk}:",
+                f"            i = bisect_left(pks, {sk})",
+                f"            if i == npk or pks[i] != {sk}:",
+                "                raise KeyError(u)",
+                f"        w = pw[i] + {c} * mu",
+                *body[9:]]
         if lean is not None:
             walk = [f"    if {lean}:", *[f"    {x}" for x in body], "    else:", *[f"    {x}" for x in walk]]
+        elif not more:
+            walk = body
         return [f"gp = {G}.get({_key_expr(t, S.probe_key_pos)})",
                 "if gp is not None and type(gp) is not tuple and gp._blocks is None:",
                 "    pks, pit, pw = gp._keys, gp._items, gp._weights",

@@ -45,7 +45,8 @@ def incr_source(groups: str, k: str, g: str, key: str, item: str, delta: str) ->
         "    ks.append(" + key + ")",
         f"    {g}._items.append({item})",
         f"    {g}._weights.append({delta})",
-        f"elif ks and ks[0] == {key} and {g}._items[0] == {item}:",
+        # the expiry passes the very tuple stored: identity first (no key and tuple comparisons)
+        f"elif ks and ({g}._items[0] is {item} or ks[0] == {key} and {g}._items[0] == {item}):",
         f"    w = {g}._weights[0] + {delta}",
         "    if w:",
         f"        {g}._weights[0] = w",
@@ -127,6 +128,19 @@ def bisect_source(keys: str, lo: str | None, lo_incl: bool, hi: str | None, hi_i
     first = "0" if lo is None else f"{'bisect_left' if lo_incl else 'bisect_right'}({keys}, {lo})"
     last = f"len({keys})" if hi is None else f"{'bisect_right' if hi_incl else 'bisect_left'}({keys}, {hi})"
     return [f"i = {first}", f"j = {last}"]
+
+
+def end_test(keys: str, lo: str | None, lo_incl: bool, hi: str | None, hi_incl: bool, miss: str) -> list[str]:
+    """Source lines that run ``miss`` when the range lies wholly after the last key of the
+    non-empty sorted list ``keys`` (given ``lo``) or before its first (given ``hi``): two list
+    reads and a comparison where the range is likely empty that way, instead of two bisect calls
+    (an insert in time order probing for later tuples; an expiry probing for earlier ones)."""
+    tests = []
+    if lo is not None:
+        tests.append(f"{keys}[-1] {'<' if lo_incl else '<='} {lo}")
+    if hi is not None:
+        tests.append(f"{keys}[0] {'>' if hi_incl else '>='} {hi}")
+    return [f"if {' or '.join(tests)}:", f"    {miss}"] if tests else []
 
 
 SOURCE_NAMES = {"bisect_left": bisect_left, "bisect_right": bisect_right}
