@@ -14,11 +14,11 @@ Usage: python -m bench.loop_instructions PATTERN DATA N CHECKOUT [CHECKOUT ...]
 from __future__ import annotations
 
 import os
-import re
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
+
+from bench.engine_instructions import cachegrind_count
 
 _CHILD = """
 import io, sys
@@ -35,14 +35,7 @@ else:
 
 def instructions(checkout: str, mode: str, pattern: str, data: str) -> int:
     """Instructions of one child process over ``checkout``'s cep."""
-    env = {**os.environ, "PYTHONPATH": os.path.abspath(checkout), "PYTHONHASHSEED": "0"}
-    r = subprocess.run(["valgrind", "--tool=cachegrind", "--cache-sim=no", "--cachegrind-out-file=/dev/null",
-                        sys.executable, "-c", _CHILD, mode, pattern, data],
-                       cwd=os.path.abspath(checkout), env=env, capture_output=True, text=True, check=True)
-    m = re.search(r"I\s+refs:\s+([\d,]+)", r.stderr)
-    if m is None:
-        raise RuntimeError(f"no instruction count in valgrind's output:\n{r.stderr[-2000:]}")
-    return int(m.group(1).replace(",", ""))
+    return cachegrind_count(checkout, _CHILD, mode, pattern, data)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -156,6 +156,18 @@ def _echo_err(text: str) -> None:
     sys.stderr.flush()
 
 
+def final_status(e: SystemExit | Exception) -> int:
+    """The exit status of a command that ended by ``e`` (both entry points: here and ``cep.cli_click``):
+    a ``SystemExit``'s code, or, for any other exception, EXIT_OTHER after one ``cep: error:`` line
+    (the exception is raised again, with its traceback, when ``CEP_DEBUG`` is set)."""
+    if isinstance(e, SystemExit):
+        return e.code if isinstance(e.code, int) else (EXIT_OK if e.code is None else EXIT_OTHER)
+    if os.environ.get("CEP_DEBUG"):
+        raise e
+    _echo_err(f"cep: error: {type(e).__name__}: {e}")
+    return EXIT_OTHER
+
+
 def main(argv: list[str] | None = None) -> None:
     """Console entry point: a plain ``cep run`` here, anything else through click (``cep.cli_click.main``).
 
@@ -194,13 +206,8 @@ def main(argv: list[str] | None = None) -> None:
             sys.stdout = PacifyFlushWrapper(sys.stdout)  # type: ignore[assignment]
             sys.stderr = PacifyFlushWrapper(sys.stderr)  # type: ignore[assignment]
             rc = EXIT_OTHER
-    except SystemExit as e:
-        rc = e.code if isinstance(e.code, int) else (EXIT_OK if e.code is None else EXIT_OTHER)
-    except Exception as e:  # noqa: BLE001 - no traceback for users, unless asked
-        if os.environ.get("CEP_DEBUG"):
-            raise
-        _echo_err(f"cep: error: {type(e).__name__}: {e}")
-        rc = EXIT_OTHER
+    except (SystemExit, Exception) as e:  # noqa: BLE001 - no traceback for users, unless asked
+        rc = final_status(e)
     import gc
 
     # the run is over and its files closed: the collections of the interpreter's exit would walk every

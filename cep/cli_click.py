@@ -4,12 +4,7 @@
 (issue 15) and everything else (help, errors, the other commands) through ``main`` here.
 The commands are documented in docs/language.md section 6.
 
-Why a thin layer: each command only maps options onto a function that does
-the work (``cep.commands.run.run``, ``cep.commands.check.run_check``,
-``cep.commands.explain.run_explain``, ``cep.connectors.spark_cli.main``) and turns
-its result into an exit status.  Statuses: 0 ok, 2 pattern errors, 3 bad input
-record, 1 anything else -- including usage errors, so that 2 always means "fix
-the pattern".  No traceback reaches the user unless ``CEP_DEBUG=1``.
+The exit statuses and why the layer is thin: ``cep.cli``.
 """
 
 from __future__ import annotations
@@ -218,11 +213,8 @@ def main(argv: list[str] | None = None) -> None:
         except OSError:
             pass
         rc = EXIT_OTHER
-    except SystemExit as e:
-        rc = e.code if isinstance(e.code, int) else (EXIT_OK if e.code is None else EXIT_OTHER)
-    except Exception as e:  # noqa: BLE001 - no traceback for users, unless asked
-        if os.environ.get("CEP_DEBUG"):
-            raise
-        click.echo(f"cep: error: {type(e).__name__}: {e}", err=True)
-        rc = EXIT_OTHER
+    except (SystemExit, Exception) as e:  # noqa: BLE001 - no traceback for users, unless asked
+        from cep.cli import final_status
+
+        rc = final_status(e)
     sys.exit(rc if isinstance(rc, int) else EXIT_OK)
