@@ -32,6 +32,10 @@ which dominated the cost. The bucket count bounds the parallelism and is fixed f
 
 Output columns: ``pattern, op, id, match`` (match as a JSON string), ``key`` (the partition key as the Kafka
 record key, as ``cep run`` keys it: null without one) and ``value`` (the output line exactly as ``cep run`` writes it, no newline).
+``cep spark`` writing to a directory sets ``PatternSpec.pack_output``: then a group's composite events of a
+micro-batch are ONE row (``op = "lines"``, ``value`` = their lines joined by a newline, ``n_plus``/``n_minus``
+their counts, from which the observed metrics are summed), which the text sink writes as those same lines;
+Kafka output and ``detect()``'s callers keep one row per composite event.
 """
 
 from __future__ import annotations
@@ -56,6 +60,10 @@ ROUTE_SCHEMA = "g int, kg int, tus long, n int, pos string, value string"  # one
 PACK_SEP = "\n"  # joins a packed row's positions and texts (a row whose parts hold it carries one record)
 PACK_RECORDS = 200_000  # routed records a route task holds before it emits its packed rows (bounds its memory)
 OUT_SCHEMA = "pattern string, op string, id string, match string, key string, value string"
+# ``PatternSpec.pack_output`` (``cep spark`` to a directory): a group's composite events of a micro-batch are one
+# row, op = LINES_OP, value = their output lines joined by a newline, n_plus / n_minus = how many of each op
+LINES_OP = "lines"
+PACKED_OUT_SCHEMA = OUT_SCHEMA + ", n_plus int, n_minus int"
 STATE_SCHEMA = "nonce string, blob binary"
 TIME_US = {u: 1_000_000 // per_s for u, per_s in TIME_UNITS.items()}  # microseconds per time unit
 
@@ -92,6 +100,9 @@ class PatternSpec:
     key_groups: int = 64  # hash buckets of partition key values; fixed for the life of a checkpoint
     names: list[str] = field(default_factory=list)
     match_column: bool = True  # False: ``match`` is null (``cep spark`` writes only ``value``; saves a JSON per output)
+    # True: one output row per group and micro-batch for the composite events (``_out_rows``), for a text sink
+    # (``cep spark`` to a directory); ``detect()``'s documented shape is one row per composite event
+    pack_output: bool = False
 
     def cache_id(self) -> tuple:
         return (tuple(self.sources), self.time_unit, self.type_field, self.time_field, self.op_field,
@@ -366,8 +377,9 @@ def _lead_patterns(spec: PatternSpec) -> dict[str, int]:
 _LEADS: dict[tuple, dict[str, int]] = {}
 
 
-def _push_all(spec: PatternSpec, eng, g: int, pdfs) -> list[tuple]:
-    """Push one group's records of a micro-batch (its packed rows) in event-time order; return the output rows.
+def _push_all(spec: PatternSpec, eng, g: int, pdfs) -> tuple[list[tuple], list]:
+    """Push one group's records of a micro-batch (its packed rows) in event-time order; return the side rows
+    (late records, bad records) and the composite events (``Output``s, for ``_out_rows``).
 
     A record below the engine's watermark (Spark's, see ``engine_watermark``) is late: it becomes a ``late`` row
     (counted per pattern; the record itself rides on its first pattern's row only, so a late-records output holds
@@ -398,7 +410,7 @@ def _push_all(spec: PatternSpec, eng, g: int, pdfs) -> list[tuple]:
                 raise SparkPathError(f"{BAD_RECORD_MARK}input record {ev.pos}: {reason}") from None
             if lead.get(ev.type) == g:
                 rows.append((None, "error", ev.pos, None, None, error_report(ev.pos, reason, value.encode())))
-    return rows + _rows(spec, g, outs)
+    return rows, outs
 
 
 def _push_order(e: tuple) -> tuple:
@@ -421,7 +433,42 @@ def _rows(spec: PatternSpec, g: int, outs: list) -> list[tuple]:
     return rows
 
 
+def _out_rows(spec: PatternSpec, g: int, outs: list) -> list[tuple]:
+    """The output rows of a group's composite events: one per event (``_rows``), or with ``spec.pack_output``
+    one for all of them (``LINES_OP``: their lines as ``cep run`` writes them, joined by a newline, and the
+    counts of ``+`` and ``-``).
+
+    Why packed: every output row costs Spark per-row work (Arrow from Python, the observed metrics, the sink)
+    on the JVM side, about 0.6 rows per input event; a text sink writes the joined value followed by a newline,
+    which is byte for byte the lines one row each would give (an output line is JSON: it holds no newline).
+    """
+    if not spec.pack_output:
+        return _rows(spec, g, outs)
+    if not outs:
+        return []
+    from cep.io.writers import encode_outputs
+
+    text = b"".join(encode_outputs(outs)).decode()[:-1]
+    n_plus = [o[1] for o in outs].count("+")
+    return [(spec.names[g], LINES_OP, None, None, None, text, n_plus, len(outs) - n_plus)]
+
+
+def _frame(spec: PatternSpec, rows: list[tuple]):
+    """The handler's pandas output: ``OUT_COLS``, or with ``spec.pack_output`` also the counts (side rows, of
+    six columns, count 0)."""
+    import pandas as pd
+
+    if not spec.pack_output:
+        return pd.DataFrame(rows, columns=OUT_COLS)
+    return pd.DataFrame([r if len(r) == 8 else (*r, 0, 0) for r in rows], columns=PACKED_OUT_COLS)
+
+
+def out_schema(spec: PatternSpec) -> str:
+    return PACKED_OUT_SCHEMA if spec.pack_output else OUT_SCHEMA
+
+
 OUT_COLS = ["pattern", "op", "id", "match", "key", "value"]
+PACKED_OUT_COLS = [*OUT_COLS, "n_plus", "n_minus"]
 
 # Engines kept in the Python worker between micro-batches, keyed by (spec, group); valid only while the state
 # store holds the same nonce (a replayed or foreign state has another nonce and is loaded from its bytes).
@@ -523,12 +570,10 @@ def _handler(spec: PatternSpec):
     """
 
     def fn(key, pdfs, state) -> Iterator[Any]:
-        import pandas as pd
-
         with few_collections():
             rows = _group_step(spec, int(key[0]), int(key[1]), pdfs, state)
         if rows:
-            yield pd.DataFrame(rows, columns=OUT_COLS)
+            yield _frame(spec, rows)
 
     return fn
 
@@ -538,18 +583,20 @@ def _group_step(spec: PatternSpec, g: int, kg: int, pdfs, state) -> list[tuple]:
     if g == BAD_ROW_GROUP:
         return [(None, "error", pos, None, None, report) for pos, report in _unpack(pdfs)]
     eng = _engine_for(spec, g, kg, state)
-    rows: list[tuple] = []
+    outs: list = []
     wm = engine_watermark(spec, state.getCurrentWatermarkMs())
     if wm is not None:
         # moving the watermark decides pending matches (patterns with gap elements)
-        rows = _rows(spec, g, eng.advance_watermark(wm))
-    rows += _push_all(spec, eng, g, pdfs)
+        outs = eng.advance_watermark(wm)
+    rows, pushed = _push_all(spec, eng, g, pdfs)
+    outs += pushed
     if eng.max_ts is not None:
         # Spark's next watermark is at least this group's own (its rows are among all rows), so expiring and
         # deciding up to it now loses nothing and saves a state of window + lateness, not the whole batch
         ahead = engine_watermark(spec, spark_watermark_after(spec, eng.max_ts))
         if ahead is not None:
-            rows += _rows(spec, g, eng.advance_watermark(ahead))
+            outs += eng.advance_watermark(ahead)
+    rows += _out_rows(spec, g, outs)
 
     if eng.retained_events == 0:
         if state.exists:
@@ -593,17 +640,15 @@ def _batch_handler(spec: PatternSpec):
     """applyInPandas for a static DataFrame: one fresh engine per key group over all its rows."""
 
     def fn(key, pdf):
-        import pandas as pd
-
         g = int(key[0])
         if g == BAD_ROW_GROUP:
             rows = [(None, "error", pos, None, None, report) for pos, report in _unpack([pdf])]
         else:
             eng = spec.new_engine(g)
-            rows = _push_all(spec, eng, g, [pdf])
+            rows, outs = _push_all(spec, eng, g, [pdf])
             # a static DataFrame is a bounded input: its end decides every pending match
-            rows += _rows(spec, g, eng.advance_watermark(math.inf))
-        return pd.DataFrame(rows, columns=OUT_COLS)
+            rows += _out_rows(spec, g, outs + eng.advance_watermark(math.inf))
+        return _frame(spec, rows)
 
     return fn
 
@@ -735,7 +780,7 @@ def detect(
         lateness=lateness, on_error=on_error, key_groups=key_groups)
     routed = input_records(events, spec).mapInPandas(_route_batches(spec, whole_files(events)), ROUTE_SCHEMA)
     if not events.isStreaming:
-        out = routed.groupBy("g", "kg").applyInPandas(_batch_handler(spec), OUT_SCHEMA)
+        out = routed.groupBy("g", "kg").applyInPandas(_batch_handler(spec), out_schema(spec))
     else:
         lo, hi = SPARK_TIME_RANGE_US
         evt = F.timestamp_micros(F.least(F.greatest(F.col("tus") + F.lit(SPARK_TIME_OFFSET_US), F.lit(lo)),
@@ -753,9 +798,9 @@ def detect(
             "evt", metadata={WATERMARK_DELAY_KEY: delay})
         routed = routed.select(*keep, top)
         out = routed.groupBy("g", "kg").applyInPandasWithState(
-            _handler(spec), OUT_SCHEMA, STATE_SCHEMA, "append", GroupStateTimeout.EventTimeTimeout)
+            _handler(spec), out_schema(spec), STATE_SCHEMA, "append", GroupStateTimeout.EventTimeTimeout)
         out = out.observe(METRICS, *metric_columns(spec))
-    return typed_match(out if side_outputs else out.where(F.col("op").isin("+", "-")), match_schema)
+    return typed_match(out if side_outputs else out.where(F.col("op").isin("+", "-", LINES_OP)), match_schema)
 
 
 def drain(spark, checkpoint: str, patterns, **kw: Any):
@@ -805,8 +850,13 @@ def metric_columns(spec: PatternSpec) -> list:
     cols = [F.count(F.when((op == "late") & F.col("value").isNotNull(), 1)).alias("late_records"),
             F.count(F.when(op == "error", 1)).alias("bad_records")]
     for name in spec.names:
-        for what in ("late", "+", "-"):
-            cols.append(F.count(F.when((op == what) & (pattern == name), 1)).alias(f"{what}:{name}"))
+        cols.append(F.count(F.when((op == "late") & (pattern == name), 1)).alias(f"late:{name}"))
+        for what, n in (("+", "n_plus"), ("-", "n_minus")):
+            if spec.pack_output:  # a packed row counts its composite events (``_out_rows``)
+                count = F.coalesce(F.sum(F.when((op == LINES_OP) & (pattern == name), F.col(n))), F.lit(0))
+            else:
+                count = F.count(F.when((op == what) & (pattern == name), 1))
+            cols.append(count.cast("long").alias(f"{what}:{name}"))
     return cols
 
 

@@ -109,7 +109,7 @@ def read_input(spark, spec: str, max_per_batch: int | None):
     return files.select(F.col("_metadata.file_path").alias("file"), F.col("value").alias("text"))
 
 
-MATCH_OPS = ("+", "-")
+MATCH_OPS = ("+", "-", "lines")  # composite events: one row each, or packed (``spark.LINES_OP``)
 
 
 def write_output(out, spec: str, checkpoint: str, trigger: dict, late: str | None = None,
@@ -190,6 +190,9 @@ def start_query(spark, args: argparse.Namespace):
     spec = query_spec(args)
     check_checkpoint(args.checkpoint, spec)
     spec.match_column = False  # the targets take ``value`` (and ``key``) only
+    # a directory's text sink writes a group's lines as one row (``spark._out_rows``: the same bytes, fewer rows
+    # through Spark); Kafka needs one record per composite event, keyed by its partition key
+    spec.pack_output = not _is_kafka(args.output)
     events = read_input(spark, args.input, args.max_per_batch)
     out = detect(events, spec, side_outputs=True)
     trigger = {"availableNow": True} if runs_to_end(args) else {

@@ -146,6 +146,48 @@ def test_route_step_packs_one_row_per_group_and_the_state_step_unpacks_it():
     assert [(r.pattern, r.value) for r in late] == [("p", values[0]), ("q", None)]
 
 
+def test_packed_output_rows_hold_the_same_lines_and_counts():
+    """``pack_output`` (``cep spark`` to a directory): a group's composite events are one row whose value is
+    their lines in order, with their + and - counts; side rows (late records) are as without packing."""
+    import dataclasses
+
+    import pandas as pd
+    from cep.connectors import spark as S
+
+    from bench.spark_state import FakeGroupState
+
+    text = ("PATTERN p SEQ(A a, B b) WHERE a.k = b.k WITHIN 10\n"
+            "PATTERN q SEQ(A a, NOT C c, B b) WHERE a.k = b.k WITHIN 10\n")
+    recs = [{"type": "A", "ts": 1, "k": 1}, {"type": "A", "ts": 2, "k": 1}, {"type": "B", "ts": 3, "k": 1}]
+    recs += [dict(recs[2], op="-"), {"type": "B", "ts": 5, "k": 1}, {"type": "C", "ts": 6, "k": 1}]  # "-": retracts
+    values = [json.dumps(r) for r in recs]
+    df = next(S._route_batches(S.pattern_spec(text, key_groups=1))(
+        iter([pd.DataFrame({"pos": [f"f:{i + 1}" for i in range(len(values))], "value": values})])))
+    late = pd.DataFrame({"g": [0], "kg": [0], "tus": [0], "n": [1], "pos": ["f:9"], "value": [values[0]]})
+
+    def run(pack: bool) -> list[list]:
+        spec = dataclasses.replace(S.pattern_spec(text, key_groups=1), pack_output=pack, names=["p", "q"])
+        handler, out = S._handler(spec), []
+        for g in (0, 1):
+            st = FakeGroupState()
+            for batch in ([df[df.g == g]], [late]):
+                out += [list(r) for f in handler((g, 0), batch, st) for r in f.itertuples(index=False)]
+                st.watermark_ms = S.spark_watermark_after(spec, 6)
+        return out
+
+    plain, packed = run(False), run(True)
+    events = [r for r in plain if r[1] in ("+", "-")]
+    assert {r[1] for r in events} == {"+", "-"} and {r[0] for r in events} == {"p", "q"}
+    lines = [r for r in packed if r[1] == S.LINES_OP]
+    assert [ln for r in lines for ln in r[5].split("\n")] == [r[5] for r in events]
+    for name in ("p", "q"):
+        mine = [r for r in events if r[0] == name]
+        assert [r[6:] for r in lines if r[0] == name] == [[sum(r[1] == "+" for r in mine),
+                                                         sum(r[1] == "-" for r in mine)]]
+    side = [r for r in plain if r[1] not in ("+", "-")]
+    assert side and [r[:6] + [r[6:]] for r in packed if r[1] != S.LINES_OP] == [r + [[0, 0]] for r in side]
+
+
 # ------------------------------------------------------------------------------------------ with Spark
 
 
@@ -169,17 +211,22 @@ def test_the_session_commits_rocksdb_state_as_changelogs(spark):
 
 
 def test_files_to_files_matches_cep_run(spark, data, tmp_path):
-    from cep.connectors.spark_cli import start_query
+    from cep.connectors.spark_cli import query_spec, start_query
 
     events, ref = data
     split_files(events, tmp_path / "in", 3)
-    q = start_query(spark, cli_args("-i", str(tmp_path / "in"), "-o", str(tmp_path / "out"),
-                                    "--checkpoint", str(tmp_path / "ck"), "--available-now"))
+    args = cli_args("-i", str(tmp_path / "in"), "-o", str(tmp_path / "out"), "--checkpoint", str(tmp_path / "ck"),
+                    "--available-now")
+    q = start_query(spark, args)
     q.awaitTermination()
     assert q.exception() is None
     got = read_dir_output(tmp_path / "out")
     assert content(got) == content(ref)
     assert len({o["id"] for o in got}) == len(got)
+    # the directory output is packed (a group's lines per row): the metrics still count composite events
+    names = query_spec(args).names
+    assert {(n, op): metrics_total(q, f"{op}:{n}") for n in names for op in "+-"} == {
+        (n, op): sum(o["pattern"] == n and o["op"] == op for o in got) for n in names for op in "+-"}
 
 
 def test_detect_on_a_static_dataframe_with_structured_columns(spark, data):
