@@ -63,6 +63,7 @@ OUT_SCHEMA = "pattern string, op string, id string, match string, key string, va
 # ``PatternSpec.pack_output`` (``cep spark`` to a directory): a group's composite events of a micro-batch are one
 # row, op = LINES_OP, value = their output lines joined by a newline, n_plus / n_minus = how many of each op
 LINES_OP = "lines"
+MATCH_OPS = ("+", "-", LINES_OP)  # the ops of rows that hold composite events (one each, or packed)
 PACKED_OUT_SCHEMA = OUT_SCHEMA + ", n_plus int, n_minus int"
 STATE_SCHEMA = "nonce string, blob binary"
 TIME_US = {u: 1_000_000 // per_s for u, per_s in TIME_UNITS.items()}  # microseconds per time unit
@@ -800,7 +801,7 @@ def detect(
         out = routed.groupBy("g", "kg").applyInPandasWithState(
             _handler(spec), out_schema(spec), STATE_SCHEMA, "append", GroupStateTimeout.EventTimeTimeout)
         out = out.observe(METRICS, *metric_columns(spec))
-    return typed_match(out if side_outputs else out.where(F.col("op").isin("+", "-", LINES_OP)), match_schema)
+    return typed_match(out if side_outputs else out.where(F.col("op").isin(*MATCH_OPS)), match_schema)
 
 
 def drain(spark, checkpoint: str, patterns, **kw: Any):

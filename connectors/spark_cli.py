@@ -109,7 +109,6 @@ def read_input(spark, spec: str, max_per_batch: int | None):
     return files.select(F.col("_metadata.file_path").alias("file"), F.col("value").alias("text"))
 
 
-MATCH_OPS = ("+", "-", "lines")  # composite events: one row each, or packed (``spark.LINES_OP``)
 
 
 def write_output(out, spec: str, checkpoint: str, trigger: dict, late: str | None = None,
@@ -121,6 +120,7 @@ def write_output(out, spec: str, checkpoint: str, trigger: dict, late: str | Non
     micro-batch into ``batch=<id>`` below a directory (overwritten when Spark replays the batch, so exactly once
     too) or into its Kafka topic (at least once, as Spark's Kafka sink).
     """
+    from cep.connectors.spark import MATCH_OPS
     from pyspark.sql import functions as F
 
     if late is None and errors is None:
