@@ -68,9 +68,12 @@ def test_where_time_goes_phases_and_batching_agree(tmp_path: Path) -> None:
     push = Engine.push
     out = tmp_path / "out.jsonl"
     ph = wtg.instrumented(pattern, path, str(out))
-    # the real command ran with every phase's functions wrapped: each one was called, the output is right
+    # the real command ran with every phase's functions wrapped: each one was called, the output is right;
+    # the expiry functions may not be: the batch loop expires a single due event inline (the handler phase),
+    # and at the end of the input nothing is pending (no final drop)
     assert len(out.read_bytes().splitlines()) == streams.card_testing_count(recs) > 0
-    assert set(ph["ns"]) == set(wtg.PHASES) and all(ph["calls"][p] > 0 for p in wtg.PHASES)
+    assert set(ph["ns"]) <= set(wtg.PHASES)
+    assert all(ph["calls"][p] > 0 for p in wtg.PHASES if not p.startswith("expiry"))
     assert Engine.push is push  # and unwrapped afterwards
     bat = wtg.proto_batched(pattern, path, 1500, [7, 64], repeat=1)
     assert len({b["count"] for b in bat}) == 1 and bat[0]["count"] > 0
