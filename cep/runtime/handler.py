@@ -131,19 +131,11 @@ def _expire_inline(src: _Source, eng: Engine) -> None:
     w = eng._windows[qi]
     q, heap, oldest = src.name("Q", eng._in_order[qi]), src.name("HP", eng._expiry[qi]), src.name("OLDEST", eng._oldest)
     src.env["inf"] = math.inf
-    held = qmask | qmask << eng._shift if eng._shadowed else qmask  # with the shadow bits
     src.add(3, f"_lim = wm - {w!r}", f"if {oldest}[{qi}] < _lim:")
     src.add(4, f"if {heap} or not {q} or {q}[0][0] >= _lim or len({q}) > 1 and {q}[1][0] < _lim:",
             "    expire(wm)", "else:")
-    src.add(5, f"_ts, s, t = {q}.popleft()", f"{oldest}[{qi}] = {q}[0][0] if {q} else inf", "m = H.get(s, 0)",
-            f"if m & {held}:")
-    if held != qmask:  # a worker: only the pairs it owns are in its indexes
-        src.add(6, f"if m & {qmask}:")
-        _expire_one(src, eng, ri, qmask, 7, keep="e")
-    else:
-        _expire_one(src, eng, ri, qmask, 6, keep="e")
-    src.add(6, f"m &= {~held}", "if m:", "    H[s] = m", "else:", "    if eng._fp_enabled:", "        eng._unindex_fp(s, E[s])",
-            "    del E[s]", "    del H[s]", "    eng._n_expired += 1")
+    src.add(5, f"_ts, s, t = {q}.popleft()", f"{oldest}[{qi}] = {q}[0][0] if {q} else inf")
+    _expire_entry(src, eng, ri, qmask, 5, keep="e")
 
 
 def _due_test(src: _Source, eng: Engine) -> str | None:
@@ -469,19 +461,30 @@ def _expiry(eng: Engine) -> Any:
         src.add(2, f"old = {q}[0][0] if {q} else inf", f"if {heap} and {heap}[0][0] < old:", f"    old = {heap}[0][0]",
                 f"{oldest}[{qi}] = old",
                 "if due is not None:", f"    eng._expire_serials({ri}, {held}, [x[1] for x in due])", "elif one is not None:",
-                "    _ts, s, t = one", "    m = H.get(s, 0)", f"    if m & {held}:")
-        if held != qmask:  # a worker: only the pairs it owns are in its indexes
-            src.add(4, f"if m & {qmask}:")
-            _expire_one(src, eng, ri, qmask, 5)
-        else:
-            _expire_one(src, eng, ri, qmask, 4)
-        src.add(4, f"m &= {~held}", "if m:", "    H[s] = m", "else:", "    if eng._fp_enabled:",
-                "        eng._unindex_fp(s, E[s])", "    del E[s]", "    del H[s]", "    eng._n_expired += 1")
+                "    _ts, s, t = one")
+        _expire_entry(src, eng, ri, qmask, 3)
     if eng._gap_expiry:
         src.add(1, "if wm > eng._gap_expire_at:", "    eng._expire_gaps(wm)")
     if not eng._windowed and not eng._gap_expiry:
         src.add(1, "return")
     return src.define(f"engine: expiry ({_names(eng)})", "expire")
+
+
+def _expire_entry(src: _Source, eng: Engine, ri: int, qmask: int, indent: int, keep: str | None = None) -> None:
+    """Lines that expire the queue entry just popped (serial ``s``, leaf tuple ``t`` or None) of
+    pattern ``ri``'s window (atoms ``qmask``): out of the atoms holding it (in a worker, only the
+    pairs it owns are in its indexes), then its holder bits cleared and the event forgotten when
+    nothing holds it any more.  One home for the generated expiry (``_expiry``) and the batch
+    loop's inline one (``_expire_inline``); ``keep`` as ``_expire_one``'s."""
+    held = qmask | qmask << eng._shift if eng._shadowed else qmask  # with the shadow bits
+    src.add(indent, "m = H.get(s, 0)", f"if m & {held}:")
+    if held != qmask:  # a worker: only the pairs it owns are in its indexes
+        src.add(indent + 1, f"if m & {qmask}:")
+        _expire_one(src, eng, ri, qmask, indent + 2, keep)
+    else:
+        _expire_one(src, eng, ri, qmask, indent + 1, keep)
+    src.add(indent + 1, f"m &= {~held}", "if m:", "    H[s] = m", "else:", "    if eng._fp_enabled:",
+            "        eng._unindex_fp(s, E[s])", "    del E[s]", "    del H[s]", "    eng._n_expired += 1")
 
 
 def _expire_one(src: _Source, eng: Engine, ri: int, qmask: int, indent: int, keep: str | None = None) -> None:
