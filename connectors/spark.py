@@ -40,7 +40,6 @@ Kafka output and ``detect()``'s callers keep one row per composite event.
 
 from __future__ import annotations
 
-import gc
 import math
 import os
 import sys
@@ -48,11 +47,11 @@ import uuid
 import zlib
 from collections import OrderedDict
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from cep.gc_policy import stream_gc
 from cep.plan.partition import partition_attrs
 from cep.units import TIME_UNITS
 
@@ -284,7 +283,7 @@ def _route_batches(spec: PatternSpec, whole_files: bool = False):
         packs: dict[tuple[int, int], list] = {}  # (g, kg) -> [largest tus, positions, texts]
         held = 0
         for pdf in batches:
-            with few_collections():
+            with stream_gc():
                 for pos, value in zip(pdf["pos"].tolist(), pdf["value"].tolist(), strict=True):
                     if value is None:
                         continue
@@ -571,7 +570,7 @@ def _handler(spec: PatternSpec):
     """
 
     def fn(key, pdfs, state) -> Iterator[Any]:
-        with few_collections():
+        with stream_gc():
             rows = _group_step(spec, int(key[0]), int(key[1]), pdfs, state)
         if rows:
             yield _frame(spec, rows)
@@ -613,28 +612,6 @@ def _group_step(spec: PatternSpec, g: int, kg: int, pdfs, state) -> list[tuple]:
         if wake is not None and wake != math.inf:
             state.setTimeoutTimestamp(max(timer_ms(spec, wake), state.getCurrentWatermarkMs(), 1))
     return rows
-
-
-@contextmanager
-def few_collections() -> Iterator[None]:
-    """While a group's micro-batch runs: what exists is frozen and the youngest generation collects every
-    ``GC_GEN0`` allocations, not 700; both undone on exit (the Python worker is Spark's, reused by other tasks).
-
-    Why: as for ``cep run`` (``cep.commands.heap.stream_gc``), composite events and engine state are acyclic and
-    freed by reference counting, so the collections a batch triggers free nothing, and the full ones walk every
-    object of a Python worker (pandas, pyarrow and PySpark's modules, the compiled patterns).
-    """
-    old = gc.get_threshold()
-    gc.freeze()
-    gc.set_threshold(max(GC_GEN0, old[0]), *old[1:])
-    try:
-        yield
-    finally:
-        gc.set_threshold(*old)
-        gc.unfreeze()
-
-
-GC_GEN0 = 50_000
 
 
 def _batch_handler(spec: PatternSpec):

@@ -17,19 +17,8 @@ calls it; the engine as a library leaves the allocator alone.  Elsewhere than
 glibc (macOS, musl, Windows) it does nothing.  ``CEP_HEAP_TUNING=0`` in the
 environment switches it off (for measurements).
 
-The garbage collector (``stream_gc``, around the record loop only): CPython starts a
-collection of the youngest generation every 700 net allocations of container objects, and
-every tenth of those also scans the middle generation.  A batch of input records on an
-output-heavy stream holds tens of thousands of composite events (an ``Output`` tuple each)
-until they are written, so a batch triggered dozens of collections that free nothing
-(composite events and engine state are acyclic: reference counting frees them), and the
-full collections they lead to walked every object made at start-up (parser tables,
-compiled patterns, imported modules).  So, while the loop runs, what exists when it starts
-is frozen (``gc.freeze``: never scanned again) and the youngest generation's threshold is
-``GEN0`` allocations: about one collection per batch of output-heavy input, not one per 700
-composite events.  Memory stays bounded: the collector still runs, and only cyclic garbage
-(which the engine does not make per event) waits longer to be found, at most ``GEN0``
-objects' worth.
+The garbage collector around the record loop (``stream_gc``, ``GEN0``): ``cep.gc_policy``
+(shared with the Spark connector's Python workers).
 """
 
 from __future__ import annotations
@@ -42,12 +31,13 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from cep.gc_policy import GEN0, stream_gc  # noqa: F401 - (their home: cep.gc_policy; imported from here too)
+
 M_TRIM_THRESHOLD = -1  # glibc <malloc.h>
 M_MMAP_THRESHOLD = -3
 
 TRIM_THRESHOLD = 512 * 1024 * 1024  # free memory at the heap top kept before trimming
 MMAP_THRESHOLD = 32 * 1024 * 1024  # blocks below this come from the heap (glibc's dynamic maximum)
-GEN0 = 50_000  # the youngest generation's threshold while the record loop runs
 
 
 def tune_heap() -> bool:
@@ -84,17 +74,3 @@ def setup_gc() -> Iterator[None]:
     finally:
         if was:
             gc.enable()
-
-
-@contextmanager
-def stream_gc() -> Iterator[None]:
-    """Freeze what start-up made and raise the youngest generation's threshold to ``GEN0``;
-    both undone on exit (tests run many loops in one process)."""
-    old = gc.get_threshold()
-    gc.freeze()
-    gc.set_threshold(max(GEN0, old[0]), *old[1:])
-    try:
-        yield
-    finally:
-        gc.set_threshold(*old)
-        gc.unfreeze()
