@@ -8,7 +8,8 @@ returns are exactly ``decode``'s for the same leading records, and a batch of re
 
 from __future__ import annotations
 
-import orjson
+import json
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -21,7 +22,7 @@ _REGULAR_VALUES = st.one_of(st.none(), st.booleans(), st.integers(-2**40, 2**40)
 
 
 def _line(rec: dict) -> bytes:
-    return orjson.dumps(rec)
+    return json.dumps(rec).encode()  # (not orjson: it refuses integers beyond 64 bits, which records may hold)
 
 
 _ANY_RECORD = st.one_of(
