@@ -575,3 +575,53 @@ def _valid_retractions(records: list[dict], lateness: int) -> list[dict]:
             max_ts = r["ts"] if max_ts is None else max(max_ts, r["ts"])
             present[key] = present.get(key, 0) + 1
     return out
+
+
+# filters of one alias (``{a}``) that twin elements repeat (``twin_patterns``)
+TWIN_FILTERS = [None, "{a}.x < 2", "{a}.x >= 1", "{a}.s = 'u'", "{a}.f", "NOT ({a}.y > 0)", "{a}.x IN (0, 1, '1')",
+                "({a}.x < 1 OR {a}.s = 'u')", "{a}.x < 2 AND {a}.y != 0"]
+
+
+@st.composite
+def twin_patterns(draw, name: str = "t") -> str:
+    """A SEQ of 2-4 elements where neighbours often have the same type and
+    the same own filter (card testing's ``s1`` and ``s2``: leaves that store the same tuples,
+    ``cep.plan.physical.share_leaf_storage``), mostly keyed and windowed, sometimes with a
+    condition across elements that may tell the twins' leaf tuples apart."""
+    k = draw(st.integers(2, 4))
+    aliases = ALIASES[:k]
+    types = [draw(st.sampled_from(TYPES[:2])) for _ in range(k)]
+    filters = [draw(st.sampled_from(TWIN_FILTERS)) for _ in range(k)]
+    i = draw(st.integers(0, k - 2))  # at least one pair of twins
+    types[i + 1] = types[i]
+    filters[i + 1] = filters[i]
+    for j in range(1, k):  # more twins in a row
+        if draw(st.integers(0, 2)) == 0:
+            types[j], filters[j] = types[j - 1], filters[j - 1]
+    elements = ", ".join(f"{t} {a}" for t, a in zip(types, aliases, strict=True))
+    conj = [f.format(a=a) for f, a in zip(filters, aliases, strict=True) if f is not None]
+    for _ in range(draw(st.sampled_from([0, 0, 0, 1]))):
+        conj.append(_condition(draw, aliases))
+    clauses = []
+    if conj:
+        clauses.append("  WHERE " + " AND ".join(draw(st.permutations(conj))))
+    if draw(st.integers(0, 3)):
+        clauses.append("  PARTITION BY " + draw(st.sampled_from(["s", "x", "s, f"])))
+    if draw(st.integers(0, 3)):
+        clauses.append("  WITHIN " + draw(st.sampled_from(["2", "3", "5", "1", "2 s"])))
+    emit = _emit_clause(draw, aliases)
+    if emit:
+        clauses.append(emit)
+    return "\n".join([f"PATTERN {name}", f"  SEQ({elements})", *draw(st.permutations(clauses))]) + "\n"
+
+
+@st.composite
+def twin_cases(draw, max_len: int = 30) -> Case:
+    """``twin_patterns`` over dense streams of its types: disorder, duplicates, retractions, late
+    records, and with a window, expiry (sometimes a second pattern beside it)."""
+    lateness = draw(st.sampled_from([0, 0, 1, 2, 4]))
+    text = draw(twin_patterns(name="t0"))
+    if draw(st.integers(0, 4)) == 0:
+        text += draw(st.sampled_from([draw(twin_patterns(name="t1")), draw(patterns(name="p1"))]))
+    records = draw(streams(lateness, "ts", max_len, ["A", "A", "A", "B", "B", "C"]))
+    return Case(text, records, lateness, "ts", draw(st.sampled_from(["s", "s", "ms"])))

@@ -117,6 +117,7 @@ def index_use_dict(use: IndexUse | None) -> dict[str, Any] | None:
     d = index_dict(use.spec)
     assert d is not None
     d["storage"] = use.storage
+    d["shares"] = None if use.shares is None else {"node": use.shares[0], "index": use.shares[1]}
     d["equal_rest"] = list(use.equal_rest)
     return d
 
@@ -125,7 +126,9 @@ def index_use_text(use: IndexUse) -> str:
     text = index_text(use.spec)
     if use.equal_rest:
         text += ", then equal " + ",".join(use.equal_rest)
-    if use.storage != "own":
+    if use.shares is not None:
+        text += f"  (shares storage with n{use.shares[0]} {use.shares[1]}: stored once, updated there)"
+    elif use.storage != "own":
         text += f"  (reads {use.storage}'s storage)"
     return text
 

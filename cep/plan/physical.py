@@ -8,7 +8,12 @@ live here so the runtime only executes them and ``cep explain`` prints them:
 - a node's P and S indexes with the same layout share one storage;
 - a hash P index whose key holds S's key and S's sort variable is served from
   S's storage by an equality seek on the sort variable (plus a comparison of
-  the rest of P's key), instead of being kept twice.
+  the rest of P's key), instead of being kept twice;
+- two leaves of consecutive atoms that store the same tuples (same event type,
+  same filter, same leaf tuple, a stored index of the same key and sort) share
+  that storage (``share_leaf_storage``): card testing's ``s1`` and ``s2`` are both
+  small purchases keyed on the card and sorted on the time, so each small
+  purchase is stored, and expired, once instead of twice.
 
 Per node the plan records which storages are maintained (``stores``), how each
 index is probed (``IndexUse``), whether the node keeps its GMR, and whether a
@@ -20,7 +25,10 @@ engine builds its gap indexes and checks from them.
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import fields, is_dataclass, replace
+from typing import Any
+
+from cep.lang import ast
 
 from cep.lang.gcq import TIME_ATTR, Bound, CompiledPattern
 from cep.plan.gaps import GapIndexSpec, GapPlan, plan_gaps
@@ -44,6 +52,9 @@ class IndexUse:
     storage: str = "own"
     equal_rest: tuple[str, ...] = ()
     numeric: bool = False
+    # (node, "P" or "S"): another leaf's stored index whose storage holds this one's tuples
+    # (``share_leaf_storage``); this index is then not in its node's ``stores``
+    shares: tuple[int, str] | None = None
 
 
 @record(frozen=True)
@@ -86,8 +97,14 @@ def time_variables(cp: CompiledPattern) -> frozenset[str]:
     return frozenset(name for name, v in cp.variables.items() if all(attr == TIME_ATTR for _, attr in v.refs))
 
 
-def physical_plan(plan: Plan, merge_pass_through: bool = True, keep_all_gmrs: bool = False) -> PhysicalPlan:
-    """The plan ``PatternRuntime`` executes for a logical plan (see the module docstring)."""
+def physical_plan(plan: Plan, merge_pass_through: bool = True, keep_all_gmrs: bool = False,
+                  share_leaves: bool = True) -> PhysicalPlan:
+    """The plan ``PatternRuntime`` executes for a logical plan (see the module docstring).
+
+    ``share_leaves``: leaves that store the same tuples share one storage
+    (``share_leaf_storage``); the runtime's atoms of such a pair must then take every
+    event together, the earlier atom first (as the engine does).  False for a caller
+    that inserts into single atoms."""
     cp = plan.pattern
     tree, merged = merge_pass_through_nodes(plan) if merge_pass_through else (plan, ())
     numeric = time_variables(cp)
@@ -145,8 +162,101 @@ def physical_plan(plan: Plan, merge_pass_through: bool = True, keep_all_gmrs: bo
             children=pn.children, is_guard=is_guard, preds=pn.preds, enumeration=pspec, P=P, S=S,
             stores=stores, keeps_gmr=keep_all_gmrs or pn.id == tree.root,
         ))
+    if share_leaves:
+        nodes = share_leaf_storage(cp, nodes)
     gap_indexes, gaps = plan_gaps(cp)
     return PhysicalPlan(cp, plan, tree, tuple(nodes), merged, tree.residual, tuple(gap_indexes), tuple(gaps))
+
+
+def share_leaf_storage(cp: CompiledPattern, nodes: list[PhysicalNode]) -> list[PhysicalNode]:
+    """The nodes with each stored index of a leaf that holds the same tuples as a stored
+    index of the next atom's leaf reading that one's storage instead of keeping its own.
+
+    Two leaves hold the same tuples when their atoms have the same event type and the same
+    filter (every event enters both or neither) and the same leaf tuple (the same attribute at
+    each position, null-checked alike), and an index of each stores them under the same key
+    positions and sort position.  The tuples are then stored once: the later atom's update
+    maintains the storage, the earlier atom's update skips it.
+
+    Why only consecutive atoms, and why the later one: the engine applies a change of an event
+    (insert, retraction, expiry; one tuple or a batch) to its pattern's atoms one after the
+    other in atom order, so the two atoms' changes are adjacent.  Separate storages would
+    give: the earlier atom's storage changed, then its update path (which reads the later
+    atom's storage, unchanged; a leaf's path never reads its own storage, the change itself
+    stands for it), then the later atom's storage changed and its path (which reads the
+    earlier one's, changed).  With the storage changed only at the later atom, each path
+    reads exactly that.  With an atom's change in between (not consecutive), that atom's
+    path would read the earlier atom's storage before its change.
+    """
+    by_atom = {n.atom: n for n in nodes if n.atom is not None}
+    counts: dict[str, int] = {}
+    for a in cp.atoms:
+        for v in a.vars:
+            counts[v] = counts.get(v, 0) + 1
+    out = {n.id: n for n in nodes}
+    taken: set[int] = set()  # atoms already in a pair (a storage is shared by two leaves at most)
+    for ai in range(len(cp.atoms) - 1):
+        first, later = by_atom.get(ai), by_atom.get(ai + 1)
+        if first is None or later is None or ai in taken or not _same_tuples(cp, ai, ai + 1, first, later, counts):
+            continue
+        uses = {"P": first.P, "S": first.S}
+        stores = list(first.stores)
+        for which in first.stores:
+            use = uses[which]
+            assert use is not None
+            match = next((w for w in later.stores if _same_storage(use, (later.P, later.S)[w == "S"], first, later)), None)
+            if match is None:
+                continue
+            uses[which] = replace(use, shares=(later.id, match))
+            stores.remove(which)
+        if len(stores) == len(first.stores):
+            continue
+        taken |= {ai, ai + 1}
+        out[first.id] = replace(first, P=uses["P"], S=uses["S"], stores=tuple(stores))
+    return [out[n.id] for n in nodes]
+
+
+def _same_tuples(cp: CompiledPattern, a: int, b: int, na: PhysicalNode, nb: PhysicalNode,
+                 counts: dict[str, int]) -> bool:
+    """Atoms ``a`` and ``b`` (leaves ``na``, ``nb``) make the same leaf tuple of the same events."""
+    A, B = cp.atoms[a], cp.atoms[b]
+    if A.type != B.type or len(na.vars) != len(nb.vars):
+        return False
+    if (A.filter is None) != (B.filter is None):
+        return False
+    if A.filter is not None and (A.filter_expr is None or B.filter_expr is None
+                                 or _alias_free(A.filter_expr, A.alias) != _alias_free(B.filter_expr, B.alias)):
+        return False
+    for va, vb in zip(na.vars, nb.vars, strict=True):
+        if A.attrs[A.vars.index(va)] != B.attrs[B.vars.index(vb)]:
+            return False
+        if (counts[va] > 1) != (counts[vb] > 1):  # a join variable's null leaves the event out
+            return False
+    return True
+
+
+def _same_storage(a: IndexUse, b: IndexUse | None, na: PhysicalNode, nb: PhysicalNode) -> bool:
+    """Stored indexes ``a`` of leaf ``na`` and ``b`` of leaf ``nb`` group and sort tuples alike."""
+    if b is None or a.numeric != b.numeric or b.shares is not None:
+        return False
+    pa, pb = {v: i for i, v in enumerate(na.vars)}, {v: i for i, v in enumerate(nb.vars)}
+    if [pa[v] for v in a.spec.key_vars] != [pb[v] for v in b.spec.key_vars]:
+        return False
+    if (a.spec.sort_var is None) != (b.spec.sort_var is None):
+        return False
+    return a.spec.sort_var is None or pa[a.spec.sort_var] == pb[b.spec.sort_var]
+
+
+def _alias_free(x: Any, alias: str) -> Any:
+    """Expression ``x`` as comparable data with ``alias``'s attributes under one name (two
+    atoms' filters compare equal when they test the same attributes of their own events)."""
+    if isinstance(x, ast.Attr):
+        return ("attr", "" if x.alias == alias else x.alias, x.name)
+    if is_dataclass(x) and not isinstance(x, type):
+        return (type(x).__name__, *(_alias_free(getattr(x, f.name), alias) for f in fields(x) if f.compare))
+    if isinstance(x, (list, tuple)):
+        return tuple(_alias_free(y, alias) for y in x)
+    return x
 
 
 def merge_pass_through_nodes(plan: Plan) -> tuple[Plan, tuple[tuple[str, ...], ...]]:

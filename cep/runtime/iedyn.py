@@ -639,7 +639,9 @@ class PatternRuntime:
             n.is_guard = pn.is_guard
             nodes.append(n)
         self.nodes = nodes
-        for pn, n in zip(plan.nodes, nodes, strict=True):
+        # a leaf whose storage is another leaf's (``share_leaf_storage``) is built after that one
+        for pn, n in sorted(zip(plan.nodes, nodes, strict=True),
+                            key=lambda x: any(u is not None and u.shares for u in (x[0].P, x[0].S))):
             n.P = n.S = None
             n.stores = ()
             n.proj = n.proj_pos = n.edge_check = n.delta_key = n.delta_probe_key = n.delta_probe_key_pos = n.delta_check = None
@@ -655,7 +657,11 @@ class PatternRuntime:
                 use = pn.P if which == "P" else pn.S
                 if use is None:
                     continue
-                owner = None if use.storage == "own" else (n.P if use.storage == "P" else n.S)
+                if use.shares is not None:
+                    sharer = nodes[use.shares[0]]
+                    owner = sharer.P if use.shares[1] == "P" else sharer.S
+                else:
+                    owner = None if use.storage == "own" else (n.P if use.storage == "P" else n.S)
                 probe_pos = p.pos if which == "P" else sib_pos
                 idx = NodeIndex(use, n.pos, probe_pos, preds, f"{label} {which}", owner, times)
                 if which == "P":
@@ -1122,7 +1128,8 @@ class PatternRuntime:
 
         Each change is applied before its contribution is computed against the sibling
         (only one leaf changes, so the sibling's relation is current and is all a
-        contribution reads); the sibling probe is a range seek per delta tuple (plus a
+        contribution reads; where the sibling reads this node's storage, twin leaves of
+        ``share_leaf_storage``, the whole batch is applied first); the sibling probe is a range seek per delta tuple (plus a
         range sum when the delta side is the guard), or, for a large delta on the
         non-guard side, one sort-merge per group (``_merge_source``).  Equal parent tuples
         merge, so a fan-out reaching one parent tuple from many updates it once.  A batch
@@ -1150,8 +1157,14 @@ class PatternRuntime:
                           *[f"            {x}" for x in update + collect], "        for k, r in runs.items():",
                           *[f"            {x}" for x in per_run], "    else:"]
             ind = "        " if merge is not None else "    "
-            lines += [f"{ind}for t, c in d.items():",
-                      *[f"{ind}    {x}" for x in update + self._contribution_source(n, env)]]
+            contribution = self._contribution_source(n, env)
+            if n.sibling is not None and any(idx.groups is nodes[n.sibling].S.groups for idx in n.stores):
+                # the sibling reads this node's storage (twin leaves, ``share_leaf_storage``): as
+                # with two storages, it is read after the whole batch changed it
+                lines += [f"{ind}for t, c in d.items():", *[f"{ind}    {x}" for x in update],
+                          f"{ind}for t, c in d.items():", *[f"{ind}    {x}" for x in contribution]]
+            else:
+                lines += [f"{ind}for t, c in d.items():", *[f"{ind}    {x}" for x in update + contribution]]
             lines += ["    if not dp:", "        return None", f"    path[{p}] = d = dp" if keep else "    d = dp"]
             n = nodes[p]
         what = "propagate" if keep else "drop"
