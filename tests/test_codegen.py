@@ -20,9 +20,9 @@ from cep.runtime.engine import Engine
 from cep.runtime.iedyn import Delta, PatternRuntime
 
 
-def _runtime() -> PatternRuntime:
+def _runtime(share_leaves: bool = True) -> PatternRuntime:
     (cp,) = compile_text(CARD)
-    return PatternRuntime(physical_plan(plan_pattern(cp)))
+    return PatternRuntime(physical_plan(plan_pattern(cp), share_leaves=share_leaves))
 
 
 def test_a_traceback_names_the_generated_function_and_prints_its_line():
@@ -115,7 +115,9 @@ def test_explain_prints_the_physical_plan_that_runs():
 
 
 def test_insert_returns_a_delta_that_enumerates_its_matches():
-    rt = _runtime()
+    # each event into one atom only: s1 and s2 keep their own storages (twin leaves share one
+    # only where every event enters both, as in the engine: ``share_leaf_storage``)
+    rt = _runtime(share_leaves=False)
     events = [txn(0, 0, "c", 10), txn(1, 5, "c", 20), txn(2, 9, "c", 900)]
     deltas = [rt.insert(i, e, i) for i, e in enumerate(events)]
     assert all(isinstance(d, Delta) for d in deltas)

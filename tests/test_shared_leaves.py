@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections import Counter
 
+from cephelp import PATTERNS
 from hypothesis import HealthCheck, event, example, given, settings
 from hypothesis import strategies as st
 from strategies import Case, twin_cases
@@ -24,7 +25,6 @@ from cep.lang.compiler import compile_text
 from cep.plan.physical import physical_plan
 from cep.plan.planner import plan_pattern
 from cep.runtime.engine import Engine
-from cephelp import PATTERNS
 
 
 def _shared(text: str, time_unit: str = "s") -> int:

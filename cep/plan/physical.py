@@ -29,7 +29,6 @@ from dataclasses import fields, is_dataclass, replace
 from typing import Any
 
 from cep.lang import ast
-
 from cep.lang.gcq import TIME_ATTR, Bound, CompiledPattern
 from cep.plan.gaps import GapIndexSpec, GapPlan, plan_gaps
 from cep.plan.model import IndexSpec, Plan, enumeration_index, sibling_index

@@ -1270,6 +1270,9 @@ class PatternRuntime:
         nothing is inserted).
 
         ``same`` is the event's tuple in another atom: an equal tuple is shared, not copied.
+        Twin atoms whose leaves share a storage (``share_leaf_storage``, ``IndexUse.shares``)
+        take every change of an event together, the earlier atom first (the engine does:
+        its atoms in order), and only the later one's update changes the storage.
         """
         r = self.inserter[atom](event, serial, same)
         return None if r is None else Delta(self, r[0], r[1])
