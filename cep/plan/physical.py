@@ -255,7 +255,7 @@ def _alias_free(x: Any, alias: str) -> Any:
         return (type(x).__name__, *(_alias_free(getattr(x, f.name), alias) for f in fields(x) if f.compare))
     if isinstance(x, (list, tuple)):
         return tuple(_alias_free(y, alias) for y in x)
-    return x
+    return (type(x).__name__, x)  # a literal's type too: true = 1 and 1 = 1.0 in Python, not in a filter
 
 
 def merge_pass_through_nodes(plan: Plan) -> tuple[Plan, tuple[tuple[str, ...], ...]]:
