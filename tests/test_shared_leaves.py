@@ -118,3 +118,15 @@ def test_filters_that_differ_only_in_a_literals_type_are_not_twins():
     assert _shared(base.format("true", "true")) == 1
     assert _shared(base.format("true", "1")) == 0
     assert _shared(base.format("1", "1.0")) == 0
+
+
+@_FEWER
+@given(twin_cases())
+def test_twins_agree_with_the_reference_when_every_batch_merges(case: Case) -> None:
+    """``MERGE_MIN`` 1 (``test_iedyn_merge``): every batch of two or more changes takes the sort-merge,
+    which reads the twin's storage once per group after the batch's updates."""
+    from unittest import mock
+
+    from cep.runtime import iedyn
+    with mock.patch.object(iedyn, "MERGE_MIN", 1):
+        check_case(case)
