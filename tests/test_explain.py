@@ -81,7 +81,7 @@ def test_json_schema_is_stable():
         assert set(n) == PHYSICAL_NODE_KEYS
         for key in ("enumeration_index", "sibling_index"):
             if n[key] is not None:
-                assert set(n[key]) == INDEX_KEYS | {"storage", "equal_rest"}
+                assert set(n[key]) == INDEX_KEYS | {"storage", "equal_rest", "shares"}
                 assert n[key]["storage"] in ("own", "P", "S")
 
 
