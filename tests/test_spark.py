@@ -270,6 +270,45 @@ def test_batched_route_and_state_steps_equal_one_record_at_a_time():
     assert {r[1] for r in sides} == {"late", "error"}
 
 
+def test_progress_reads_the_recent_reports_only_when_a_new_one_came():
+    """``cep spark``'s progress poll: every micro-batch's report is collected, and the retained list (up to
+    100 reports, converted on each read) is read only when the newest report changed."""
+    from types import SimpleNamespace
+
+    from cep.connectors.spark_cli import Progress
+
+    class Query:
+        def __init__(self) -> None:
+            self.reports: list = []
+            self.reads = 0
+
+        @property
+        def lastProgress(self):  # noqa: N802 - PySpark's name
+            return self.reports[-1] if self.reports else None
+
+        @property
+        def recentProgress(self):  # noqa: N802
+            self.reads += 1
+            return self.reports[-2:]  # what Spark retains (numRecentProgressUpdates = 2 here)
+
+    def report(batch: int, rows: int) -> SimpleNamespace:
+        return SimpleNamespace(json=json.dumps({"batchId": batch, "numInputRows": rows, "timestamp": str(batch)}))
+
+    q, prog = Query(), Progress()
+    prog.collect(q)
+    assert q.reads == 0 and prog.batches == {}
+    for b in range(5):
+        q.reports.append(report(b, 10 + b))
+        prog.collect(q)
+        prog.collect(q)  # nothing new: the list is not read
+        assert q.reads == b + 1
+    q.reports += [report(5, 0), report(6, 16)]  # two reports between polls, one of them idle
+    prog.collect(q)
+    assert sorted(prog.batches) == [0, 1, 2, 3, 4, 6] and prog.input_rows() == 10 + 11 + 12 + 13 + 14 + 16
+    prog.collect(q, full=True)
+    assert q.reads == 7
+
+
 # ------------------------------------------------------------------------------------------ with Spark
 
 
