@@ -91,6 +91,47 @@ def spark_home_for_cluster(work: Path) -> str:
     return str(d)
 
 
+class ProgressMarks:
+    """A streaming query listener that records ``mark(progress JSON)`` at the end of every micro-batch.
+
+    Why not PySpark's ``StreamingQueryListener``: its wrapper converts every progress event into Python objects
+    field by field before the listener sees it (tens of Py4J round trips per micro-batch, and Py4J resolves each
+    class name it is asked for by probing the driver JVM's class path: failed class loads over every jar). In
+    this bench's steady state that conversion was the driver JVM's busiest thread (``spark-listener-group-
+    streams``: about 0.2 CPU s per 10^5-event micro-batch on local-cluster, bench/results/spark.md) plus driver
+    Python time, all counted as the Spark path's CPU, while ``cep spark`` runs no listener. This one is the
+    same Java interface (Py4J's callback, as PySpark's) and asks for the progress JSON only: two calls.
+    """
+
+    def __init__(self, mark) -> None:
+        self.mark = mark
+        self.marks: list = []
+
+    def add_to(self, spark) -> None:
+        from pyspark import SparkContext
+        from pyspark.java_gateway import ensure_callback_server_started
+
+        gw = SparkContext._gateway
+        ensure_callback_server_started(gw)
+        wrapper = gw.jvm.org.apache.spark.sql.streaming.PythonStreamingQueryListenerWrapper(self)
+        spark._jsparkSession.streams().addListener(wrapper)
+
+    def onQueryStarted(self, jevent) -> None:  # noqa: N802 - the Java interface's names
+        self.marks = []
+
+    def onQueryProgress(self, jevent) -> None:  # noqa: N802
+        self.marks.append(self.mark(jevent.progress().json()))
+
+    def onQueryIdle(self, jevent) -> None:  # noqa: N802
+        pass
+
+    def onQueryTerminated(self, jevent) -> None:  # noqa: N802
+        pass
+
+    class Java:
+        implements = ["org.apache.spark.sql.streaming.PythonStreamingQueryListener"]
+
+
 def spark_child(args: argparse.Namespace) -> None:
     """One Spark configuration (runs in its own process): warm up, then time the full query."""
     from cep.connectors.spark import make_session
@@ -104,28 +145,8 @@ def spark_child(args: argparse.Namespace) -> None:
 
     batch_ms: list[int] = []
     cpu: list[float] = []
-    from pyspark.sql.streaming import StreamingQueryListener
-
-    class CpuAtProgress(StreamingQueryListener):
-        """The process tree's CPU seconds at each micro-batch's end: per-batch CPU, steady state apart."""
-
-        def __init__(self) -> None:
-            self.marks: list[tuple[int, float]] = []  # (source rows: files here, CPU seconds at the batch's end)
-
-        def onQueryStarted(self, event) -> None:
-            self.marks = []
-
-        def onQueryProgress(self, event) -> None:
-            self.marks.append((event.progress.numInputRows, tree_cpu_seconds(os.getpid())))
-
-        def onQueryIdle(self, event) -> None:
-            pass
-
-        def onQueryTerminated(self, event) -> None:
-            pass
-
-    listener = CpuAtProgress()
-    spark.streams.addListener(listener)
+    listener = ProgressMarks(lambda progress: (json.loads(progress)["numInputRows"], tree_cpu_seconds(os.getpid())))
+    listener.add_to(spark)
 
     def run(inp: str, tag: str, out: str | None = None) -> tuple[float, int, int]:
         extra = ["--max-per-batch", str(args.files_per_batch)] if args.files_per_batch else []

@@ -29,7 +29,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench.spark_bench import PATTERN, make_events, spark_home_for_cluster, write_dir
+from bench.spark_bench import PATTERN, ProgressMarks, make_events, spark_home_for_cluster, write_dir
 
 KINDS = ("driver python", "driver JVM", "cluster master+worker JVMs", "executor JVMs", "python workers")
 
@@ -182,7 +182,6 @@ def pyspy_profile(raw: Path, top: int) -> dict:
 def child(args: argparse.Namespace) -> None:
     from cep.connectors.spark import make_session
     from cep.connectors.spark_cli import build_parser, start_query
-    from pyspark.sql.streaming import StreamingQueryListener
 
     work = Path(args.work)
     extra = dict(kv.split("=", 1) for kv in args.conf)
@@ -196,31 +195,24 @@ def child(args: argparse.Namespace) -> None:
     marks: list[dict] = []
     pyspy: list[subprocess.Popen] = []
 
-    class AtProgress(StreamingQueryListener):
-        def onQueryStarted(self, event) -> None:
-            marks.clear()
+    def at_progress(progress: str) -> None:
+        p = json.loads(progress)
+        if p["batchId"] == 0:
+            marks.clear()  # a new query (the warm-up's marks are not steady state)
+        marks.append({"rows": p["numInputRows"], "cpu": cpu_by_kind(os.getpid()), "at": time.time(),
+                      "threads": jvm_threads(os.getpid()),
+                      "durationMs": p["durationMs"], "state": p["stateOperators"][0] if p["stateOperators"]
+                      else {}})
+        if args.py_spy and not pyspy and p["numInputRows"] > 0:  # after the first data batch: steady state
+            for pid, (_pp, cmd, _u, _s) in _processes().items():
+                if "pyspark.daemon" in cmd:
+                    pyspy.append(subprocess.Popen(
+                        ["py-spy", "record", "--pid", str(pid), "--subprocesses", "--nonblocking",
+                         "--format", "raw", "--rate", "50", "-o", str(work / f"pyspy-{pid}.txt")],
+                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
 
-        def onQueryProgress(self, event) -> None:
-            p = json.loads(event.progress.json)
-            marks.append({"rows": p["numInputRows"], "cpu": cpu_by_kind(os.getpid()), "at": time.time(),
-                          "threads": jvm_threads(os.getpid()),
-                          "durationMs": p["durationMs"], "state": p["stateOperators"][0] if p["stateOperators"]
-                          else {}})
-            if args.py_spy and not pyspy and p["numInputRows"] > 0:  # after the first data batch: steady state
-                for pid, (_pp, cmd, _u, _s) in _processes().items():
-                    if "pyspark.daemon" in cmd:
-                        pyspy.append(subprocess.Popen(
-                            ["py-spy", "record", "--pid", str(pid), "--subprocesses", "--nonblocking",
-                             "--format", "raw", "--rate", "50", "-o", str(work / f"pyspy-{pid}.txt")],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
-
-        def onQueryIdle(self, event) -> None:
-            pass
-
-        def onQueryTerminated(self, event) -> None:
-            pass
-
-    spark.streams.addListener(AtProgress())
+    # the bench's light listener (one Py4J call for the progress JSON; see ``ProgressMarks``)
+    ProgressMarks(at_progress).add_to(spark)
 
     def run(inp: Path, tag: str):
         a = build_parser().parse_args([PATTERN, "-i", str(inp), "-o", str(work / f"out-{tag}"), "--checkpoint",

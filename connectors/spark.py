@@ -41,6 +41,7 @@ Kafka output and ``detect()``'s callers keep one row per composite event.
 from __future__ import annotations
 
 import math
+import operator
 import os
 import sys
 import uuid
@@ -211,46 +212,96 @@ def kafka_key(values: Sequence[Any]) -> str:
 # ---------------------------------------------------------------------------------------------- stage 1: route
 
 
+DECODE_CHUNK = 1024  # records per ``decode.many`` call (a record off its fast path ends a chunk's fast part)
+KEY_CACHE_SIZE = 100_000  # string partition keys whose key group a route step remembers (then starts afresh)
+
+
+def _decoded(decode, recs: list[tuple[str, str]]) -> Iterator[tuple[Any, str, str]]:
+    """``(Event or BadRecord, pos, text)`` for each ``(pos, text)`` record, in order: ``decode(pos, text)``.
+
+    Why: ``decode.many`` decodes a run of records off the common path in one call (as ``cep run``'s batch
+    loop does; a frame and an ``Event.__init__`` less per record); a record it stops at, and the rest of
+    its chunk, go through ``decode`` one at a time, which gives the precise reason for a bad one.
+    """
+    from cep.io.readers import BadRecord
+
+    many = decode.many
+    for lo in range(0, len(recs), DECODE_CHUNK):
+        chunk = recs[lo:lo + DECODE_CHUNK] if len(recs) > DECODE_CHUNK else recs
+        evs = many(chunk)
+        for ev, (pos, text) in zip(evs, chunk, strict=False):  # stops at the fast run's end
+            yield ev, pos, text
+        for pos, text in chunk[len(evs):] if evs else chunk:
+            try:
+                yield decode(pos, text.encode()), pos, text
+            except BadRecord as e:
+                yield e, pos, text
+
+
 def _router(spec: PatternSpec):
+    """``route(records, packs) -> routed``: each ``(pos, text)`` record to its groups' packs (see
+    ``_route_batches``): ``packs[(g, kg)] = [largest time in us, positions, texts]``; bad records (with
+    ``on_error="skip"``) to ``(BAD_ROW_GROUP, 0)`` as their report, blank ones nowhere."""
     from cep.io.readers import BadRecord, make_decoder
-    from cep.lang.gcq import read_key
+    from cep.lang.gcq import TIME_ATTR, read_key
 
     cps = spec.compile()
     decode = make_decoder(spec.type_field, spec.time_field, spec.time_unit, spec.op_field)
     factor = TIME_US[spec.time_unit]
     groups = spec.key_groups
-    # type -> [(g, attrs or None)]
-    routes: dict[str, list[tuple[int, tuple[str, ...] | None]]] = {}
+    skip = spec.on_error == "skip"
+    crc32 = zlib.crc32
+    # type -> [(g, attrs or None, the one attribute of a one-field key or None)]
+    routes: dict[str, list[tuple[int, tuple[str, ...] | None, str | None]]] = {}
     for g, cp in enumerate(cps):
         attrs = partition_attrs(cp)
         types = [a.type for a in cp.atoms] + [t for gap in cp.gaps for t in gap.types]
         for t in dict.fromkeys(types):
-            routes.setdefault(t, []).append((g, None if attrs is None else attrs[t]))
+            a = None if attrs is None else attrs[t]
+            one = a[0] if a is not None and len(a) == 1 and a[0] != TIME_ATTR else None
+            routes.setdefault(t, []).append((g, a, one))
+    # key group of a one-field string key (the common case): crc32 of its canonical JSON, once per key
+    kg_of: dict[str, int] = {}
 
-    def route(pos: str, value: str) -> list[tuple]:
-        raw = value.encode() if isinstance(value, str) else bytes(value)
-        try:
-            ev = decode(pos, raw)
-        except BadRecord as e:
-            if not raw.strip():
-                return []
-            if spec.on_error == "skip":
-                return [(BAD_ROW_GROUP, 0, _NO_TIME_US, pos, error_report(pos, str(e), raw))]
-            raise SparkPathError(f"{BAD_RECORD_MARK}input record {pos}: {e}") from None
-        targets = routes.get(ev.type)
-        if not targets:
-            return []
-        tus = int(round(ev.ts * factor))
-        rows = []
-        text = raw.decode()
-        for g, attrs in targets:
-            if attrs is None:
-                kg = 0
+    def route(recs: list[tuple[str, str]], packs: dict[tuple[int, int], list]) -> int:
+        n = 0
+        for ev, pos, text in _decoded(decode, recs):
+            if isinstance(ev, BadRecord):
+                if not text.encode().strip():  # a blank record (as ``cep run`` skips a blank line)
+                    continue
+                if not skip:
+                    raise SparkPathError(f"{BAD_RECORD_MARK}input record {pos}: {ev}") from None
+                targets: Any = ((BAD_ROW_GROUP, 0, _NO_TIME_US),)
+                text = error_report(pos, str(ev), text.encode())
             else:
-                key = _canon_key(read_key(ev, attrs))
-                kg = zlib.crc32(key.encode()) % groups
-            rows.append((g, kg, tus, pos, text))
-        return rows
+                found = routes.get(ev.type)
+                if not found:
+                    continue
+                tus = int(round(ev.ts * factor))
+                targets = []
+                for g, attrs, one in found:
+                    if attrs is None:
+                        kg = 0
+                    elif one is not None and type(v := ev.fields.get(one)) is str:
+                        kg = kg_of.get(v)
+                        if kg is None:
+                            if len(kg_of) >= KEY_CACHE_SIZE:
+                                kg_of.clear()
+                            kg = kg_of[v] = crc32(_canon_key((v,)).encode()) % groups
+                    else:
+                        kg = crc32(_canon_key(read_key(ev, attrs)).encode()) % groups
+                    targets.append((g, kg, tus))
+            for g, kg, tus in targets:
+                pack = packs.get((g, kg))
+                if pack is None:
+                    packs[(g, kg)] = [tus, [pos], [text]]
+                else:
+                    if tus > pack[0]:
+                        pack[0] = tus
+                    pack[1].append(pos)
+                    pack[2].append(text)
+                n += 1
+        return n
 
     return route
 
@@ -284,26 +335,18 @@ def _route_batches(spec: PatternSpec, whole_files: bool = False):
         held = 0
         for pdf in batches:
             with stream_gc():
+                recs: list[tuple[str, str]] = []
                 for pos, value in zip(pdf["pos"].tolist(), pdf["value"].tolist(), strict=True):
                     if value is None:
                         continue
+                    if not isinstance(value, str):
+                        value = bytes(value).decode()
                     if whole_files:
-                        # a blank line is skipped by ``route`` (as a blank record is), keeping its number
-                        records: Any = ((f"{pos}:{i}", line) for i, line in enumerate(value.split("\n"), 1)
-                                        if line)
+                        # a blank line is no record (``route`` skips a blank record), keeping its number
+                        recs += [(f"{pos}:{i}", line) for i, line in enumerate(value.split("\n"), 1) if line]
                     else:
-                        records = ((pos, value),)
-                    for rpos, rvalue in records:
-                        for g, kg, tus, p, text in route(rpos, rvalue):
-                            pack = packs.get((g, kg))
-                            if pack is None:
-                                packs[(g, kg)] = [tus, [p], [text]]
-                            else:
-                                if tus > pack[0]:
-                                    pack[0] = tus
-                                pack[1].append(p)
-                                pack[2].append(text)
-                            held += 1
+                        recs.append((pos, value))
+                held += route(recs, packs)
             if held >= PACK_RECORDS:  # checked per input batch (a whole file is one)
                 yield _packed_frame(packs)
                 packs, held = {}, 0
@@ -384,37 +427,64 @@ def _push_all(spec: PatternSpec, eng, g: int, pdfs) -> tuple[list[tuple], list]:
     A record below the engine's watermark (Spark's, see ``engine_watermark``) is late: it becomes a ``late`` row
     (counted per pattern; the record itself rides on its first pattern's row only, so a late-records output holds
     each record once, as ``cep run --late-output`` does).
+    The records go to the engine in one ``push_batch`` (as ``cep run``'s batch loop): a late record or an unknown
+    retraction interrupts it (``BatchInterrupted``: the outputs before it), and the batch goes on after it.
     """
-    from cep.errors import LateEventError, UnknownRetractionError
-    from cep.io.readers import make_decoder
+    from cep.errors import BatchInterrupted, LateEventError, UnknownRetractionError
+    from cep.io.readers import BadRecord, make_decoder
 
     decode = make_decoder(spec.type_field, spec.time_field, spec.time_unit, spec.op_field)
-    events = [(decode(pos, value.encode()), value) for pos, value in _unpack(pdfs)]
+    evs, texts = [], []
+    for ev, _pos, text in _decoded(decode, list(_unpack(pdfs))):
+        if isinstance(ev, BadRecord):  # the route step decoded it without error: not expected
+            raise ev
+        evs.append(ev)
+        texts.append(text)
+    arrived = evs
     # packed rows of a group come from several tasks in no guaranteed order: event time, inserts before
     # retractions of equal time (a stable sort: one task's records keep their input order)
-    events.sort(key=_push_order)
+    if any(ev.op == "-" for ev in evs):
+        evs = sorted(evs, key=_push_order)
+    else:
+        evs = sorted(evs, key=_TS)
     name = spec.names[g]
     lead = _lead_patterns(spec)
     rows: list[tuple] = []
     outs: list = []
-    push = eng.push
-    for ev, value in events:
+    text_of: dict[int, str] | None = None  # id(event) -> its text, built at the first side row
+    push_batch = eng.push_batch
+    start = 0
+    while start < len(evs):
         try:
-            outs += push(ev)
-        except LateEventError:
+            outs += push_batch(evs[start:] if start else evs)
+            break
+        except BatchInterrupted as bi:
+            outs += bi.outputs
+            i = start + bi.index
+            start = i + 1
+            ev, cause = evs[i], bi.__cause__
+        if text_of is None:
+            text_of = {id(e): t for e, t in zip(arrived, texts, strict=True)}
+        value = text_of[id(ev)]
+        if isinstance(cause, LateEventError):
             rows.append((name, "late", ev.pos, None, None, value if lead.get(ev.type) == g else None))
-        except UnknownRetractionError:
+        elif isinstance(cause, UnknownRetractionError):
             reason = ("retraction of an event that was never inserted (or was already retracted or "
                       "expired)")
             if spec.on_error != "skip":
                 raise SparkPathError(f"{BAD_RECORD_MARK}input record {ev.pos}: {reason}") from None
             if lead.get(ev.type) == g:
                 rows.append((None, "error", ev.pos, None, None, error_report(ev.pos, reason, value.encode())))
+        else:
+            raise cause
     return rows, outs
 
 
-def _push_order(e: tuple) -> tuple:
-    return e[0].ts, e[0].op == "-"
+def _push_order(e) -> tuple:
+    return e.ts, e.op == "-"
+
+
+_TS = operator.attrgetter("ts")
 
 
 def _rows(spec: PatternSpec, g: int, outs: list) -> list[tuple]:

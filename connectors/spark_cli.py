@@ -225,14 +225,29 @@ class Progress:
 
     def __init__(self) -> None:
         self.batches: dict[int, dict] = {}
+        self.newest: str | None = None  # the JSON of the newest progress when last collected
 
-    def collect(self, q) -> None:
+    def collect(self, q, *, full: bool = False) -> None:
+        """Take the progress reports the query made since the last call.
+
+        Why the newest one first: ``recentProgress`` converts every retained report (up to 100) on each call,
+        a Py4J call and a JSON document each; polled every second that was the driver's steady CPU while a
+        query ran. A new report is always the newest one (``lastProgress``), so the list is read only when that
+        changed (or with ``full``).
+        """
         import json
 
-        for prog in q.recentProgress:
-            p = json.loads(prog.json)  # PySpark's StreamingQueryProgress, as the plain JSON Spark reports
+        if not full:
+            last = q.lastProgress
+            newest = None if last is None else last.json
+            if newest == self.newest:
+                return
+        texts = [prog.json for prog in q.recentProgress]  # PySpark's reports, as the plain JSON Spark reports
+        for text in texts:
+            p = json.loads(text)
             if p.get("numInputRows", 0) or p.get("observedMetrics"):
                 self.batches[p["batchId"]] = p
+        self.newest = texts[-1] if texts else None
 
     def metric(self, name: str) -> int:
         from cep.connectors.spark import METRICS
@@ -264,12 +279,12 @@ def run_query(q, timeout: float | None) -> Progress:
             done = q.awaitTermination(wait)
         except Exception:  # noqa: BLE001 - a failed query: the caller reads q.exception()
             done = True
-        progress.collect(q)
+        progress.collect(q, full=done)
         if done or (deadline is not None and time.monotonic() >= deadline):
             break
     if q.isActive:
         q.stop()
-        progress.collect(q)
+        progress.collect(q, full=True)
     return progress
 
 

@@ -188,6 +188,127 @@ def test_packed_output_rows_hold_the_same_lines_and_counts():
     assert side and [r[:6] + [r[6:]] for r in packed if r[1] != S.LINES_OP] == [r + [[0, 0]] for r in side]
 
 
+def test_batched_route_and_state_steps_equal_one_record_at_a_time():
+    """The route step decodes with ``decode.many`` and caches key groups, the state step pushes a group's
+    records in one ``push_batch``: over a mixed stream longer than a decode chunk (records off the fast path:
+    ISO times, retractions, numeric and boolean keys, bad and blank lines; late records and unknown retractions
+    in the middle of a group's batch) the packs, side rows and composite events are those of decoding, routing
+    and pushing one record at a time."""
+    import random
+
+    import pandas as pd
+    from cep.connectors import spark as S
+
+    from cep.errors import LateEventError, UnknownRetractionError
+    from cep.io.readers import BadRecord, make_decoder
+    from cep.lang.gcq import read_key
+
+    text = ("PATTERN p SEQ(A a, B b) WHERE a.k = b.k WITHIN 10\n"
+            "PATTERN q SEQ(A a, C c) WITHIN 5\n")
+    spec = S.pattern_spec(text, key_groups=3, on_error="skip")
+    rnd = random.Random(5)
+    values, recs = [], []
+    for i in range(3 * S.DECODE_CHUNK):
+        r = {"type": rnd.choice("ABCZ"), "ts": 1000 + i // 3 - rnd.randrange(8),
+             "k": rnd.choice(["x", "y", "z", 1, 1.0, 2, True])}
+        if rnd.random() < 0.03:
+            r["ts"] = f"1970-01-01T00:{r['ts'] // 60:02d}:{r['ts'] % 60:02d}Z"  # off the fast path
+        line = json.dumps(r)
+        recs.append(r)
+        if rnd.random() < 0.04:
+            line = json.dumps(dict(rnd.choice(recs), op="-"))  # a retraction: of a record, or (expired) of none
+        elif rnd.random() < 0.01:
+            line = rnd.choice(["{bad", "", "  ", '{"type": "A"}', '{"type": "A", "ts": 1, "k": [1]}'])
+        values.append(line)
+    pos = [f"f:{i + 1}" for i in range(len(values))]
+    df = pd.concat(S._route_batches(spec)(iter([pd.DataFrame({"pos": pos, "value": values})])))
+    got = {(g, k): list(S._unpack([rows])) for (g, k), rows in df.groupby(["g", "kg"])}
+
+    decode = make_decoder()
+    want: dict = {}
+    for p, v in zip(pos, values, strict=True):
+        try:
+            ev = decode(p, v.encode())
+        except BadRecord as e:
+            if v.strip():
+                want.setdefault((S.BAD_ROW_GROUP, 0), []).append((p, S.error_report(p, str(e), v.encode())))
+            continue
+        for g, cp in enumerate(spec.compile()):
+            attrs = S.partition_attrs(cp)
+            if ev.type in {a.type for a in cp.atoms}:
+                kg = 0 if attrs is None else S.zlib.crc32(
+                    S._canon_key(read_key(ev, attrs[ev.type])).encode()) % 3
+                want.setdefault((g, kg), []).append((p, v))
+    assert got == want and len(got) > 3
+
+    wm = 1000 + len(values) // 6  # the second half of each group's records is on time
+    sides = []
+    for (g, kg), rows in df.groupby(["g", "kg"]):
+        if g == S.BAD_ROW_GROUP:
+            continue
+        eng = spec.new_engine(g, own_watermark=False)
+        eng.advance_watermark(wm)
+        side, outs = S._push_all(spec, eng, g, [rows])
+        ref = spec.new_engine(g, own_watermark=False)
+        ref.advance_watermark(wm)
+        evs = sorted(((decode(p, v.encode()), v) for p, v in got[(g, kg)]), key=lambda e: (e[0].ts, e[0].op == "-"))
+        ref_side, ref_outs = [], []
+        for ev, v in evs:
+            try:
+                ref_outs += ref.push(ev)
+            except LateEventError:
+                ref_side.append((spec.names[g], "late", ev.pos, None, None, v if g == 0 or ev.type == "C" else None))
+            except UnknownRetractionError:
+                if g == 0 or ev.type == "C":
+                    ref_side.append((None, "error", ev.pos, None, None, S.error_report(
+                        ev.pos, "retraction of an event that was never inserted (or was already retracted or "
+                        "expired)", v.encode())))
+        assert side == ref_side
+        assert [(o.pattern, o.op, o.id) for o in outs] == [(o.pattern, o.op, o.id) for o in ref_outs]
+        assert eng.dumps() == ref.dumps()
+        sides += side
+    assert {r[1] for r in sides} == {"late", "error"}
+
+
+def test_progress_reads_the_recent_reports_only_when_a_new_one_came():
+    """``cep spark``'s progress poll: every micro-batch's report is collected, and the retained list (up to
+    100 reports, converted on each read) is read only when the newest report changed."""
+    from types import SimpleNamespace
+
+    from cep.connectors.spark_cli import Progress
+
+    class Query:
+        def __init__(self) -> None:
+            self.reports: list = []
+            self.reads = 0
+
+        @property
+        def lastProgress(self):  # noqa: N802 - PySpark's name
+            return self.reports[-1] if self.reports else None
+
+        @property
+        def recentProgress(self):  # noqa: N802
+            self.reads += 1
+            return self.reports[-2:]  # what Spark retains (numRecentProgressUpdates = 2 here)
+
+    def report(batch: int, rows: int) -> SimpleNamespace:
+        return SimpleNamespace(json=json.dumps({"batchId": batch, "numInputRows": rows, "timestamp": str(batch)}))
+
+    q, prog = Query(), Progress()
+    prog.collect(q)
+    assert q.reads == 0 and prog.batches == {}
+    for b in range(5):
+        q.reports.append(report(b, 10 + b))
+        prog.collect(q)
+        prog.collect(q)  # nothing new: the list is not read
+        assert q.reads == b + 1
+    q.reports += [report(5, 0), report(6, 16)]  # two reports between polls, one of them idle
+    prog.collect(q)
+    assert sorted(prog.batches) == [0, 1, 2, 3, 4, 6] and prog.input_rows() == 10 + 11 + 12 + 13 + 14 + 16
+    prog.collect(q, full=True)
+    assert q.reads == 7
+
+
 # ------------------------------------------------------------------------------------------ with Spark
 
 
