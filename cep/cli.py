@@ -20,12 +20,12 @@ from __future__ import annotations
 
 import errno
 import os
-import re
 import stat
 import sys
 from typing import Any
 
 from cep.exit_codes import EXIT_INTERRUPTED, EXIT_OK, EXIT_OTHER
+from cep.lazyre import lazy
 
 # ``cep run``'s options as click declares them (cep.cli_click.run_cmd): option -> (parameter, kind);
 # kinds: "str", "flag", ("choice", values), ("int", minimum), ("float", minimum)
@@ -61,8 +61,8 @@ _DEFAULTS: dict[str, Any] = {
     "no_progress": False, "idle_advance": None, "workers": 1, "test_stop_after": None,
     "test_crash_at_stop": False,
 }
-_INT = re.compile(r"[0-9]{1,18}\Z")
-_FLOAT = re.compile(r"[0-9]{1,15}(\.[0-9]{0,15})?\Z")
+_INT = lazy(r"[0-9]{1,18}\Z")
+_FLOAT = lazy(r"[0-9]{1,15}(\.[0-9]{0,15})?\Z")
 
 
 def plain_run(args: list[str]) -> dict[str, Any] | None:
