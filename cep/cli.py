@@ -184,8 +184,11 @@ def main(argv: list[str] | None = None) -> None:
         return
     try:
         try:
+            from cep import codegen
             from cep.commands.heap import setup_gc
 
+            # compiled generated code kept across runs, from here on (``run`` does it too, for its other callers)
+            codegen.use_code_cache(codegen.code_cache_dir())
             with setup_gc():  # (what the imports make is kept)
                 from cep.commands.run import run
             sys.exit(run(run_options(params), sys.stderr))
