@@ -187,11 +187,16 @@ def main(argv: list[str] | None = None) -> None:
             from cep import codegen
             from cep.commands.heap import setup_gc
 
-            # compiled generated code kept across runs, from here on (``run`` does it too, for its other callers)
-            codegen.use_code_cache(codegen.code_cache_dir())
-            with setup_gc():  # (what the imports make is kept)
-                from cep.commands.run import run
-            sys.exit(run(run_options(params), sys.stderr))
+            # compiled generated code kept across runs, from here on (``run`` does it too, for its other
+            # callers); undone after (tests call ``main`` in their own process)
+            kept = codegen.use_code_cache(codegen.code_cache_dir())
+            try:
+                with setup_gc():  # (what the imports make is kept)
+                    from cep.commands.run import run
+                rc = run(run_options(params), sys.stderr)
+            finally:
+                codegen.use_code_cache(kept)
+            sys.exit(rc)
         except (EOFError, KeyboardInterrupt) as e:  # click: an empty line, then Abort
             _echo_err("")
             if isinstance(e, KeyboardInterrupt):

@@ -161,6 +161,8 @@ def _compile_once(source: str) -> CodeType:
 
 _store: str | None = None  # the directory of compiled code kept across processes (``use_code_cache``)
 _MAX_STORED = 4096  # entries the directory keeps (the oldest written are removed beyond it)
+_PRUNE_EVERY = 256  # entries a process writes between two looks at the directory's size
+_written = [0]
 _TAG = f"code-{sys.implementation.cache_tag}"  # (marshal's format of code objects is per version)
 
 
@@ -202,7 +204,9 @@ def _stored(source: str, directory: str) -> CodeType:
         with open(tmp, "wb") as f:
             f.write(marshal.dumps(code))
         os.replace(tmp, path)  # (atomic: a concurrent reader sees the whole entry or none)
-        _prune(directory)
+        _written[0] += 1
+        if _written[0] % _PRUNE_EVERY == 1:  # (the first write of a process, then every _PRUNE_EVERY)
+            _prune(directory)
     except OSError:  # a read-only or full disk: no cache, nothing else changes
         pass
     return code

@@ -97,3 +97,22 @@ def test_use_code_cache_returns_the_directory_to_restore(tmp_path):
         assert codegen.use_code_cache(None) == str(tmp_path)
     finally:
         codegen.use_code_cache(was)
+
+
+def test_main_in_a_process_of_its_caller_leaves_the_cache_as_it_was(tmp_path, monkeypatch):
+    # (tests call cep.cli.main in their own process: a cache left on made every later compile go to disk)
+    from cep.cli import main
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.delenv("CEP_CODE_CACHE", raising=False)
+    data = tmp_path / "in.jsonl"
+    data.write_text('{"type":"Txn","ts":1,"card":"c","amount":10}\n')
+    was = codegen.use_code_cache(None)
+    try:
+        try:
+            main(["run", str(PATTERNS / "card_testing.pattern"), "-i", str(data), "-o", str(tmp_path / "o"), "-q"])
+        except SystemExit as e:
+            assert not e.code
+        assert codegen.use_code_cache(None) is None
+    finally:
+        codegen.use_code_cache(was)
