@@ -20,12 +20,12 @@ from __future__ import annotations
 
 import errno
 import os
-import re
 import stat
 import sys
 from typing import Any
 
 from cep.exit_codes import EXIT_INTERRUPTED, EXIT_OK, EXIT_OTHER
+from cep.lazyre import lazy
 
 # ``cep run``'s options as click declares them (cep.cli_click.run_cmd): option -> (parameter, kind);
 # kinds: "str", "flag", ("choice", values), ("int", minimum), ("float", minimum)
@@ -61,8 +61,8 @@ _DEFAULTS: dict[str, Any] = {
     "no_progress": False, "idle_advance": None, "workers": 1, "test_stop_after": None,
     "test_crash_at_stop": False,
 }
-_INT = re.compile(r"[0-9]{1,18}\Z")
-_FLOAT = re.compile(r"[0-9]{1,15}(\.[0-9]{0,15})?\Z")
+_INT = lazy(r"[0-9]{1,18}\Z")
+_FLOAT = lazy(r"[0-9]{1,15}(\.[0-9]{0,15})?\Z")
 
 
 def plain_run(args: list[str]) -> dict[str, Any] | None:
@@ -184,11 +184,19 @@ def main(argv: list[str] | None = None) -> None:
         return
     try:
         try:
+            from cep import codegen
             from cep.commands.heap import setup_gc
 
-            with setup_gc():  # (what the imports make is kept)
-                from cep.commands.run import run
-            sys.exit(run(run_options(params), sys.stderr))
+            # compiled generated code kept across runs, from here on (``run`` does it too, for its other
+            # callers); undone after (tests call ``main`` in their own process)
+            kept = codegen.use_code_cache(codegen.code_cache_dir())
+            try:
+                with setup_gc():  # (what the imports make is kept)
+                    from cep.commands.run import run
+                rc = run(run_options(params), sys.stderr)
+            finally:
+                codegen.use_code_cache(kept)
+            sys.exit(rc)
         except (EOFError, KeyboardInterrupt) as e:  # click: an empty line, then Abort
             _echo_err("")
             if isinstance(e, KeyboardInterrupt):

@@ -10,7 +10,7 @@ connector all ask this module, so a spelling means the same everywhere
 
 from __future__ import annotations
 
-import re
+from cep.lazyre import lazy
 
 # every accepted spelling (case-insensitive) -> the canonical unit
 DURATION_UNITS: dict[str, str] = {
@@ -57,7 +57,7 @@ def in_time_units(value: int | float, unit: str | None, time_unit: str = "s") ->
     return result
 
 
-_DURATION_RE = re.compile(r"\s*([0-9]+(?:\.[0-9]*)?|\.[0-9]+)\s*([A-Za-z]*)\s*")  # ASCII digits only
+_DURATION_RE = lazy(r"\s*([0-9]+(?:\.[0-9]*)?|\.[0-9]+)\s*([A-Za-z]*)\s*")  # ASCII digits only
 
 
 def parse_duration(text: str, time_unit: str = "s") -> int | float:

@@ -18,7 +18,7 @@ from cephelp import PATTERNS, ROOT
 # `cep run` command line is read by cep.cli itself)
 NOT_IMPORTED = ("kafka", "pyspark", "cep.connectors", "cep.io.kafka", "cep.commands.explain",
                 "cep.io.checkpoint", "csv", "queue", "tqdm", "hypothesis", "cep.commands.check", "lark",
-                "click", "cep.cli_click")
+                "click", "cep.cli_click", "difflib")
 
 _PROBE = """
 import sys
@@ -50,3 +50,15 @@ def test_a_file_run_imports_no_connector_explain_checkpoint_or_csv_module(tmp_pa
     assert "cep.runtime.engine" in loaded  # the probe sees the run's modules
     leaked = [m for m in NOT_IMPORTED if m in loaded or any(x.startswith(m + ".") for x in loaded)]
     assert leaked == []
+
+
+def test_a_lazy_pattern_is_the_compiled_pattern_at_first_use():
+    import re
+
+    from cep.lazyre import lazy
+
+    p = lazy(r"(?P<w>\w+)-(\d+)", re.IGNORECASE)
+    assert p._compiled is None  # nothing compiled until used
+    assert p.fullmatch("Ab-12").group("w") == "Ab"
+    assert p.compiled() is p._compiled == re.compile(r"(?P<w>\w+)-(\d+)", re.IGNORECASE)
+    assert p.sub("x", "a-1 b-2") == "x x" and p.pattern == r"(?P<w>\w+)-(\d+)" and p.groups == 2

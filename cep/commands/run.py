@@ -25,6 +25,7 @@ import time
 from collections.abc import Callable, Iterator
 from typing import IO, Any
 
+from cep import codegen
 from cep.commands.heap import setup_gc, stream_gc, tune_heap
 from cep.errors import BatchInterrupted, LateEventError, PatternError, UnknownRetractionError
 from cep.exit_codes import EXIT_OK, EXIT_OTHER, EXIT_PATTERN, EXIT_RECORD, EXIT_SIMULATED_CRASH
@@ -687,6 +688,14 @@ def run(opts: RunOptions, err: IO[str] | None = None) -> int:
     """Run patterns over the input; return the exit status (messages go to ``err``)."""
     err = err if err is not None else sys.stderr
     tune_heap()
+    kept = codegen.use_code_cache(codegen.code_cache_dir())  # compiled generated code across runs
+    try:
+        return _run(opts, err)
+    finally:
+        codegen.use_code_cache(kept)
+
+
+def _run(opts: RunOptions, err: IO[str]) -> int:
     pool = None
     note = None
     if opts.workers != 1:  # split over processes by partition key (cep.commands.parallel)

@@ -17,7 +17,6 @@ the line of the last record for error messages.  A file source is resumable:
 
 from __future__ import annotations
 
-import re
 import sys
 from collections.abc import Callable, Iterator
 from io import BytesIO
@@ -28,11 +27,12 @@ import orjson
 
 from cep.event import Event
 from cep.io.protocol import Source
+from cep.lazyre import lazy
 from cep.units import TIME_UNITS, check_time_unit
 
 # numbers are ASCII: "٣" (an Arabic-Indic digit) is text, not 3
-_NUMBER = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
-_INTEGER = re.compile(r"[+-]?[0-9]+")
+_NUMBER = lazy(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+_INTEGER = lazy(r"[+-]?[0-9]+")
 CHUNK = 1 << 16  # bytes per read of a JSON lines input
 BATCH = 512  # records per batch at most: what the run loop applies before it writes its output
 

@@ -16,7 +16,6 @@ otherwise there is no cache (start-up is slower, nothing else changes).
 from __future__ import annotations
 
 import os
-import stat
 import sys
 from typing import TYPE_CHECKING
 
@@ -53,14 +52,10 @@ def lark_parser() -> Lark:
 
 def lark_cache() -> str | bool:
     """The ``cache`` argument for ``Lark(...)``: a private file path, or False (no cache)."""
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    directory = os.path.join(base, "cep")
-    try:
-        os.makedirs(directory, mode=0o700, exist_ok=True)
-        st = os.stat(directory, follow_symlinks=False)
-    except OSError:
-        return False
-    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid() or st.st_mode & 0o022:
+    from cep.cachedir import private_dir
+
+    directory = private_dir()
+    if directory is None:
         return False
     import lark
 

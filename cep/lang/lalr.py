@@ -52,11 +52,12 @@ from typing import Any
 
 from cep import codegen
 from cep.lang.ast import Loc, slot_setters
+from cep.lazyre import lazy
 
 Entry = tuple  # (value, kind, first token, last token, depth)
 END = "$END"
 
-_KEYWORD_RE = re.compile(r"\(\?i:(\w+)\\b\)")  # Lark's form of a `/word\b/i` terminal
+_KEYWORD_RE = lazy(r"\(\?i:(\w+)\\b\)")  # Lark's form of a `/word\b/i` terminal
 _WORD = r"(?!\d)\w+"  # the name terminal a keyword's match is always also a match of
 
 
@@ -170,7 +171,7 @@ class _Rule:
             raise ValueError(f"rule {rule} is not a plain `?rule: other` step")
 
 
-_CHILD_RE = re.compile(r"\bk(\d+)\b")
+_CHILD_RE = lazy(r"\bk(\d+)\b")
 
 
 def _inline_value(template: tuple, children: list[str], target: str, indent: str) -> list[str]:

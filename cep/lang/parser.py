@@ -45,6 +45,7 @@ from cep.lang.checker import STRATEGIES, Issue, check_pattern
 from cep.lang.grammar_cache import lark_parser
 from cep.lang.lalr import Rejected, TableParser, inline_env, inline_method, walk_tree
 from cep.lang.suggest import hint
+from cep.lazyre import lazy
 from cep.units import DURATION_UNITS, UNIT_HELP, canonical_unit
 
 if TYPE_CHECKING:
@@ -67,7 +68,7 @@ CLAUSE_NAMES = {
 
 # ----------------------------------------------------------------- text helpers
 
-_TEXT_RE = re.compile(r"""'(?:[^'\\\n]|\\.|'')*'|"(?:[^"\\\n]|\\.|"")*"|(?:--|\#)[^\n]*|\s+|[^'"\s\#-]+|.""")
+_TEXT_RE = lazy(r"""'(?:[^'\\\n]|\\.|'')*'|"(?:[^"\\\n]|\\.|"")*"|(?:--|\#)[^\n]*|\s+|[^'"\s\#-]+|.""")
 
 
 def item_text(source: str) -> str:
@@ -89,8 +90,8 @@ def item_text(source: str) -> str:
     return "".join(out)
 
 
-_WORD_RE = re.compile(r"(?<![.\w])\w+")
-_PLAIN_ATTR_RE = re.compile(r"\w+\.\w+")  # an attribute item without blanks: item_text leaves it as it is
+_WORD_RE = lazy(r"(?<![.\w])\w+")
+_PLAIN_ATTR_RE = lazy(r"\w+\.\w+")  # an attribute item without blanks: item_text leaves it as it is
 
 
 def _upper_keyword(m: re.Match) -> str:
@@ -98,12 +99,12 @@ def _upper_keyword(m: re.Match) -> str:
     return w.upper() if w.upper() in KEYWORDS else w
 
 
-_SPLIT_RE = re.compile(
+_SPLIT_RE = lazy(
     r"""(?:--|\#)[^\n]*|'(?:[^'\\\n]|\\.|'')*'?|"(?:[^"\\\n]|\\.|"")*"?|\.\s*\w*"""
     r"""|(?P<kw>(?<!\w)pattern(?!\w))|\w+|[^\w'"\#.-]+|.""",
     re.IGNORECASE,
 )
-_TRIVIA_RE = re.compile(r"(?:\s+|(?:--|#)[^\n]*)*")
+_TRIVIA_RE = lazy(r"(?:\s+|(?:--|#)[^\n]*)*")
 
 
 def _pattern_starts(text: str) -> list[int]:
@@ -116,7 +117,7 @@ def _printable(s: str, limit: int = 40) -> str:
 
 
 _ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "\\": "\\", "'": "'", '"': '"'}
-_ESC_RE = {q: re.compile(r"\\(.)|" + q + q, re.DOTALL) for q in "'\""}
+_ESC_RE = {q: lazy(r"\\(.)|" + q + q, re.DOTALL) for q in "'\""}
 
 
 def _unescape(token: str) -> str:
@@ -508,7 +509,7 @@ def _parse_patterns(text: str, filename: str) -> tuple[list[ast.Pattern], list[I
 
 MAX_SYNTAX_ERRORS_PER_PATTERN = 5
 
-_CLAUSE_SPLIT_RE = re.compile(
+_CLAUSE_SPLIT_RE = lazy(
     r"""(?:--|\#)[^\n]*|'(?:[^'\\\n]|\\.|'')*'?|"(?:[^"\\\n]|\\.|"")*"?|\.\s*\w*"""
     r"""|(?P<kw>(?<!\w)(?:where|partition|within|emit|using)(?!\w))|\w+|[^\w'"\#.-]+|.""",
     re.IGNORECASE,

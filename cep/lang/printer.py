@@ -19,10 +19,10 @@ its expression but not its text; give such items an ``AS`` name.
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from cep.lang import ast
+from cep.lazyre import lazy
 
 _PREC_OR, _PREC_AND, _PREC_NOT, _PREC_CMP, _PREC_ADD, _PREC_MUL, _PREC_NEG, _PREC_ATOM = range(1, 9)
 
@@ -167,7 +167,7 @@ def format_structure(s: ast.Structure) -> str:
     return f"{s.op}({', '.join(parts)})"
 
 
-_TOKEN_RE = re.compile(
+_TOKEN_RE = lazy(
     r"""'(?:[^'\\\n]|\\.|'')*'|"(?:[^"\\\n]|\\.|"")*"|\d+(?:\.\d+)?(?:[eE][+-]?\d+)?|\w+"""
     r"""|==|!=|<>|<=|>=|[-+*/%=<>(),.]|\S"""
 )

@@ -9,7 +9,6 @@ least one; ``sl`` -> ``s1``), or difflib finds it similar (``cnt`` ->
 
 from __future__ import annotations
 
-import difflib
 import functools
 from collections.abc import Iterable
 
@@ -37,6 +36,8 @@ def nearest(word: str, candidates: Iterable[str], cutoff: float = 0.6) -> str | 
 @functools.lru_cache(maxsize=1024)
 def _nearest(word: str, candidates: tuple[str, ...], cutoff: float) -> str | None:
     # (cached: a hostile file repeats one misspelling 50,000 times, issue 12)
+    import difflib  # (only with a diagnostic to phrase: not imported at every start-up)
+
     low = word.lower()
     limit = 0 if len(low) < 2 else max(1, len(low) // 3)
     best: tuple[int, float, int] | None = None

@@ -696,6 +696,8 @@ class PatternRuntime:
         self.residual_check = None
         # (the predicates' functions by name, their calls over slot ``i`` named by a function of i)
         self._residual: tuple[dict[str, Any], Callable[[Callable[[int], str]], list[str]]] | None = None
+        # the same filters as one inlined condition over the slot variables (``loop_source``), if they inline
+        self._residual_inline: tuple[list[str], str, dict[str, Any]] | None = None
         if plan.residual:
             leaf_pos = {}
             for pn in plan.nodes:
@@ -712,6 +714,8 @@ class PatternRuntime:
                 calls(lambda i: f"s[{i}]")) + "\n    )\n"
             self.residual_check = codegen.define(f"{name}: residual filter", src, "residual", env)
             self._residual = (env, calls)
+            self._residual_inline = _inline_residual([preds[pid].expr for pid in plan.residual],
+                                                     self.pattern.variables, leaf_pos)
         self.k = len(self.pattern.atoms)
         # per atom, the position of its event's serial in its leaf tuple
         self.slot_serial = slot_serial
@@ -1485,11 +1489,21 @@ class PatternRuntime:
                 loop(c1, ind, lambda i: loop(c2, i, cont))
 
         def final(ind: int) -> None:
-            if self._residual is not None:
-                # the residual filters inline, on the slot variables: no call, no list for a miss
+            pad = " " * ind
+            if self._residual_inline is not None:
+                # the residual filters' expressions inline on the slot variables (``cep.lang.expr``'s
+                # 3-valued code): no call per candidate match, no list for a miss
+                reads, cond, renv = self._residual_inline
+                env.update(renv)
+                lines.extend([pad + "try:", *[f"{pad}    {line}" for line in reads], pad + f"    ok = {cond}",
+                              pad + "except OverflowError:",
+                              pad + "    ok = False", pad + "if ok:"])
+                ind += 4
+            elif self._residual is not None:
+                # the residual filters' functions called on the slot variables: no list for a miss
                 renv, calls = self._residual
                 env.update(renv)
-                lines.append(" " * ind + f"if {' and '.join(c.split('  #')[0] for c in calls(lambda i: f's{i}'))}:")
+                lines.append(pad + f"if {' and '.join(c.split('  #')[0] for c in calls(lambda i: f's{i}'))}:")
                 ind += 4
             lines.extend(" " * ind + line for line in match)
 
@@ -1552,6 +1566,31 @@ class PatternRuntime:
             for idx in n.stores:
                 total += idx.size()
         return total
+
+
+def _inline_residual(exprs: list, variables: dict,
+                     leaf_pos: dict[str, tuple[int, int]]) -> tuple[list[str], str, dict[str, Any]] | None:
+    """The residual filters ``exprs`` (each true iff TRUE, 3-valued) as one Python condition over the
+    enumeration's slot variables (``s<atom>``, the atoms' leaf tuples): the lines reading the
+    values it needs into locals, the condition, and the names it needs.  The caller evaluates the
+    condition inside ``try``/``except OverflowError`` (not true).  None when a filter has no
+    expression or is too deep to inline (the caller calls the filters' functions instead)."""
+    if not exprs or any(x is None for x in exprs):
+        return None
+    from cep.lang.expr import inline_conditions
+
+    var_of = {ref: v.name for v in variables.values() for ref in v.refs}
+    reads: dict[str, str] = {}  # slot value -> the local holding it
+
+    def access(attr: Any) -> str:
+        atom, i = leaf_pos[var_of[(attr.alias, attr.name)]]
+        return reads.setdefault(f"s{atom}[{i}]", f"r{len(reads)}")
+
+    got = inline_conditions(exprs, access, "_rc")
+    if got is None:
+        return None
+    conds, env = got
+    return [f"{v} = {x}" for x, v in reads.items()], " and ".join(f"({c})" for c in conds), env
 
 
 _ODD = frozenset((bool, list, dict))
