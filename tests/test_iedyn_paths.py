@@ -135,6 +135,20 @@ def _expiry_equals_update(stream) -> None:
     assert all(not g for n in drop_rt.nodes for idx in n.stores for g in [idx.groups])
 
 
+def _insert_into_both(events, a_rt, b_rt):
+    """Each event of ``events`` ((time, card, amount)) inserted into the atoms its amount qualifies
+    for (s1, s2: under 100; big: over 400), in atom order, in both runtimes; yields
+    ``(serial, event, atom, a_rt's leaf tuple)`` for each insertion ``a_rt`` kept."""
+    for s, (t, card, amount) in enumerate(events):
+        e = Event("T", t, {"card": card, "amount": amount}, str(s), "+")
+        for atom in range(3):
+            if (amount < 100) if atom < 2 else (amount > 400):
+                a = a_rt.insert(atom, e, s)
+                b_rt.insert(atom, e, s)
+                if a is not None:
+                    yield s, e, atom, a.tuple
+
+
 @settings(max_examples=100, deadline=None)
 @given(streams())
 def test_batched_expiry_equals_one_by_one(stream) -> None:
@@ -144,14 +158,8 @@ def test_batched_expiry_equals_one_by_one(stream) -> None:
     events, order = stream
     a_rt, b_rt = _runtime(share_leaves=False), _runtime(share_leaves=False)
     by_atom: dict[int, list[tuple]] = {}
-    for s, (t, card, amount) in enumerate(events):
-        e = Event("T", t, {"card": card, "amount": amount}, str(s), "+")
-        for atom in range(3):
-            if (amount < 100) if atom < 2 else (amount > 400):
-                a = a_rt.insert(atom, e, s)
-                b_rt.insert(atom, e, s)
-                if a is not None:
-                    by_atom.setdefault(atom, []).append(a.tuple)
+    for _s, _e, atom, t in _insert_into_both(events, a_rt, b_rt):
+        by_atom.setdefault(atom, []).append(t)
     for atom, tuples in sorted(by_atom.items()):
         cut = [tuples[i] for i in order if i < len(tuples)][: max(1, len(tuples) // 2)]
         a_rt.expire(atom, cut)
@@ -170,15 +178,9 @@ def test_twins_batched_expiry_equals_one_by_one(stream) -> None:
     a_rt, b_rt = _runtime(), _runtime()
     held: dict[int, list[tuple[int, tuple]]] = {}
     live: dict[int, Event] = {}
-    for s, (t, card, amount) in enumerate(events):
-        e = Event("T", t, {"card": card, "amount": amount}, str(s), "+")
-        for atom in range(3):
-            if (amount < 100) if atom < 2 else (amount > 400):
-                a = a_rt.insert(atom, e, s)
-                b_rt.insert(atom, e, s)
-                if a is not None:
-                    held.setdefault(s, []).append((atom, a.tuple))
-                    live[s] = e
+    for s, e, atom, t in _insert_into_both(events, a_rt, b_rt):
+        held.setdefault(s, []).append((atom, t))
+        live[s] = e
     cut = [s for s in order if s in held][: max(1, len(held) // 2)]
     by_atom: dict[int, list[tuple]] = {}
     for s in cut:
