@@ -4,8 +4,6 @@ import os
 import sys
 from pathlib import Path
 
-import pytest
-
 # Kafka broker, Maven jar cache and the one SparkSession of a test run (owner: the kafka-spark connectors)
 from kafka_fixture import jar_cache, kafka_broker, spark  # noqa: F401
 
@@ -14,18 +12,62 @@ from kafka_fixture import jar_cache, kafka_broker, spark  # noqa: F401
 os.environ.setdefault("CEP_CODE_CACHE", "0")
 
 
-# With pytest-xdist (the default run: ``-n auto --dist loadgroup`` in pyproject.toml), the tests that use the
-# session's SparkSession or Kafka broker run on one worker, so the run starts one Spark JVM and one broker, as
-# without xdist; every other test (the local-cluster deploy test and the subprocess ``cep spark`` runs among
-# them: they start JVMs of their own) goes to whichever worker is free.
-SHARED_JVMS = ("spark", "kafka_broker")
+# With pytest-xdist (the default run: ``-n auto`` in pyproject.toml) the tests are handed out by the scheduler
+# below. The modules of the tests that share the session's SparkSession and Kafka broker (test_spark*.py and
+# test_kafka*.py but the deploy test, which starts JVMs of its own) are one unit, run by one process: the run
+# starts one Spark JVM and one broker and resolves the Maven jars once, as without xdist. A module with
+# module-scoped fixtures (a wheel built once, a stream produced once) is one unit too; every other test is a
+# unit of its own, so the processes stay busy to the end. (pytest-xdist's own ``--dist loadgroup`` reads the
+# group into the node id, which pytest 9.2 no longer lets it change: the groups were silently ignored.)
+SHARED_JVMS = "jvm"
 
 
-@pytest.hookimpl(tryfirst=True)  # before xdist's own hook, which reads the group into the node id
+def _unit(nodeid: str) -> str:
+    module = nodeid.split("::", 1)[0]
+    name = Path(module).name
+    if name.startswith(("test_spark", "test_kafka")) and name != "test_spark_deploy.py":
+        return SHARED_JVMS
+    if _has_module_fixtures(module):
+        return module
+    return nodeid
+
+
+_MODULE_FIXTURES: dict[str, bool] = {}
+
+
+def _has_module_fixtures(module: str) -> bool:
+    if module not in _MODULE_FIXTURES:
+        path = Path(__file__).resolve().parent.parent / module
+        text = path.read_text() if path.is_file() else ""
+        _MODULE_FIXTURES[module] = 'scope="module"' in text or 'scope="class"' in text
+    return _MODULE_FIXTURES[module]
+
+
+def pytest_xdist_make_scheduler(config, log):
+    if config.getoption("dist") not in ("load", "loadscope", "loadgroup"):
+        return None  # asked for another distribution: xdist's own
+    from xdist.scheduler import LoadScopeScheduling
+
+    class Units(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return _unit(nodeid)
+
+    config.option.loadscopereorder = False  # the collection's order, below: the longest unit first
+    return Units(config, log)
+
+
 def pytest_collection_modifyitems(config, items):
-    for item in items:
-        if any(name in SHARED_JVMS for name in getattr(item, "fixturenames", ())):
-            item.add_marker(pytest.mark.xdist_group("jvm"))
+    """In an xdist worker, the shared-JVM unit first, the deploy test next, then the other whole modules, then
+    the single tests: the long units start first, so none is left running alone at the end (the same order
+    in every worker, as xdist needs)."""
+    if hasattr(config, "workerinput"):
+        def rank(item) -> int:
+            unit = _unit(item.nodeid)
+            if unit == SHARED_JVMS:
+                return 0
+            return 1 if unit.endswith("test_spark_deploy.py") else 2 if unit.endswith(".py") else 3
+
+        items.sort(key=rank)
 
 
 def pytest_configure(config):
