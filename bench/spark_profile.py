@@ -77,6 +77,14 @@ def _tree(root: int, procs: dict) -> list[int]:
     return out
 
 
+def python_workers(root: int) -> dict[int, float]:
+    """The live Python worker processes of ``root``'s tree (PySpark daemons and the workers they fork): pid ->
+    user + system CPU seconds."""
+    procs = _processes()
+    return {pid: round(procs[pid][2] + procs[pid][3], 2) for pid in _tree(root, procs)
+            if _kind(pid, root, procs[pid][1]) == "python workers"}
+
+
 def cpu_by_kind(root: int) -> dict[str, tuple[float, float]]:
     """User and system CPU seconds of ``root``'s process tree by kind of process (``KINDS``)."""
     procs = _processes()
@@ -91,6 +99,7 @@ def cpu_by_kind(root: int) -> dict[str, tuple[float, float]]:
 
 # JVM work by the operator nearest the sampled frame (first rule that matches, scanning from the leaf)
 JVM_CATEGORIES = (
+    ("code generation (Janino compiling)", ("org.codehaus.", "CodeGenerator")),
     ("Arrow to/from Python", ("org.apache.arrow", ".python.", "ArrowWriter", "ArrowColumnVector", "api.python")),
     ("state store", ("org.rocksdb", ".state.", "StateStore")),
     ("sort", ("UnsafeExternalSorter", "UnsafeInMemorySorter", "SortExec", "RadixSort")),
@@ -200,7 +209,7 @@ def child(args: argparse.Namespace) -> None:
         if p["batchId"] == 0:
             marks.clear()  # a new query (the warm-up's marks are not steady state)
         marks.append({"rows": p["numInputRows"], "cpu": cpu_by_kind(os.getpid()), "at": time.time(),
-                      "threads": jvm_threads(os.getpid()),
+                      "threads": jvm_threads(os.getpid()), "workers": python_workers(os.getpid()),
                       "durationMs": p["durationMs"], "state": p["stateOperators"][0] if p["stateOperators"]
                       else {}})
         if args.py_spy and not pyspy and p["numInputRows"] > 0:  # after the first data batch: steady state
@@ -236,8 +245,11 @@ def child(args: argparse.Namespace) -> None:
            "batch_events": args.events // args.files, "steady_batches": len(data) - 1,
            "steady_cpu_user_sys": steady, "steady_cpu_total": round(sum(sum(v) for v in steady.values()), 2),
            "durationMs": [m["durationMs"] for m in data],
+           # live Python worker pids at the end of each steady micro-batch: new pids = workers started anew
+           "python_workers": [m["workers"] for m in data],
            "state": [{k: m["state"].get(k) for k in ("numRowsTotal", "numRowsUpdated", "allUpdatesTimeMs",
-                                                      "commitTimeMs", "memoryUsedBytes")} for m in data]}
+                                                      "commitTimeMs", "memoryUsedBytes", "customMetrics")}
+                     for m in data]}
     if len(data) > 1:
         a, b = data[0]["threads"], data[-1]["threads"]
         delta = {k: [round(v[0] - a.get(k, [0, 0])[0], 2), round(v[1] - a.get(k, [0, 0])[1], 2)] for k, v in b.items()}

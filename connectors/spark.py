@@ -216,31 +216,9 @@ DECODE_CHUNK = 1024  # records per ``decode.many`` call (a record off its fast p
 KEY_CACHE_SIZE = 100_000  # string partition keys whose key group a route step remembers (then starts afresh)
 
 
-def _decoded(decode, recs: list[tuple[str, str]]) -> Iterator[tuple[Any, str, str]]:
-    """``(Event or BadRecord, pos, text)`` for each ``(pos, text)`` record, in order: ``decode(pos, text)``.
-
-    Why: ``decode.many`` decodes a run of records off the common path in one call (as ``cep run``'s batch
-    loop does; a frame and an ``Event.__init__`` less per record); a record it stops at, and the rest of
-    its chunk, go through ``decode`` one at a time, which gives the precise reason for a bad one.
-    """
-    from cep.io.readers import BadRecord
-
-    many = decode.many
-    for lo in range(0, len(recs), DECODE_CHUNK):
-        chunk = recs[lo:lo + DECODE_CHUNK] if len(recs) > DECODE_CHUNK else recs
-        evs = many(chunk)
-        for ev, (pos, text) in zip(evs, chunk, strict=False):  # stops at the fast run's end
-            yield ev, pos, text
-        for pos, text in chunk[len(evs):] if evs else chunk:
-            try:
-                yield decode(pos, text.encode()), pos, text
-            except BadRecord as e:
-                yield e, pos, text
-
-
 def _router(spec: PatternSpec):
     """``route(records, packs) -> routed``: each ``(pos, text)`` record to its groups' packs (see
-    ``_route_batches``): ``packs[(g, kg)] = [largest time in us, positions, texts]``; bad records (with
+    ``_route_batches``): ``packs[(g, kg)] = [largest time in time units, positions, texts]``; bad records (with
     ``on_error="skip"``) to ``(BAD_ROW_GROUP, 0)`` as their report, blank ones nowhere."""
     from cep.io.readers import BadRecord, make_decoder
     from cep.lang.gcq import TIME_ATTR, read_key
@@ -263,46 +241,87 @@ def _router(spec: PatternSpec):
     # key group of a one-field string key (the common case): crc32 of its canonical JSON, once per key
     kg_of: dict[str, int] = {}
 
+    def group_of(ev, attrs, one) -> int:
+        """The key group of ``ev`` for a pattern keyed by ``attrs`` (``one``: its one attribute, if so)."""
+        if attrs is None:
+            return 0
+        if one is not None and type(v := ev.fields.get(one)) is str:
+            kg = kg_of.get(v)
+            if kg is None:
+                if len(kg_of) >= KEY_CACHE_SIZE:
+                    kg_of.clear()
+                kg = kg_of[v] = crc32(_canon_key((v,)).encode()) % groups
+            return kg
+        return crc32(_canon_key(read_key(ev, attrs)).encode()) % groups
+
+    def add(packs: dict, key: tuple[int, int], ts, pos: str, text: str) -> None:
+        pack = packs.get(key)
+        if pack is None:
+            packs[key] = [ts, [pos], [text]]
+        else:
+            if ts > pack[0]:
+                pack[0] = ts
+            pack[1].append(pos)
+            pack[2].append(text)
+
+    # the common case: a type read by one pattern with a one-field key (the loop below, without calls)
+    single = {t: found[0] for t, found in routes.items() if len(found) == 1 and found[0][2] is not None}
+
     def route(recs: list[tuple[str, str]], packs: dict[tuple[int, int], list]) -> int:
+        """Route ``recs`` into ``packs``; the routed (record, group) pairs.
+
+        A pack's time is the largest event time of its records in time units (``_packed_frame`` converts it
+        to us: the conversion is monotonic, so the largest converted time is the converted largest), -inf for
+        the bad records' group. Why one loop over each ``decode.many`` chunk rather than one record at a
+        time through a generator: the per-record frames and tuples were most of the route step's own time.
+        """
         n = 0
-        for ev, pos, text in _decoded(decode, recs):
-            if isinstance(ev, BadRecord):
-                if not text.encode().strip():  # a blank record (as ``cep run`` skips a blank line)
-                    continue
-                if not skip:
-                    raise SparkPathError(f"{BAD_RECORD_MARK}input record {pos}: {ev}") from None
-                targets: Any = ((BAD_ROW_GROUP, 0, _NO_TIME_US),)
-                text = error_report(pos, str(ev), text.encode())
-            else:
-                found = routes.get(ev.type)
-                if not found:
-                    continue
-                tus = int(round(ev.ts * factor))
-                targets = []
-                for g, attrs, one in found:
-                    if attrs is None:
-                        kg = 0
-                    elif one is not None and type(v := ev.fields.get(one)) is str:
-                        kg = kg_of.get(v)
-                        if kg is None:
-                            if len(kg_of) >= KEY_CACHE_SIZE:
-                                kg_of.clear()
-                            kg = kg_of[v] = crc32(_canon_key((v,)).encode()) % groups
+        many = decode.many
+        big = len(recs) > DECODE_CHUNK
+        for lo in range(0, len(recs), DECODE_CHUNK):
+            chunk = recs[lo:lo + DECODE_CHUNK] if big else recs
+            evs = many(chunk)
+            for ev, (pos, text) in zip(evs, chunk, strict=False):  # stops at the fast run's end
+                typ = ev.type
+                one_route = single.get(typ)
+                if one_route is not None:
+                    g, _attrs, one = one_route
+                    v = ev.fields.get(one)
+                    if type(v) is str and (kg := kg_of.get(v)) is not None:
+                        key = (g, kg)
                     else:
-                        kg = crc32(_canon_key(read_key(ev, attrs)).encode()) % groups
-                    targets.append((g, kg, tus))
-            for g, kg, tus in targets:
-                pack = packs.get((g, kg))
-                if pack is None:
-                    packs[(g, kg)] = [tus, [pos], [text]]
-                else:
-                    if tus > pack[0]:
-                        pack[0] = tus
-                    pack[1].append(pos)
-                    pack[2].append(text)
-                n += 1
+                        key = (g, group_of(ev, _attrs, one))
+                    ts = ev.ts
+                    pack = packs.get(key)
+                    if pack is None:
+                        packs[key] = [ts, [pos], [text]]
+                    else:
+                        if ts > pack[0]:
+                            pack[0] = ts
+                        pack[1].append(pos)
+                        pack[2].append(text)
+                    n += 1
+                    continue
+                for g, attrs, one in routes.get(typ, ()):
+                    add(packs, (g, group_of(ev, attrs, one)), ev.ts, pos, text)
+                    n += 1
+            for pos, text in chunk[len(evs):] if evs else chunk:
+                try:
+                    ev = decode(pos, text.encode())
+                except BadRecord as e:
+                    if not text.encode().strip():  # a blank record (as ``cep run`` skips a blank line)
+                        continue
+                    if not skip:
+                        raise SparkPathError(f"{BAD_RECORD_MARK}input record {pos}: {e}") from None
+                    add(packs, (BAD_ROW_GROUP, 0), -math.inf, pos, error_report(pos, str(e), text.encode()))
+                    n += 1
+                    continue
+                for g, attrs, one in routes.get(ev.type, ()):
+                    add(packs, (g, group_of(ev, attrs, one)), ev.ts, pos, text)
+                    n += 1
         return n
 
+    route.factor = factor  # type: ignore[attr-defined]
     return route
 
 
@@ -348,16 +367,17 @@ def _route_batches(spec: PatternSpec, whole_files: bool = False):
                         recs.append((pos, value))
                 held += route(recs, packs)
             if held >= PACK_RECORDS:  # checked per input batch (a whole file is one)
-                yield _packed_frame(packs)
+                yield _packed_frame(packs, route.factor)
                 packs, held = {}, 0
         if packs:
-            yield _packed_frame(packs)
+            yield _packed_frame(packs, route.factor)
 
     return fn
 
 
-def _packed_frame(packs: dict[tuple[int, int], list]):
-    """The route step's output rows: one per group, its records joined by ``PACK_SEP``.
+def _packed_frame(packs: dict[tuple[int, int], list], factor: int):
+    """The route step's output rows: one per group, its records joined by ``PACK_SEP``; ``tus`` = the pack's
+    largest time (in time units, ``factor`` us each) in us, ``_NO_TIME_US`` for bad records (-inf).
 
     A group whose positions or texts hold the separator themselves (a Kafka value with a newline in it, say)
     is emitted one record per row (``n = 1``: the state step does not split such a row).
@@ -365,7 +385,8 @@ def _packed_frame(packs: dict[tuple[int, int], list]):
     import pandas as pd
 
     rows = []
-    for (g, kg), (tus, poss, texts) in packs.items():
+    for (g, kg), (ts, poss, texts) in packs.items():
+        tus = _NO_TIME_US if ts == -math.inf else int(round(ts * factor))
         n = len(texts)
         pos, value = PACK_SEP.join(poss), PACK_SEP.join(texts)
         if n == 1 or (pos.count(PACK_SEP) == n - 1 and value.count(PACK_SEP) == n - 1):
@@ -431,15 +452,27 @@ def _push_all(spec: PatternSpec, eng, g: int, pdfs) -> tuple[list[tuple], list]:
     retraction interrupts it (``BatchInterrupted``: the outputs before it), and the batch goes on after it.
     """
     from cep.errors import BatchInterrupted, LateEventError, UnknownRetractionError
-    from cep.io.readers import BadRecord, make_decoder
+    from cep.io.readers import make_decoder
 
     decode = make_decoder(spec.type_field, spec.time_field, spec.time_unit, spec.op_field)
-    evs, texts = [], []
-    for ev, _pos, text in _decoded(decode, list(_unpack(pdfs))):
-        if isinstance(ev, BadRecord):  # the route step decoded it without error: not expected
-            raise ev
-        evs.append(ev)
-        texts.append(text)
+    recs: list[tuple[str, str]] = []
+    for pdf in pdfs:
+        for n, pos, value in zip(pdf["n"].tolist(), pdf["pos"].tolist(), pdf["value"].tolist(), strict=True):
+            if n == 1:
+                recs.append((pos, value))
+            else:
+                recs += zip(pos.split(PACK_SEP), value.split(PACK_SEP), strict=True)
+    # decoded without a generator frame per record: the fast run of each chunk in one
+    # ``decode.many`` call, the rest one at a time (the route step decoded them all without error)
+    evs: list = []
+    many = decode.many
+    big = len(recs) > DECODE_CHUNK
+    for lo in range(0, len(recs), DECODE_CHUNK):
+        chunk = recs[lo:lo + DECODE_CHUNK] if big else recs
+        got = many(chunk)
+        evs += got
+        for pos, text in chunk[len(got):] if got else chunk:
+            evs.append(decode(pos, text.encode()))  # BadRecord: not expected here
     arrived = evs
     # packed rows of a group come from several tasks in no guaranteed order: event time, inserts before
     # retractions of equal time (a stable sort: one task's records keep their input order)
@@ -464,7 +497,7 @@ def _push_all(spec: PatternSpec, eng, g: int, pdfs) -> tuple[list[tuple], list]:
             start = i + 1
             ev, cause = evs[i], bi.__cause__
         if text_of is None:
-            text_of = {id(e): t for e, t in zip(arrived, texts, strict=True)}
+            text_of = {id(e): t for e, (_p, t) in zip(arrived, recs, strict=True)}
         value = text_of[id(ev)]
         if isinstance(cause, LateEventError):
             rows.append((name, "late", ev.pos, None, None, value if lead.get(ev.type) == g else None))

@@ -188,6 +188,43 @@ def test_packed_output_rows_hold_the_same_lines_and_counts():
     assert side and [r[:6] + [r[6:]] for r in packed if r[1] != S.LINES_OP] == [r + [[0, 0]] for r in side]
 
 
+def test_route_row_time_is_the_largest_record_time_in_us():
+    """A packed route row's ``tus`` is the largest event time of its records in microseconds (the route step
+    keeps the largest time in time units and converts it once): with fractional millisecond times, ISO times,
+    several patterns per type and bad records (``_NO_TIME_US``), over several decode chunks."""
+    import random
+
+    import pandas as pd
+    from cep.connectors import spark as S
+
+    from cep.io.readers import BadRecord, make_decoder
+
+    text = ("PATTERN p SEQ(A a, B b) WHERE a.k = b.k WITHIN 10\n"
+            "PATTERN q SEQ(A a, C c) WITHIN 5\n")
+    spec = S.pattern_spec(text, key_groups=4, on_error="skip", time_unit="ms")
+    rnd = random.Random(7)
+    values = []
+    for i in range(2 * S.DECODE_CHUNK + 17):
+        r = {"type": rnd.choice("ABC"), "ts": 10_000 + i - rnd.randrange(50) + rnd.choice([0.0007, 0.2507]),
+             "k": rnd.choice(["x", "y", "z", 1, 2])}
+        if rnd.random() < 0.03:
+            r["ts"] = "1970-01-01T00:00:05.123456Z"  # off the fast path (earlier than the rest)
+        values.append("{bad" if rnd.random() < 0.01 else json.dumps(r))
+    pos = [f"f:{i + 1}" for i in range(len(values))]
+    df = pd.concat(S._route_batches(spec)(iter([pd.DataFrame({"pos": pos, "value": values})])))
+    decode = make_decoder(time_unit="ms")
+    times: dict = {}
+    for (g, kg), rows in df.groupby(["g", "kg"]):
+        for p, v in S._unpack([rows]):
+            try:
+                us = int(round(decode(p, v.encode()).ts * 1000))
+            except BadRecord:
+                us = S._NO_TIME_US
+            times[(g, kg)] = max(times.get((g, kg), us), us)
+    got = {(g, kg): int(t) for g, kg, t in zip(df["g"], df["kg"], df["tus"], strict=True)}
+    assert got == times and len(got) > 4 and (S.BAD_ROW_GROUP, 0) in got
+
+
 def test_batched_route_and_state_steps_equal_one_record_at_a_time():
     """The route step decodes with ``decode.many`` and caches key groups, the state step pushes a group's
     records in one ``push_batch``: over a mixed stream longer than a decode chunk (records off the fast path:
