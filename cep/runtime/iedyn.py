@@ -28,6 +28,7 @@ negative deltas through a path of its own (``_compile_drop``) and enumerates not
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -727,6 +728,10 @@ class PatternRuntime:
         self.serials_of = codegen.define(f"{name}: serials of a match", f"def serials_of(s):\n    return ({serials})\n",
                                          "serials_of")
         self._enum_nested = self._compile_enumeration()
+        # gated nodes (``cep.plan.physical.gate_on_sibling``): node -> the sibling leaf whose S
+        # groups gate its groups, and that leaf -> the node
+        self._gated: dict[int, int] = {pn.id: pn.gated_by for pn in plan.nodes if pn.gated_by is not None}
+        self._gating: dict[int, int] = {m: g for g, m in self._gated.items()}
         # the generated update path of each leaf, by leaf node and by atom
         self._props: dict[int, Callable] = {}
         self._batches: dict[tuple[int, bool], Callable] = {}
@@ -738,7 +743,7 @@ class PatternRuntime:
             self._batch_from(start)
         self._prop_of_atom = {a: self._prop[leaf] for a, leaf in leaf_of_atom.items()}
         # the expiry path of each leaf (``_compile_drop``), by atom: ``drop(t)`` deletes one tuple
-        drops = {leaf: self._compile_drop(leaf) for leaf in leaf_of_atom.values()}
+        drops = {leaf: self._gate_wrap(leaf, self._compile_drop(leaf), "drop") for leaf in leaf_of_atom.values()}
         self._drop_of_atom = {a: drops[leaf] for a, leaf in leaf_of_atom.items()}
         self._leaf_of_atom = leaf_of_atom
         # how an event becomes a leaf tuple, and its insert, per atom
@@ -833,15 +838,22 @@ class PatternRuntime:
             return "[" + "".join(f"{x}, " for x in done + list(more)) + "]"
 
         n = nodes[start]
+        gated = False  # the gate of a gated node on the path was tested (``_gate_source``)
         while True:
             nid = n.id
             t, c = f"t{nid}", f"c{nid}"
             done.append(f"({nid}, {t}, {c})")
+            if nid in self._gated and not gated:
+                lines += [f"    {line}" for line in self._gate_source(nid, n, t, "return None", env)]
             lines += [f"    {line}" for line in self._node_update_source(n, t, c, env)]
             p = n.parent
             if p is None:
                 lines.append(f"    return {path()}")
                 break
+            if p in self._gated:
+                # tested before the step up (a range sum or a fan-out) that would only feed it
+                lines += [f"    {line}" for line in self._gate_source(p, n, t, "return None", env)]
+                gated = True
             if n.sibling is None or n.is_guard:
                 lines += [f"    {line}" for line in self._single_step_source(n, t, c, env)]
             else:
@@ -906,7 +918,7 @@ class PatternRuntime:
         """The generated update path from node ``start``, compiled once."""
         f = self._props.get(start)
         if f is None:
-            f = self._props[start] = self._compile_propagation(start)
+            f = self._props[start] = self._gate_wrap(start, self._compile_propagation(start), "prop")
         return f
 
     def _batch_from(self, start: int, keep: bool = True) -> Callable[[dict[tuple, int]], dict | None]:
@@ -914,8 +926,87 @@ class PatternRuntime:
         ``keep=False``: the expiry form, which builds no path and returns None."""
         f = self._batches.get((start, keep))
         if f is None:
-            f = self._batches[(start, keep)] = self._compile_batch(start, keep)
+            f = self._batches[(start, keep)] = self._gate_wrap(start, self._compile_batch(start, keep), "batch")
         return f
+
+    # ----------------------------------------------------------- gated groups
+
+    def _gate_source(self, gated: int, n: _Node, t: str, miss: str, env: dict[str, Any]) -> list[str]:
+        """Generated lines (unindented) that run ``miss`` when the leaf gating node ``gated``
+        (``cep.plan.physical.gate_on_sibling``) has no group of the key of tuple ``t`` of node ``n``
+        (the gated node or one of its children): then the gated node keeps no group of that key
+        and nothing above it changes."""
+        m = self.nodes[self._gated[gated]]
+        assert m.S is not None
+        env[f"Gg{gated}"] = m.S.groups
+        key = _key_expr(t, [n.pos[v] for v in m.S.spec.key_vars])
+        return [f"if {key} not in Gg{gated}:", f"    {miss}"]
+
+    def _gate_wrap(self, start: int, fn: Callable, kind: str) -> Callable:
+        """``fn`` (an update path from node ``start``: ``"prop"``, ``"drop"`` or ``"batch"``) as it
+        runs: where ``start`` is the leaf gating a node, wrapped so that a change that gives the
+        leaf a group of a new key builds the gated node's group of that key first
+        (``_build_gated``), and a change that leaves it with none drops the gated node's group
+        after the path (which may still read it: the expiry of the last big purchase of a card
+        lowers the parent tuple by its range sum over the gated group)."""
+        gated = self._gating.get(start)
+        if gated is None:
+            return fn
+        m = self.nodes[start]
+        assert m.S is not None
+        key = _key_expr("t", m.S.own_key_pos)
+        env = {"inner": fn, "Gm": m.S.groups, "build": functools.partial(self._build_gated, gated),
+               "drop_group": functools.partial(self._drop_gated, gated)}
+        if kind == "prop":
+            lines = ["def prop(t, c):", f"    k = {key}", "    if c > 0 and k not in Gm:", "        build(k)",
+                     "    r = inner(t, c)", "    if k not in Gm:", "        drop_group(k)", "    return r"]
+        elif kind == "drop":
+            lines = ["def drop(t):", "    inner(t)", f"    k = {key}", "    if k not in Gm:", "        drop_group(k)"]
+        else:
+            lines = ["def pb(d):", "    for t, c in d.items():", "        if c > 0:", f"            k = {key}",
+                     "            if k not in Gm:", "                build(k)", "    r = inner(d)", "    for t in d:",
+                     f"        k = {key}", "        if k not in Gm:", "            drop_group(k)", "    return r"]
+        what = {"prop": "propagate", "drop": "drop", "batch": "batch"}[kind]
+        return codegen.define(f"{self.pattern.name}: {what} leaf {start}, gating n{gated}", "\n".join(lines),
+                              lines[0][4:lines[0].index("(")], env)
+
+    def _build_gated(self, gated: int, k: Any) -> None:
+        """Node ``gated``'s group of key ``k`` from its children's storages: per tuple of its guard
+        child under ``k``, its projection with the multiplicity times the other child's range sum
+        (the update path's step from the guard child, ``_single_step_source``)."""
+        n = self.nodes[gated]
+        self._drop_gated(gated, k)
+        g, h = self.nodes[n.children[0]], self.nodes[n.children[1]]
+        key_vars = self.nodes[self._gated[gated]].S.spec.key_vars  # type: ignore[union-attr]
+        src = next(u for u in (g.P, g.S) if u is not None and u.spec.key_vars == key_vars
+                   and (u.numeric or not u.sorted))
+        grp = src.groups.get(k)
+        if grp is None:
+            return
+        if type(grp) is tuple:
+            entries: Any = [(grp[1], grp[2])] if src.sorted else [grp]
+        elif src.sorted:
+            entries = [(item, w) for _k, item, w in grp.entries()]
+        else:
+            entries = grp.items()
+        S = h.S
+        assert S is not None and g.proj is not None
+        proj = g.proj
+        acc: dict[tuple, int] = {}
+        for u, mu in entries:
+            s = S.probe_sum(u) if S.summable else sum(w for _x, w in S.probe_all(u))
+            if s:
+                t = proj(u)
+                acc[t] = acc.get(t, 0) + mu * s
+        for t, c in acc.items():
+            for idx in n.stores:
+                idx.update(t, c)
+
+    def _drop_gated(self, gated: int, k: Any) -> None:
+        """Node ``gated``'s group of key ``k`` goes (its gating leaf has none)."""
+        for idx in self.nodes[gated].stores:
+            idx.groups.pop(k, None)
+            idx.totals.pop(k, None)
 
     def _compile_drop(self, start: int) -> Callable[[tuple], None]:
         """The expiry path of leaf ``start``: the same updates as ``_prop_from(start)(t, -1)``,
@@ -934,13 +1025,19 @@ class PatternRuntime:
         env: dict[str, Any] = {}
         lines = [f"def drop(t{start}):", f"    c{start} = -1"]
         n = nodes[start]
+        gated = False
         while True:
             nid = n.id
             t, c = f"t{nid}", f"c{nid}"
+            if nid in self._gated and not gated:
+                lines += [f"    {line}" for line in self._gate_source(nid, n, t, "return None", env)]
             lines += [f"    {line}" for line in self._node_update_source(n, t, c, env)]
             p = n.parent
             if p is None:
                 break
+            if p in self._gated:
+                lines += [f"    {line}" for line in self._gate_source(p, n, t, "return None", env)]
+                gated = True
             if n.sibling is None or n.is_guard:
                 lines += [f"    {line}" for line in self._single_step_source(n, t, c, env, past=True)]
                 n = nodes[p]
@@ -1149,6 +1246,8 @@ class PatternRuntime:
         while True:
             p = n.parent
             update = self._node_update_source(n, "t", "c", env)
+            if n.id in self._gated:
+                update = self._gate_source(n.id, n, "t", "continue", env) + update
             if p is None:
                 lines += ["    for t, c in d.items():", *[f"        {x}" for x in update],
                           f"    return {'path' if keep else 'None'}"]
