@@ -28,7 +28,6 @@ negative deltas through a path of its own (``_compile_drop``) and enumerates not
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -732,6 +731,7 @@ class PatternRuntime:
         # groups gate its groups, and that leaf -> the node
         self._gated: dict[int, int] = {pn.id: pn.gated_by for pn in plan.nodes if pn.gated_by is not None}
         self._gating: dict[int, int] = {m: g for g, m in self._gated.items()}
+        self._builds: dict[int, Callable] = {}  # gated node -> its group build (``_compile_build``)
         # the generated update path of each leaf, by leaf node and by atom
         self._props: dict[int, Callable] = {}
         self._batches: dict[tuple[int, bool], Callable] = {}
@@ -955,58 +955,68 @@ class PatternRuntime:
         m = self.nodes[start]
         assert m.S is not None
         key = _key_expr("t", m.S.own_key_pos)
-        env = {"inner": fn, "Gm": m.S.groups, "build": functools.partial(self._build_gated, gated),
-               "drop_group": functools.partial(self._drop_gated, gated)}
+        build = self._builds.get(gated)
+        if build is None:
+            build = self._builds[gated] = self._compile_build(gated)
+        env = {"inner": fn, "Gm": m.S.groups, "build": build}
+        drop = self._drop_group_source(gated, "k", env)
         if kind == "prop":
             lines = ["def prop(t, c):", f"    k = {key}", "    if c > 0 and k not in Gm:", "        build(k)",
-                     "    r = inner(t, c)", "    if k not in Gm:", "        drop_group(k)", "    return r"]
+                     "    r = inner(t, c)", "    if k not in Gm:", *[f"        {x}" for x in drop], "    return r"]
         elif kind == "drop":
-            lines = ["def drop(t):", "    inner(t)", f"    k = {key}", "    if k not in Gm:", "        drop_group(k)"]
+            lines = ["def drop(t):", "    inner(t)", f"    k = {key}", "    if k not in Gm:", *[f"        {x}" for x in drop]]
         else:
             lines = ["def pb(d):", "    for t, c in d.items():", "        if c > 0:", f"            k = {key}",
                      "            if k not in Gm:", "                build(k)", "    r = inner(d)", "    for t in d:",
-                     f"        k = {key}", "        if k not in Gm:", "            drop_group(k)", "    return r"]
+                     f"        k = {key}", "        if k not in Gm:", *[f"            {x}" for x in drop], "    return r"]
         what = {"prop": "propagate", "drop": "drop", "batch": "batch"}[kind]
         return codegen.define(f"{self.pattern.name}: {what} leaf {start}, gating n{gated}", "\n".join(lines),
                               lines[0][4:lines[0].index("(")], env)
 
-    def _build_gated(self, gated: int, k: Any) -> None:
-        """Node ``gated``'s group of key ``k`` from its children's storages: per tuple of its guard
-        child under ``k``, its projection with the multiplicity times the other child's range sum
-        (the update path's step from the guard child, ``_single_step_source``)."""
+    def _compile_build(self, gated: int) -> Callable[[Any], None]:
+        """The generated build of node ``gated``'s group of a key from its children's storages: per
+        tuple of its guard child under the key, its projection with the multiplicity times the other
+        child's range sum (the update path's step from the guard child, ``_single_step_source``),
+        equal projections merged, then applied to the node's stores (``_node_update_source``).
+        Runs once per key and appearance of the gating leaf's group: O(group), not per event."""
         n = self.nodes[gated]
-        self._drop_gated(gated, k)
         g, h = self.nodes[n.children[0]], self.nodes[n.children[1]]
         key_vars = self.nodes[self._gated[gated]].S.spec.key_vars  # type: ignore[union-attr]
         src = next(u for u in (g.P, g.S) if u is not None and u.spec.key_vars == key_vars
                    and (u.numeric or not u.sorted))
-        grp = src.groups.get(k)
-        if grp is None:
-            return
-        if type(grp) is tuple:
-            entries: Any = [(grp[1], grp[2])] if src.sorted else [grp]
-        elif src.sorted:
-            entries = [(item, w) for _k, item, w in grp.entries()]
-        else:
-            entries = grp.items()
         S = h.S
-        assert S is not None and g.proj is not None
-        proj = g.proj
-        acc: dict[tuple, int] = {}
-        for u, mu in entries:
-            s = S.probe_sum(u) if S.summable else sum(w for _x, w in S.probe_all(u))
-            if s:
-                t = proj(u)
-                acc[t] = acc.get(t, 0) + mu * s
-        for t, c in acc.items():
-            for idx in n.stores:
-                idx.update(t, c)
+        assert S is not None and g.proj_pos is not None
+        env: dict[str, Any] = {"SRC": src.groups}
+        lines = ["def build(gk):", *[f"    {x}" for x in self._drop_group_source(gated, "gk", env)],
+                 "    grp = SRC.get(gk)", "    if grp is None:", "        return"]
+        if src.sorted:
+            lines += ["    if type(grp) is tuple:", "        us = ((grp[1], grp[2]),)",
+                      "    elif grp._blocks is None:", "        us = zip(grp._items, grp._weights)",
+                      "    else:", "        us = [(x, w) for _k, x, w in grp.entries()]"]
+        else:
+            lines += ["    us = (grp,) if type(grp) is tuple else grp.items()"]
+        step = S.sum_source("b", "u", env, miss="continue")
+        if step is None:
+            if S.summable:
+                env["bsum"] = S.probe_sum
+                step = ["s = bsum(u)"]
+            else:
+                env["ball"] = S.probe_all
+                step = ["s = sum([w for _x, w in ball(u)])"]
+            step += ["if not s:", "    continue"]
+        lines += ["    acc = {}", "    for u, mu in us:", *[f"        {x}" for x in step],
+                  f"        t = {_tuple_expr('u', g.proj_pos)}", "        acc[t] = acc.get(t, 0) + mu * s",
+                  "    for t, c in acc.items():",
+                  *[f"        {x}" for x in self._node_update_source(n, "t", "c", env)]]
+        return codegen.define(f"{self.pattern.name}: build a group of n{gated}", "\n".join(lines), "build", env)
 
-    def _drop_gated(self, gated: int, k: Any) -> None:
-        """Node ``gated``'s group of key ``k`` goes (its gating leaf has none)."""
-        for idx in self.nodes[gated].stores:
-            idx.groups.pop(k, None)
-            idx.totals.pop(k, None)
+    def _drop_group_source(self, gated: int, k: str, env: dict[str, Any]) -> list[str]:
+        """Generated lines (unindented): node ``gated``'s group of key ``k`` goes from every store."""
+        lines = []
+        for j, idx in enumerate(self.nodes[gated].stores):
+            env[f"GD{j}"], env[f"TD{j}"] = idx.groups, idx.totals
+            lines += [f"GD{j}.pop({k}, None)", f"TD{j}.pop({k}, None)"]
+        return lines
 
     def _compile_drop(self, start: int) -> Callable[[tuple], None]:
         """The expiry path of leaf ``start``: the same updates as ``_prop_from(start)(t, -1)``,
