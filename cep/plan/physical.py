@@ -168,7 +168,7 @@ def physical_plan(plan: Plan, merge_pass_through: bool = True, keep_all_gmrs: bo
     if share_leaves:
         nodes = share_leaf_storage(cp, nodes)
     if gate_groups:
-        nodes = gate_on_sibling(nodes)
+        nodes = gate_on_sibling(cp, nodes)
     gap_indexes, gaps = plan_gaps(cp)
     return PhysicalPlan(cp, plan, tree, tuple(nodes), merged, tree.residual, tuple(gap_indexes), tuple(gaps))
 
@@ -221,7 +221,8 @@ def share_leaf_storage(cp: CompiledPattern, nodes: list[PhysicalNode]) -> list[P
     return [out[n.id] for n in nodes]
 
 
-def gate_key(nodes: list[PhysicalNode] | tuple[PhysicalNode, ...], n: PhysicalNode) -> tuple[str, ...] | None:
+def gate_key(cp: CompiledPattern, nodes: list[PhysicalNode] | tuple[PhysicalNode, ...],
+             n: PhysicalNode) -> tuple[str, ...] | None:
     """The key that gates node ``n``'s groups on its sibling leaf's (``gate_on_sibling``), or None
     when ``n`` does not take the gate."""
     nodes = {x.id: x for x in nodes}
@@ -240,6 +241,11 @@ def gate_key(nodes: list[PhysicalNode] | tuple[PhysicalNode, ...], n: PhysicalNo
     key = m.S.spec.key_vars
     if not key or not n.stores or any(k.atom is None for k in kids):
         return None
+    # a sibling that takes every event of a child's type (no filter of its own) has a group of the key
+    # whenever the child has recent tuples: the gate would cost its test and never skip (rising_price)
+    ma = cp.atoms[m.atom]
+    if ma.filter is None and any(cp.atoms[k.atom].type == ma.type for k in kids):  # type: ignore[index]
+        return None
     for which in n.stores:
         use = n.P if which == "P" else n.S
         if use is None or use.spec.key_vars != key:
@@ -255,7 +261,7 @@ def gate_key(nodes: list[PhysicalNode] | tuple[PhysicalNode, ...], n: PhysicalNo
     return key
 
 
-def gate_on_sibling(nodes: list[PhysicalNode]) -> list[PhysicalNode]:
+def gate_on_sibling(cp: CompiledPattern, nodes: list[PhysicalNode]) -> list[PhysicalNode]:
     """The nodes with each inner node ``n`` that takes it marked as gated by its sibling leaf ``m``
     (``PhysicalNode.gated_by``): ``n`` keeps a group of its tuples (the key of ``m``'s S index,
     the variables ``n`` and ``m`` share) only while ``m`` holds a group of that key.
@@ -278,11 +284,13 @@ def gate_on_sibling(nodes: list[PhysicalNode]) -> list[PhysicalNode]:
     Taken when: ``n`` is an inner node whose two children are leaves, with no GMR; its
     sibling ``m`` is a leaf and the guard (its step up is a range sum over ``n``'s storage; a
     leaf's changes come only through its own paths, which build and drop the gated groups)
-    whose storage no twin leaf reads;
+    whose storage no twin leaf reads, and which has a filter of its own or a type neither child
+    has (else it holds a group of a key whenever a child holds recent tuples of it, and the gate
+    would cost its test without skipping: rising_price's ``c`` takes every quote);
     every storage of ``n`` is grouped on ``m``'s S key, which both children hold (so the gate
     is tested before a child's step up), and ``n``'s guard child has an index grouped on it
     that holds all its tuples (where the build reads them)."""
-    return [replace(n, gated_by=n.sibling) if gate_key(nodes, n) is not None else n for n in nodes]
+    return [replace(n, gated_by=n.sibling) if gate_key(cp, nodes, n) is not None else n for n in nodes]
 
 
 def _same_tuples(cp: CompiledPattern, a: int, b: int, na: PhysicalNode, nb: PhysicalNode,
