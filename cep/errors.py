@@ -10,10 +10,9 @@ offending source line and a caret under the column.  (A bad input record is
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import field
 
 from cep.lang.ast import Loc
-from cep.records import record
+from cep.records import field, record
 
 MAX_REPORTED = 50  # diagnostics printed per command; the rest are counted, not shown
 LINE_WINDOW = 120  # characters of a long source line quoted around the column

@@ -13,13 +13,18 @@ The classes are dataclasses to the rest of the world: ``dataclasses.fields``, ``
 common form is made here: eq on, order off, fields that are all ``init`` and positional, no
 ``ClassVar``/``InitVar``, no metaclass, no inherited fields, no ``__setattr__`` of the class's
 own when frozen.  Anything else is handed to ``dataclasses.dataclass`` unchanged.
+
+``dataclasses`` itself is not imported until someone asks for it (issue 15: its import pulls in
+``inspect``, ``ast``, ``dis`` and ``tokenize``, 28 M instructions, a tenth of a file run's
+start-up): cep's own code declares fields with this module's ``field`` and reads them with its
+``fields``, ``replace`` and ``is_dataclass``; ``__dataclass_fields__`` and
+``__dataclass_params__`` are made (as ``dataclasses`` objects) at their first use.
 """
 
 from __future__ import annotations
 
-import dataclasses
+import sys
 from collections.abc import Callable
-from dataclasses import MISSING, Field, FrozenInstanceError
 from threading import get_ident
 from typing import Any, TypeVar, overload
 
@@ -27,8 +32,109 @@ from cep import codegen
 
 _T = TypeVar("_T")
 
-_FIELD = getattr(dataclasses, "_FIELD", None)  # (the marker ``dataclasses.fields`` keeps a field by)
 _OBJECT_SETATTR = object.__setattr__
+
+
+class _Missing:
+    """No default (``dataclasses.MISSING``'s role, without importing ``dataclasses``)."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "MISSING"
+
+
+MISSING: Any = _Missing()
+
+
+class RecordField:
+    """A field of a ``record`` class: what ``dataclasses.Field`` says of it, for cep's own readers."""
+
+    __slots__ = ("name", "type", "default", "default_factory", "init", "repr", "hash", "compare",
+                 "metadata", "kw_only")
+
+    def __init__(self, default: Any = MISSING, default_factory: Any = MISSING, init: bool = True,
+                 repr: bool = True, hash: bool | None = None, compare: bool = True,  # noqa: A002
+                 metadata: Any = None, kw_only: Any = MISSING) -> None:
+        self.name: str = ""
+        self.type: Any = None
+        self.default, self.default_factory, self.init, self.repr = default, default_factory, init, repr
+        self.hash, self.compare, self.metadata, self.kw_only = hash, compare, metadata, kw_only
+
+    def __repr__(self) -> str:
+        return f"RecordField(name={self.name!r}, default={self.default!r}, compare={self.compare!r})"
+
+
+def field(*, default: Any = MISSING, default_factory: Any = MISSING, init: bool = True, repr: bool = True,  # noqa: A002
+          hash: bool | None = None, compare: bool = True, metadata: Any = None,  # noqa: A002
+          kw_only: Any = MISSING) -> Any:
+    """``dataclasses.field`` for ``record`` classes."""
+    if default is not MISSING and default_factory is not MISSING:
+        raise ValueError("cannot specify both default and default_factory")
+    return RecordField(default, default_factory, init, repr, hash, compare, metadata, kw_only)
+
+
+def _dataclasses() -> Any:
+    import dataclasses
+
+    return dataclasses
+
+
+def fields(x: Any) -> tuple[RecordField, ...]:
+    """The fields of a record class or instance (``dataclasses.fields`` for any other dataclass)."""
+    own = getattr(x, "__record_fields__", None)
+    if own is not None:
+        return own
+    return _dataclasses().fields(x)
+
+
+def is_dataclass(x: Any) -> bool:
+    """``dataclasses.is_dataclass``; False without importing ``dataclasses`` when nothing made one."""
+    if hasattr(x, "__record_fields__"):
+        return True
+    dc = sys.modules.get("dataclasses")
+    return dc is not None and dc.is_dataclass(x)
+
+
+def replace(obj: Any, /, **changes: Any) -> Any:
+    """``dataclasses.replace``: a copy of ``obj`` with ``changes``."""
+    own = getattr(type(obj), "__record_fields__", None)
+    if own is None:
+        return _dataclasses().replace(obj, **changes)
+    for f in own:
+        if f.name not in changes:
+            changes[f.name] = getattr(obj, f.name)
+    return obj.__class__(**changes)
+
+
+def _frozen_error(message: str) -> Exception:
+    return _dataclasses().FrozenInstanceError(message)
+
+
+class _MadeAtFirstUse:
+    """A class attribute made by ``make(cls)`` at its first read, then stored on the class."""
+
+    def __init__(self, attr: str, make: Callable[[type], Any]) -> None:
+        self.attr, self.make = attr, make
+
+    def __get__(self, instance: Any, owner: type) -> Any:
+        value = self.make(owner)
+        setattr(owner, self.attr, value)
+        return value
+
+
+def _dataclass_fields(cls: type) -> dict:
+    """``__dataclass_fields__`` as ``dataclass`` makes it (real ``dataclasses.Field`` objects)."""
+    dc = _dataclasses()
+    out = {}
+    for f in cls.__record_fields__:  # type: ignore[attr-defined]
+        real = dc.field(default=dc.MISSING if f.default is MISSING else f.default,
+                        default_factory=dc.MISSING if f.default_factory is MISSING else f.default_factory,
+                        init=f.init, repr=f.repr, hash=f.hash, compare=f.compare, metadata=f.metadata)
+        real.name, real.type, real.kw_only = f.name, f.type, False
+        real._field_type = dc._FIELD  # type: ignore[attr-defined]
+        out[f.name] = real
+    return out
 
 
 class _Factory:
@@ -57,22 +163,33 @@ def record(cls: type[_T] | None = None, /, *, frozen: bool = False,
     return _make(cls, frozen, slots)
 
 
-def _fields_of(cls: type) -> list[Field] | None:
+def _as_record_field(f: Any) -> RecordField:
+    """A ``dataclasses.field(...)`` in a class body (a user's class) as a ``RecordField``."""
+    dc = _dataclasses()
+    return RecordField(MISSING if f.default is dc.MISSING else f.default,
+                       MISSING if f.default_factory is dc.MISSING else f.default_factory,
+                       f.init, f.repr, f.hash, f.compare, f.metadata, f.kw_only)
+
+
+def _fields_of(cls: type) -> list[RecordField] | None:
     """The class's fields, made as ``dataclass`` makes them; None: a form left to ``dataclass``."""
-    if _FIELD is None or type(cls) is not type or any(hasattr(b, "__dataclass_fields__") for b in cls.__mro__[1:]):
+    if type(cls) is not type or any("__dataclass_fields__" in b.__dict__ for b in cls.__mro__[1:]):
         return None
-    out: list[Field] = []
+    dc = sys.modules.get("dataclasses")
+    out: list[RecordField] = []
     seen_default = False
     for name, typ in cls.__dict__.get("__annotations__", {}).items():
         if not isinstance(typ, str) or "ClassVar" in typ or "InitVar" in typ or "KW_ONLY" in typ:
             return None
         default = cls.__dict__.get(name, MISSING)
-        if isinstance(default, Field):
+        if dc is not None and isinstance(default, dc.Field):
+            default = _as_record_field(default)
+        if isinstance(default, RecordField):
             f = default
             if not f.init or f.kw_only is True or (f.default is not MISSING and f.default_factory is not MISSING):
                 return None
         else:
-            f = dataclasses.field(default=default)
+            f = RecordField(default=default)
         if f.default is not MISSING and type(f.default).__hash__ is None:
             return None  # (dataclass refuses a mutable default: let it say so)
         has_default = f.default is not MISSING or f.default_factory is not MISSING
@@ -80,7 +197,6 @@ def _fields_of(cls: type) -> list[Field] | None:
             return None  # (dataclass's own error: non-default argument follows default argument)
         seen_default = seen_default or has_default
         f.name, f.type, f.kw_only = name, typ, False
-        f._field_type = _FIELD  # type: ignore[attr-defined]
         out.append(f)
     return out
 
@@ -89,7 +205,7 @@ def _make(cls: type[_T], frozen: bool, slots: bool) -> type[_T]:
     fields = _fields_of(cls)
     if fields is None or (frozen and ("__setattr__" in cls.__dict__ or "__delattr__" in cls.__dict__)) \
             or (slots and "__slots__" in cls.__dict__):
-        return dataclasses.dataclass(cls, frozen=frozen, slots=slots)  # type: ignore[call-overload]
+        return _fallback(cls, frozen, slots)
     names = [f.name for f in fields]
     body = {k: v for k, v in cls.__dict__.items() if k not in ("__dict__", "__weakref__")}
     for f in fields:  # as dataclass leaves them: the default as a class attribute, a factory's field none
@@ -103,9 +219,10 @@ def _make(cls: type[_T], frozen: bool, slots: bool) -> type[_T]:
             body["__getstate__"], body["__setstate__"] = _getstate, _setstate
     new = type(cls.__name__, cls.__bases__, body)
     new.__qualname__ = cls.__qualname__
-    new.__dataclass_fields__ = {f.name: f for f in fields}  # type: ignore[attr-defined]
+    new.__record_fields__ = tuple(fields)  # type: ignore[attr-defined]
+    new.__dataclass_fields__ = _MadeAtFirstUse("__dataclass_fields__", _dataclass_fields)  # type: ignore[attr-defined]
     qual = new.__qualname__
-    env: dict[str, Any] = {"_cls": new, "_names": frozenset(names), "_FrozenInstanceError": FrozenInstanceError,
+    env: dict[str, Any] = {"_cls": new, "_names": frozenset(names), "_frozen_error": _frozen_error,
                            "_HAS_FACTORY": _HAS_FACTORY, "_osa": _OBJECT_SETATTR, "_running": set(),
                            "_ident": get_ident}
     own = cls.__dict__
@@ -163,30 +280,44 @@ def _make(cls: type[_T], frozen: bool, slots: bool) -> type[_T]:
         for name, params, verb, call in (("__setattr__", "self, name, value", "assign to", "name, value"),
                                           ("__delattr__", "self, name", "delete", "name")):
             method(name, params, ["if type(self) is _cls or name in _names:",
-                                  f"    raise _FrozenInstanceError(f'cannot {verb} field {{name!r}}')",
+                                  f"    raise _frozen_error(f'cannot {verb} field {{name!r}}')",
                                   f"super(_cls, self).{name}({call})"])
     if "__match_args__" not in own:
         new.__match_args__ = tuple(names)  # type: ignore[attr-defined]
-    params = _params(frozen, slots)
-    if params is not None:
-        new.__dataclass_params__ = params  # type: ignore[attr-defined]
-    if _REPLACE is not None and "__replace__" not in own:  # (Python 3.13: copy.replace)
-        new.__replace__ = _REPLACE  # type: ignore[attr-defined]
-    if new.__doc__ is None:
-        import inspect
-
-        codegen.code_of(new.__init__)  # (compiled now: a stub's signature is not the class's)
-        new.__doc__ = new.__name__ + str(inspect.signature(new)).replace(" -> None", "")
+    new.__dataclass_params__ = _MadeAtFirstUse(  # type: ignore[attr-defined]
+        "__dataclass_params__", lambda _c: _params(frozen, slots))
+    if sys.version_info >= (3, 13) and "__replace__" not in own:  # (copy.replace, as dataclass gives it)
+        new.__replace__ = replace  # type: ignore[attr-defined]
+    if new.__doc__ is None:  # (dataclass's: the signature, made when first read: ``inspect`` is dear to import)
+        new.__doc__ = _MadeAtFirstUse("__doc__", _signature_doc)
     return new  # type: ignore[return-value]
 
 
-_REPLACE = getattr(dataclasses, "_replace", None)
+def _signature_doc(cls: type) -> str:
+    import inspect
+
+    codegen.code_of(cls.__init__)  # (compiled now: a stub's signature is not the class's)
+    return cls.__name__ + str(inspect.signature(cls)).replace(" -> None", "")
+
+
+def _fallback(cls: type[_T], frozen: bool, slots: bool) -> type[_T]:
+    """A form ``record`` does not make: ``dataclasses.dataclass`` itself (this module's ``field``s
+    in the class body become ``dataclasses.field``s first)."""
+    dc = _dataclasses()
+    for name, f in list(cls.__dict__.items()):
+        if isinstance(f, RecordField):
+            kw = {} if f.kw_only is MISSING else {"kw_only": f.kw_only}
+            setattr(cls, name, dc.field(
+                default=dc.MISSING if f.default is MISSING else f.default,
+                default_factory=dc.MISSING if f.default_factory is MISSING else f.default_factory,
+                init=f.init, repr=f.repr, hash=f.hash, compare=f.compare, metadata=f.metadata, **kw))
+    return dc.dataclass(cls, frozen=frozen, slots=slots)  # type: ignore[no-any-return]
 
 
 def _params(frozen: bool, slots: bool) -> Any:
     """The ``__dataclass_params__`` dataclass gives (its parameters differ between Python versions)."""
     try:
-        cls = dataclasses._DataclassParams  # type: ignore[attr-defined]
+        cls = _dataclasses()._DataclassParams  # type: ignore[attr-defined]
         code = cls.__init__.__code__
         values = {"init": True, "repr": True, "eq": True, "order": False, "unsafe_hash": False, "frozen": frozen,
                   "match_args": True, "kw_only": False, "slots": slots, "weakref_slot": False}
@@ -196,9 +327,9 @@ def _params(frozen: bool, slots: bool) -> Any:
 
 
 def _getstate(self: Any) -> list:
-    return [getattr(self, f) for f in self.__dataclass_fields__]
+    return [getattr(self, f.name) for f in self.__record_fields__]
 
 
 def _setstate(self: Any, state: list) -> None:
-    for f, value in zip(self.__dataclass_fields__, state, strict=False):
-        _OBJECT_SETATTR(self, f, value)
+    for f, value in zip(self.__record_fields__, state, strict=False):
+        _OBJECT_SETATTR(self, f.name, value)

@@ -100,9 +100,10 @@ def test_record_agrees_with_dataclass(name, kw, make):
         [(f.name, f.type, f.default, f.compare, f.repr, f.hash) for f in dataclasses.fields(r_cls)]
     assert dataclasses.is_dataclass(r_cls)
     assert repr(d_cls.__dataclass_params__) == repr(r_cls.__dataclass_params__)
-    # (the same dunders; Python 3.10's slots=True also copies the old class's unusable __weakref__)
+    # (the same dunders; Python 3.10's slots=True also copies the old class's unusable __weakref__;
+    # record's own addition: ``__record_fields__``, what cep reads without importing dataclasses)
     assert sorted(k for k in vars(d_cls) if k.startswith("__") and k != "__weakref__") == \
-        sorted(k for k in vars(r_cls) if k.startswith("__") and k != "__weakref__")
+        sorted(k for k in vars(r_cls) if k.startswith("__") and k not in ("__weakref__", "__record_fields__"))
     assert ("__slots__" in d_cls.__dict__) == ("__slots__" in r_cls.__dict__)
     assert (d_cls.__hash__ is None) == (r_cls.__hash__ is None)
     for attr in ("a", "b", "c", "d", "h"):  # class attributes: the defaults, or the slots
@@ -234,3 +235,57 @@ def test_record_methods_are_compiled_at_first_use(monkeypatch):
     assert [s.split("(")[0] for s in compiled] == ["def __init__"]
     assert n == N(1, "z") and repr(n).endswith(".N(a=1, b='z')")
     assert sorted(s.split("(")[0] for s in compiled) == ["def __eq__", "def __init__", "def __repr__"]
+
+
+_NO_DATACLASSES_PROBE = """
+import pickle, sys
+from cep.lang.compiler import compile_files
+from cep.plan.planner import plan_pattern
+from cep.records import fields, is_dataclass, replace
+(p,) = compile_files([sys.argv[1]])
+plan = plan_pattern(p)
+node = p.source
+again = replace(node, name="other")
+assert again.name == "other" and again.structure == node.structure and is_dataclass(plan)
+assert [f.name for f in fields(node)][:2] == ["name", "structure"]
+assert pickle.loads(pickle.dumps(node)) == node
+print(" ".join(m for m in ("dataclasses", "inspect") if m in sys.modules))
+"""
+
+
+def test_records_are_made_compared_replaced_and_pickled_without_importing_dataclasses():
+    """issue 15: ``dataclasses`` imports ``inspect`` (28 M instructions, a tenth of a file run's start-up)."""
+    import subprocess
+    import sys
+
+    from cephelp import PATTERNS, ROOT
+
+    r = subprocess.run([sys.executable, "-c", _NO_DATACLASSES_PROBE, str(PATTERNS / "card_testing.pattern")],
+                       capture_output=True, text=True, cwd=str(ROOT), timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == []
+
+
+def test_the_dataclass_view_of_a_record_is_made_at_first_use():
+    from cep import records
+
+    @record(frozen=True)
+    class Late:
+        a: int
+        b: list = records.field(default_factory=list, compare=False)
+        c: str = records.field(default="z", repr=False)
+
+    assert "__dataclass_fields__" not in {k for k, v in vars(Late).items() if isinstance(v, dict)}
+    real = dataclasses.fields(Late)  # made now, as dataclass makes it
+    assert [(f.name, f.compare, f.repr, f.default) for f in real] == \
+        [("a", True, True, dataclasses.MISSING), ("b", False, True, dataclasses.MISSING), ("c", True, False, "z")]
+    assert real[1].default_factory is list and isinstance(vars(Late)["__dataclass_fields__"], dict)
+    x = Late(1)
+    assert records.replace(x, a=2) == Late(2) and dataclasses.replace(x, a=2) == Late(2)
+    assert dataclasses.asdict(x) == {"a": 1, "b": [], "c": "z"} and records.is_dataclass(x)
+    assert Late.__doc__ == "Late(a: 'int', b: 'list' = <factory>, c: 'str' = 'z')"
+    with pytest.raises(dataclasses.FrozenInstanceError, match="cannot assign to field 'a'"):
+        x.a = 3
+    with pytest.raises(TypeError):
+        records.replace(x, nope=1)
+    assert records.fields(Late) == records.fields(x) and [f.name for f in records.fields(x)] == ["a", "b", "c"]

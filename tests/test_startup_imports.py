@@ -18,7 +18,7 @@ from cephelp import PATTERNS, ROOT
 # `cep run` command line is read by cep.cli itself)
 NOT_IMPORTED = ("kafka", "pyspark", "cep.connectors", "cep.io.kafka", "cep.commands.explain",
                 "cep.io.checkpoint", "csv", "queue", "tqdm", "hypothesis", "cep.commands.check", "lark",
-                "click", "cep.cli_click", "difflib")
+                "click", "cep.cli_click", "difflib", "dataclasses", "inspect")
 
 _PROBE = """
 import sys

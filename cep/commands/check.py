@@ -14,7 +14,6 @@ source line and a caret.  Exit code 0, or 2 on any error.
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import gc
 import sys
@@ -27,6 +26,7 @@ from cep.exit_codes import EXIT_OK, EXIT_PATTERN
 from cep.lang import ast
 from cep.lang.gcq import ID_ATTR, CompiledPattern
 from cep.lang.printer import format_duration, format_structure
+from cep.records import replace
 
 
 def _fmt_number(v: int | float) -> str:
@@ -106,7 +106,7 @@ def _with_source_line(d: Diagnostic, text: str) -> Diagnostic:
     lines = text.split("\n")
     if d.source_line or not 1 <= d.loc.line <= len(lines):
         return d
-    return dataclasses.replace(d, source_line=lines[d.loc.line - 1].rstrip("\r"))
+    return replace(d, source_line=lines[d.loc.line - 1].rstrip("\r"))
 
 
 @contextmanager

@@ -17,10 +17,9 @@ them with ``dataclass`` was a tenth of a short ``cep run``).
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import field, fields
 from typing import Any, NamedTuple, TypeVar
 
-from cep.records import record
+from cep.records import field, fields, record
 
 _T = TypeVar("_T")
 

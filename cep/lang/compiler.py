@@ -28,7 +28,6 @@ import functools
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
-from dataclasses import replace
 from typing import Any, NamedTuple
 
 from cep.errors import Diagnostic
@@ -47,6 +46,7 @@ from cep.lang.gcq import (
     Variable,
 )
 from cep.lang.printer import format_expr
+from cep.records import replace
 from cep.units import in_time_units
 
 

@@ -15,13 +15,12 @@ events, and each match names its events.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import field
 from typing import Any
 
 from cep.lang import ast
 from cep.lang.ast import frozen_record
 from cep.lang.printer import format_expr
-from cep.records import record
+from cep.records import field, record
 
 ID_ATTR = "#"
 TIME_ATTR = "ts"

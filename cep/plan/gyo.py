@@ -18,9 +18,8 @@ get the tree shape the runtime wants (later elements guard earlier ones).
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import field
 
-from cep.records import record
+from cep.records import field, record
 
 
 class CyclicQuery(Exception):

@@ -14,10 +14,8 @@ the two cannot disagree.
 
 from __future__ import annotations
 
-from dataclasses import field
-
 from cep.lang.gcq import Bound, CompiledPattern
-from cep.records import record
+from cep.records import field, record
 
 
 @record

@@ -25,14 +25,13 @@ engine builds its gap indexes and checks from them.
 
 from __future__ import annotations
 
-from dataclasses import fields, is_dataclass, replace
 from typing import Any
 
 from cep.lang import ast
 from cep.lang.gcq import TIME_ATTR, Bound, CompiledPattern
 from cep.plan.gaps import GapIndexSpec, GapPlan, plan_gaps
 from cep.plan.model import IndexSpec, Plan, enumeration_index, sibling_index
-from cep.records import record
+from cep.records import fields, is_dataclass, record, replace
 
 
 @record(frozen=True)

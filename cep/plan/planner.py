@@ -18,16 +18,14 @@ Steps (thesis ch. 5 and Prop. 16, issue 3):
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import field
 
 from cep.lang.gcq import CompiledPattern, Predicate, Variable
 from cep.plan.binarize import normalise
 from cep.plan.classify import classify_plan
 from cep.plan.gyo import Reduction, Tree, reduce_gcq
 from cep.plan.model import Plan, PlanNode
-from cep.records import record
+from cep.records import field, record, replace
 from cep.values import canon
 
 # usefulness classes for keeping a predicate in the tree (lower is kept first)
@@ -146,7 +144,7 @@ def _split_equalities(cp: CompiledPattern) -> tuple[CompiledPattern, set[int], l
     """Split shared variables until the atoms alone are acyclic (equalities -> predicates)."""
     if reduce_gcq([a.vars for a in cp.atoms], {}).acyclic:
         return cp, set(), []
-    atoms = [dataclasses.replace(a) for a in cp.atoms]
+    atoms = [replace(a) for a in cp.atoms]
     variables = dict(cp.variables)
     predicates = list(cp.predicates)
     new_ids: set[int] = set()
@@ -182,7 +180,7 @@ def _split_equalities(cp: CompiledPattern) -> tuple[CompiledPattern, set[int], l
         notes.append(
             f"the equalities on {v} close a cycle: split into per-alias variables joined by equality predicates"
         )
-    new = dataclasses.replace(cp, atoms=atoms, variables=variables, predicates=predicates)
+    new = replace(cp, atoms=atoms, variables=variables, predicates=predicates)
     return new, new_ids, notes
 
 
