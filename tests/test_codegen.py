@@ -27,7 +27,7 @@ def _runtime(share_leaves: bool = True) -> PatternRuntime:
 
 def test_a_traceback_names_the_generated_function_and_prints_its_line():
     rt = _runtime()
-    leaf = rt._leaf_of_atom[2]  # big's leaf
+    leaf = rt._leaf_of_atom[1]  # s2's leaf (big's path is wrapped: it gates n3, cep.plan.physical.gate_on_sibling)
     with pytest.raises(IndexError) as info:
         rt.apply(leaf, (), 1)  # a tuple too short for the leaf: fails inside the update path
     text = "".join(traceback.format_exception(info.value))

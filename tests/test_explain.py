@@ -26,7 +26,7 @@ NODE_KEYS = {
 }
 INDEX_KEYS = {"kind", "key_vars", "sort_var", "bounds", "filter_predicates"}
 PHYSICAL_NODE_KEYS = {
-    "id", "vars", "atom", "parent", "children", "edge_predicates", "keeps_gmr", "stores",
+    "id", "vars", "atom", "parent", "children", "edge_predicates", "keeps_gmr", "gated_by", "stores",
     "enumeration_index", "sibling_index",
 }
 

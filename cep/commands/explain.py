@@ -259,6 +259,7 @@ def physical_to_dict(pp: PhysicalPlan) -> dict[str, Any]:
                 "children": list(n.children),
                 "edge_predicates": list(n.preds),
                 "keeps_gmr": n.keeps_gmr,
+                "gated_by": n.gated_by,
                 "stores": list(n.stores),
                 "enumeration_index": index_use_dict(n.P),
                 "sibling_index": index_use_dict(n.S),
@@ -417,6 +418,8 @@ def _physical_lines(pp: PhysicalPlan, nid: int, head: str, tail: str, lines: lis
         label += "  edge: " + " AND ".join(f"#{p}" for p in n.preds)
     if n.keeps_gmr:
         label += "  (GMR kept)"
+    if n.gated_by is not None:
+        label += f"  (groups kept only for keys n{n.gated_by} holds)"
     lines.append("    " + head + label)
     for which, use in (("P", n.P), ("S", n.S)):
         if use is not None:

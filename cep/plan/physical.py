@@ -70,6 +70,9 @@ class PhysicalNode:
     S: IndexUse | None
     stores: tuple[str, ...]  # the indexes whose storage an update maintains ("P", "S"), in order
     keeps_gmr: bool  # rho_n is kept as a dict (the root; every node for the thesis tests)
+    # the sibling leaf whose S groups gate this node's groups (``gate_on_sibling``): a group of
+    # this node's tuples is kept only while that leaf holds a group of the same key
+    gated_by: int | None = None
 
 
 @record(frozen=True)
@@ -96,13 +99,14 @@ def time_variables(cp: CompiledPattern) -> frozenset[str]:
 
 
 def physical_plan(plan: Plan, merge_pass_through: bool = True, keep_all_gmrs: bool = False,
-                  share_leaves: bool = True) -> PhysicalPlan:
+                  share_leaves: bool = True, gate_groups: bool = True) -> PhysicalPlan:
     """The plan ``PatternRuntime`` executes for a logical plan (see the module docstring).
 
     ``share_leaves``: leaves that store the same tuples share one storage
     (``share_leaf_storage``); the runtime's atoms of such a pair must then take every
     event together, the earlier atom first (as the engine does).  False for a caller
-    that inserts into single atoms."""
+    that inserts into single atoms.  ``gate_groups``: ``gate_on_sibling`` (False: every group
+    of every node is kept, as the thesis describes)."""
     cp = plan.pattern
     tree, merged = merge_pass_through_nodes(plan) if merge_pass_through else (plan, ())
     numeric = time_variables(cp)
@@ -162,6 +166,8 @@ def physical_plan(plan: Plan, merge_pass_through: bool = True, keep_all_gmrs: bo
         ))
     if share_leaves:
         nodes = share_leaf_storage(cp, nodes)
+    if gate_groups:
+        nodes = gate_on_sibling(cp, nodes)
     gap_indexes, gaps = plan_gaps(cp)
     return PhysicalPlan(cp, plan, tree, tuple(nodes), merged, tree.residual, tuple(gap_indexes), tuple(gaps))
 
@@ -212,6 +218,78 @@ def share_leaf_storage(cp: CompiledPattern, nodes: list[PhysicalNode]) -> list[P
         taken |= {ai, ai + 1}
         out[first.id] = replace(first, P=uses["P"], S=uses["S"], stores=tuple(stores))
     return [out[n.id] for n in nodes]
+
+
+def gate_key(cp: CompiledPattern, nodes: list[PhysicalNode] | tuple[PhysicalNode, ...],
+             n: PhysicalNode) -> tuple[str, ...] | None:
+    """The key that gates node ``n``'s groups on its sibling leaf's (``gate_on_sibling``), or None
+    when ``n`` does not take the gate."""
+    nodes = {x.id: x for x in nodes}
+    if n.parent is None or n.atom is not None or n.keeps_gmr or n.sibling is None or len(n.children) != 2:
+        return None
+    m = nodes[n.sibling]
+    kids = [nodes[c] for c in n.children]
+    if m.atom is None or not m.is_guard or m.S is None or m.S.shares is not None or not m.stores:
+        return None
+    if m.P is not None and m.P.shares is not None:
+        return None
+    # a twin reading the leaf's storage (``share_leaf_storage``) would see it change inside another
+    # atom's path, between the build of the gated group and the change it was built for
+    if any(u is not None and u.shares is not None and u.shares[0] == m.id for x in nodes.values() for u in (x.P, x.S)):
+        return None
+    key = m.S.spec.key_vars
+    if not key or not n.stores or any(k.atom is None for k in kids):
+        return None
+    # a sibling that takes every event of a child's type (no filter of its own) has a group of the key
+    # whenever the child has recent tuples: the gate would cost its test and never skip (rising_price)
+    ma = cp.atoms[m.atom]
+    if ma.filter is None and any(cp.atoms[k.atom].type == ma.type for k in kids):  # type: ignore[index]
+        return None
+    for which in n.stores:
+        use = n.P if which == "P" else n.S
+        if use is None or use.spec.key_vars != key:
+            return None
+    if not all(set(key) <= set(k.vars) for k in kids):
+        return None
+    guard = kids[0]
+    # the build reads the guard child's tuples from an index grouped on the key (sorted on event
+    # times, or unsorted: every tuple is in it, none left out for a null sort value)
+    if not guard.is_guard or not any(u is not None and u.spec.key_vars == key and (u.numeric or u.spec.sort_var is None)
+                                     for u in (guard.P, guard.S)):
+        return None
+    return key
+
+
+def gate_on_sibling(cp: CompiledPattern, nodes: list[PhysicalNode]) -> list[PhysicalNode]:
+    """The nodes with each inner node ``n`` that takes it marked as gated by its sibling leaf ``m``
+    (``PhysicalNode.gated_by``): ``n`` keeps a group of its tuples (the key of ``m``'s S index,
+    the variables ``n`` and ``m`` share) only while ``m`` holds a group of that key.
+
+    Why it is exact: ``n``'s tuples reach the parent only joined with ``m``'s tuples of the
+    same key, and enumeration reaches them only from parent tuples, which need one; so while
+    ``m`` has no group of key ``k``, no change of ``n``'s group ``k`` changes anything above,
+    and the runtime skips it (one dict lookup).  When ``m``'s group ``k`` appears, ``n``'s group
+    is built from its children's storages (its guard child's tuples of key ``k``, each with the
+    other child's range sum: the update path's own step, O(group) once); when it goes, ``n``'s
+    group goes.
+
+    Why: card testing's {card, s2.ts} holds every small purchase with its number of earlier
+    small partners (``s1``); keeping it is most of the work of a small purchase (a range sum
+    and an index entry at insert, a walk over the later partners' counts at the expiry of
+    the first).  Its sibling is the big purchase; on the 1,000-card stream a card has one in
+    the window for about one small purchase in six, so the other five change the leaves'
+    storage and nothing above.
+
+    Taken when: ``n`` is an inner node whose two children are leaves, with no GMR; its
+    sibling ``m`` is a leaf and the guard (its step up is a range sum over ``n``'s storage; a
+    leaf's changes come only through its own paths, which build and drop the gated groups)
+    whose storage no twin leaf reads, and which has a filter of its own or a type neither child
+    has (else it holds a group of a key whenever a child holds recent tuples of it, and the gate
+    would cost its test without skipping: rising_price's ``c`` takes every quote);
+    every storage of ``n`` is grouped on ``m``'s S key, which both children hold (so the gate
+    is tested before a child's step up), and ``n``'s guard child has an index grouped on it
+    that holds all its tuples (where the build reads them)."""
+    return [replace(n, gated_by=n.sibling) if gate_key(cp, nodes, n) is not None else n for n in nodes]
 
 
 def _same_tuples(cp: CompiledPattern, a: int, b: int, na: PhysicalNode, nb: PhysicalNode,

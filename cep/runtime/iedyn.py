@@ -727,6 +727,11 @@ class PatternRuntime:
         self.serials_of = codegen.define(f"{name}: serials of a match", f"def serials_of(s):\n    return ({serials})\n",
                                          "serials_of")
         self._enum_nested = self._compile_enumeration()
+        # gated nodes (``cep.plan.physical.gate_on_sibling``): node -> the sibling leaf whose S
+        # groups gate its groups, and that leaf -> the node
+        self._gated: dict[int, int] = {pn.id: pn.gated_by for pn in plan.nodes if pn.gated_by is not None}
+        self._gating: dict[int, int] = {m: g for g, m in self._gated.items()}
+        self._builds: dict[int, Callable] = {}  # gated node -> its group build (``_compile_build``)
         # the generated update path of each leaf, by leaf node and by atom
         self._props: dict[int, Callable] = {}
         self._batches: dict[tuple[int, bool], Callable] = {}
@@ -738,7 +743,7 @@ class PatternRuntime:
             self._batch_from(start)
         self._prop_of_atom = {a: self._prop[leaf] for a, leaf in leaf_of_atom.items()}
         # the expiry path of each leaf (``_compile_drop``), by atom: ``drop(t)`` deletes one tuple
-        drops = {leaf: self._compile_drop(leaf) for leaf in leaf_of_atom.values()}
+        drops = {leaf: self._gate_wrap(leaf, self._compile_drop(leaf), "drop") for leaf in leaf_of_atom.values()}
         self._drop_of_atom = {a: drops[leaf] for a, leaf in leaf_of_atom.items()}
         self._leaf_of_atom = leaf_of_atom
         # how an event becomes a leaf tuple, and its insert, per atom
@@ -833,15 +838,22 @@ class PatternRuntime:
             return "[" + "".join(f"{x}, " for x in done + list(more)) + "]"
 
         n = nodes[start]
+        gated = False  # the gate of a gated node on the path was tested (``_gate_source``)
         while True:
             nid = n.id
             t, c = f"t{nid}", f"c{nid}"
             done.append(f"({nid}, {t}, {c})")
+            if nid in self._gated and not gated:
+                lines += [f"    {line}" for line in self._gate_source(nid, n, t, "return None", env)]
             lines += [f"    {line}" for line in self._node_update_source(n, t, c, env)]
             p = n.parent
             if p is None:
                 lines.append(f"    return {path()}")
                 break
+            if p in self._gated:
+                # tested before the step up (a range sum or a fan-out) that would only feed it
+                lines += [f"    {line}" for line in self._gate_source(p, n, t, "return None", env)]
+                gated = True
             if n.sibling is None or n.is_guard:
                 lines += [f"    {line}" for line in self._single_step_source(n, t, c, env)]
             else:
@@ -906,7 +918,7 @@ class PatternRuntime:
         """The generated update path from node ``start``, compiled once."""
         f = self._props.get(start)
         if f is None:
-            f = self._props[start] = self._compile_propagation(start)
+            f = self._props[start] = self._gate_wrap(start, self._compile_propagation(start), "prop")
         return f
 
     def _batch_from(self, start: int, keep: bool = True) -> Callable[[dict[tuple, int]], dict | None]:
@@ -914,8 +926,97 @@ class PatternRuntime:
         ``keep=False``: the expiry form, which builds no path and returns None."""
         f = self._batches.get((start, keep))
         if f is None:
-            f = self._batches[(start, keep)] = self._compile_batch(start, keep)
+            f = self._batches[(start, keep)] = self._gate_wrap(start, self._compile_batch(start, keep), "batch")
         return f
+
+    # ----------------------------------------------------------- gated groups
+
+    def _gate_source(self, gated: int, n: _Node, t: str, miss: str, env: dict[str, Any]) -> list[str]:
+        """Generated lines (unindented) that run ``miss`` when the leaf gating node ``gated``
+        (``cep.plan.physical.gate_on_sibling``) has no group of the key of tuple ``t`` of node ``n``
+        (the gated node or one of its children): then the gated node keeps no group of that key
+        and nothing above it changes."""
+        m = self.nodes[self._gated[gated]]
+        assert m.S is not None
+        env[f"Gg{gated}"] = m.S.groups
+        key = _key_expr(t, [n.pos[v] for v in m.S.spec.key_vars])
+        return [f"if {key} not in Gg{gated}:", f"    {miss}"]
+
+    def _gate_wrap(self, start: int, fn: Callable, kind: str) -> Callable:
+        """``fn`` (an update path from node ``start``: ``"prop"``, ``"drop"`` or ``"batch"``) as it
+        runs: where ``start`` is the leaf gating a node, wrapped so that a change that gives the
+        leaf a group of a new key builds the gated node's group of that key first
+        (``_build_gated``), and a change that leaves it with none drops the gated node's group
+        after the path (which may still read it: the expiry of the last big purchase of a card
+        lowers the parent tuple by its range sum over the gated group)."""
+        gated = self._gating.get(start)
+        if gated is None:
+            return fn
+        m = self.nodes[start]
+        assert m.S is not None
+        key = _key_expr("t", m.S.own_key_pos)
+        build = self._builds.get(gated)
+        if build is None:
+            build = self._builds[gated] = self._compile_build(gated)
+        env = {"inner": fn, "Gm": m.S.groups, "build": build}
+        drop = self._drop_group_source(gated, "k", env)
+        if kind == "prop":
+            lines = ["def prop(t, c):", f"    k = {key}", "    if c > 0 and k not in Gm:", "        build(k)",
+                     "    r = inner(t, c)", "    if k not in Gm:", *[f"        {x}" for x in drop], "    return r"]
+        elif kind == "drop":
+            lines = ["def drop(t):", "    inner(t)", f"    k = {key}", "    if k not in Gm:", *[f"        {x}" for x in drop]]
+        else:
+            lines = ["def pb(d):", "    for t, c in d.items():", "        if c > 0:", f"            k = {key}",
+                     "            if k not in Gm:", "                build(k)", "    r = inner(d)", "    for t in d:",
+                     f"        k = {key}", "        if k not in Gm:", *[f"            {x}" for x in drop], "    return r"]
+        what = {"prop": "propagate", "drop": "drop", "batch": "batch"}[kind]
+        return codegen.define(f"{self.pattern.name}: {what} leaf {start}, gating n{gated}", "\n".join(lines),
+                              lines[0][4:lines[0].index("(")], env)
+
+    def _compile_build(self, gated: int) -> Callable[[Any], None]:
+        """The generated build of node ``gated``'s group of a key from its children's storages: per
+        tuple of its guard child under the key, its projection with the multiplicity times the other
+        child's range sum (the update path's step from the guard child, ``_single_step_source``),
+        equal projections merged, then applied to the node's stores (``_node_update_source``).
+        Runs once per key and appearance of the gating leaf's group: O(group), not per event."""
+        n = self.nodes[gated]
+        g, h = self.nodes[n.children[0]], self.nodes[n.children[1]]
+        key_vars = self.nodes[self._gated[gated]].S.spec.key_vars  # type: ignore[union-attr]
+        src = next(u for u in (g.P, g.S) if u is not None and u.spec.key_vars == key_vars
+                   and (u.numeric or not u.sorted))
+        S = h.S
+        assert S is not None and g.proj_pos is not None
+        env: dict[str, Any] = {"SRC": src.groups}
+        lines = ["def build(gk):", *[f"    {x}" for x in self._drop_group_source(gated, "gk", env)],
+                 "    grp = SRC.get(gk)", "    if grp is None:", "        return"]
+        if src.sorted:
+            lines += ["    if type(grp) is tuple:", "        us = ((grp[1], grp[2]),)",
+                      "    elif grp._blocks is None:", "        us = zip(grp._items, grp._weights)",
+                      "    else:", "        us = [(x, w) for _k, x, w in grp.entries()]"]
+        else:
+            lines += ["    us = (grp,) if type(grp) is tuple else grp.items()"]
+        step = S.sum_source("b", "u", env, miss="continue")
+        if step is None:
+            if S.summable:
+                env["bsum"] = S.probe_sum
+                step = ["s = bsum(u)"]
+            else:
+                env["ball"] = S.probe_all
+                step = ["s = sum([w for _x, w in ball(u)])"]
+            step += ["if not s:", "    continue"]
+        lines += ["    acc = {}", "    for u, mu in us:", *[f"        {x}" for x in step],
+                  f"        t = {_tuple_expr('u', g.proj_pos)}", "        acc[t] = acc.get(t, 0) + mu * s",
+                  "    for t, c in acc.items():",
+                  *[f"        {x}" for x in self._node_update_source(n, "t", "c", env)]]
+        return codegen.define(f"{self.pattern.name}: build a group of n{gated}", "\n".join(lines), "build", env)
+
+    def _drop_group_source(self, gated: int, k: str, env: dict[str, Any]) -> list[str]:
+        """Generated lines (unindented): node ``gated``'s group of key ``k`` goes from every store."""
+        lines = []
+        for j, idx in enumerate(self.nodes[gated].stores):
+            env[f"GD{j}"], env[f"TD{j}"] = idx.groups, idx.totals
+            lines += [f"GD{j}.pop({k}, None)", f"TD{j}.pop({k}, None)"]
+        return lines
 
     def _compile_drop(self, start: int) -> Callable[[tuple], None]:
         """The expiry path of leaf ``start``: the same updates as ``_prop_from(start)(t, -1)``,
@@ -934,13 +1035,19 @@ class PatternRuntime:
         env: dict[str, Any] = {}
         lines = [f"def drop(t{start}):", f"    c{start} = -1"]
         n = nodes[start]
+        gated = False
         while True:
             nid = n.id
             t, c = f"t{nid}", f"c{nid}"
+            if nid in self._gated and not gated:
+                lines += [f"    {line}" for line in self._gate_source(nid, n, t, "return None", env)]
             lines += [f"    {line}" for line in self._node_update_source(n, t, c, env)]
             p = n.parent
             if p is None:
                 break
+            if p in self._gated:
+                lines += [f"    {line}" for line in self._gate_source(p, n, t, "return None", env)]
+                gated = True
             if n.sibling is None or n.is_guard:
                 lines += [f"    {line}" for line in self._single_step_source(n, t, c, env, past=True)]
                 n = nodes[p]
@@ -1149,6 +1256,8 @@ class PatternRuntime:
         while True:
             p = n.parent
             update = self._node_update_source(n, "t", "c", env)
+            if n.id in self._gated:
+                update = self._gate_source(n.id, n, "t", "continue", env) + update
             if p is None:
                 lines += ["    for t, c in d.items():", *[f"        {x}" for x in update],
                           f"    return {'path' if keep else 'None'}"]

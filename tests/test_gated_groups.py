@@ -1,0 +1,191 @@
+"""A node's groups kept only while its sibling leaf has one of the same key (``cep.plan.physical.gate_on_sibling``).
+
+Why its own tests: the decision makes the runtime skip every change of the gated node's group of a
+key while the sibling leaf has no group of that key, build the group from the children's storages
+when the sibling's group appears, and drop it when that goes; exact only if every path that changes
+the sibling leaf (insert, retraction, expiry of one event, batched expiry) builds and drops at the
+right moment.  Random patterns that take the gate (card testing's shape: a SEQ of three, the first
+two under one node), over streams with disorder, duplicates, retractions, late records and windows,
+against the brute-force reference; across a save and reload, split over workers, every batch
+merged; and the gated node's groups against the same engine without the decision, after every record.
+"""
+
+from __future__ import annotations
+
+from hypothesis import HealthCheck, event, given, settings
+from hypothesis import strategies as st
+from strategies import (
+    ALIASES,
+    TWIN_FILTERS,
+    TYPES,
+    Case,
+    _condition,
+    _emit_clause,
+    patterns,
+    streams,
+    twin_patterns,
+)
+from test_engine_properties import PROFILE, check_case, to_event
+from test_expiry_walk import _group_entries
+
+from cep.commands.explain import plan_to_dict, plan_to_text
+from cep.errors import LateEventError
+from cep.lang.compiler import compile_text
+from cep.plan.physical import physical_plan
+from cep.plan.planner import plan_pattern
+from cep.runtime.engine import Engine
+
+CARD = (
+    "PATTERN card_testing\n  SEQ(Txn s1, Txn s2, Txn big)\n"
+    "  WHERE s1.amount < 100 AND s2.amount < 100 AND big.amount > 400\n"
+    "  PARTITION BY card\n  WITHIN 1 hour\n"
+)
+
+
+def _gated(text: str, time_unit: str = "s") -> int:
+    """How many nodes of these patterns' physical plans are gated."""
+    return sum(1 for cp in compile_text(text, time_unit=time_unit)
+               for pn in physical_plan(plan_pattern(cp)).nodes if pn.gated_by is not None)
+
+
+def test_card_testing_gates_the_small_purchases_node_on_the_big_purchase():
+    (cp,) = compile_text(CARD)
+    pp = physical_plan(plan_pattern(cp))
+    gated = [pn for pn in pp.nodes if pn.gated_by is not None]
+    assert len(gated) == 1
+    n = gated[0]
+    assert set(n.vars) == {"s1.card", "s2.ts"} and pp.nodes[n.gated_by].atom == 2  # big
+    assert all(pn.gated_by is None for pn in physical_plan(plan_pattern(cp), gate_groups=False).nodes)
+    text = plan_to_text(plan_pattern(cp))
+    physical = text[text.index("physical plan"):]
+    assert f"(groups kept only for keys n{n.gated_by} holds)" in physical
+    nodes = plan_to_dict(plan_pattern(cp))["physical"]["nodes"]
+    assert [d["gated_by"] for d in nodes if d["id"] == n.id] == [n.gated_by]
+
+
+def test_a_two_element_sequence_has_nothing_to_gate():
+    assert _gated("PATTERN q SEQ(A a, B b) WHERE a.x < b.x PARTITION BY s WITHIN 5\n") == 0
+
+
+def test_a_small_purchase_of_a_card_without_a_big_one_changes_only_the_leaves():
+    (cp,) = compile_text(CARD)
+    from cep.event import Event
+    eng = Engine([cp])
+    rt = eng.runtimes[0]
+    (gated,) = rt._gated
+    store = rt.nodes[gated].stores[0]
+    for i, (ts, amount) in enumerate([(0, 5), (10, 7), (20, 9)]):
+        eng.push(Event("Txn", ts, {"card": "c", "amount": amount}, str(i)))
+    assert store.groups == {}
+    outs = eng.push(Event("Txn", 30, {"card": "c", "amount": 500}, "3"))
+    assert len(outs) == 3  # (5, 7), (5, 9), (7, 9): the group was built when the big purchase came
+    assert _group_entries(store.groups["c"]) == sorted(repr(e) for e in [(10, ("c", 10), 1), (20, ("c", 20), 2)])
+    eng.advance_watermark(30 + 3600 + 1)  # the big purchase expires: the group goes
+    assert store.groups == {}
+
+
+_LONG = PROFILE == "long"
+_SETTINGS = settings(settings.get_profile(PROFILE), max_examples=2000 if _LONG else 120,
+                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+_FEWER = settings(_SETTINGS, max_examples=600 if _LONG else 40)
+
+
+@st.composite
+def card_like_patterns(draw, name: str = "c") -> str:
+    """A SEQ of 3-4 elements of card testing's shape: the last element's type or filter often
+    differs from the others' (no twin reads its storage: the gate is taken), the first two often
+    twins, mostly keyed and windowed, sometimes with a condition across elements."""
+    k = draw(st.integers(3, 4))
+    aliases = ALIASES[:k]
+    types = [draw(st.sampled_from(TYPES[:2])) for _ in range(k - 1)] + [draw(st.sampled_from(TYPES[:3]))]
+    filters = [draw(st.sampled_from(TWIN_FILTERS)) for _ in range(k)]
+    if draw(st.booleans()):
+        types[1], filters[1] = types[0], filters[0]
+    elements = ", ".join(f"{t} {a}" for t, a in zip(types, aliases, strict=True))
+    conj = [f.format(a=a) for f, a in zip(filters, aliases, strict=True) if f is not None]
+    for _ in range(draw(st.sampled_from([0, 0, 0, 1]))):
+        conj.append(_condition(draw, aliases))
+    clauses = []
+    if conj:
+        clauses.append("  WHERE " + " AND ".join(draw(st.permutations(conj))))
+    if draw(st.integers(0, 5)):
+        clauses.append("  PARTITION BY " + draw(st.sampled_from(["s", "x", "s, f"])))
+    if draw(st.integers(0, 5)):
+        clauses.append("  WITHIN " + draw(st.sampled_from(["2", "3", "5", "1", "2 s"])))
+    emit = _emit_clause(draw, aliases)
+    if emit:
+        clauses.append(emit)
+    return "\n".join([f"PATTERN {name}", f"  SEQ({elements})", *draw(st.permutations(clauses))]) + "\n"
+
+
+@st.composite
+def gated_cases(draw, max_len: int = 30) -> Case:
+    """``card_like_patterns`` (sometimes twin patterns or general random ones) over dense streams of
+    their types: disorder, duplicates, retractions, late records, windows."""
+    lateness = draw(st.sampled_from([0, 0, 1, 2, 4]))
+    text = draw(st.one_of(card_like_patterns(name="c0"), card_like_patterns(name="c0"), twin_patterns(name="c0"),
+                          patterns(name="c0")))
+    if draw(st.integers(0, 4)) == 0:
+        text += draw(card_like_patterns(name="c1"))
+    records = draw(streams(lateness, "ts", max_len, ["A", "A", "A", "B", "B", "C"]))
+    return Case(text, records, lateness, "ts", draw(st.sampled_from(["s", "s", "ms"])))
+
+
+@_SETTINGS
+@given(gated_cases())
+def test_gated_patterns_agree_with_the_reference(case: Case) -> None:
+    event(f"gated nodes: {min(_gated(case.text, case.time_unit), 2)}")
+    check_case(case)
+
+
+@_FEWER
+@given(gated_cases(), st.integers(2, 25))
+def test_gated_patterns_agree_with_the_reference_across_a_reload(case: Case, at: int) -> None:
+    check_case(case, restore_at=at)
+
+
+@_FEWER
+@given(gated_cases())
+def test_gated_patterns_agree_with_the_reference_when_every_batch_merges(case: Case) -> None:
+    from unittest import mock
+
+    from cep.runtime import iedyn
+    with mock.patch.object(iedyn, "MERGE_MIN", 1):
+        check_case(case)
+
+
+def _groups(eng: Engine, ri: int, nid: int) -> dict:
+    # keyed by the key itself: equal keys of different types (1 and 1.0) are one group, whichever came first
+    return {k: _group_entries(g) for idx in eng.runtimes[ri].nodes[nid].stores for k, g in idx.groups.items()}
+
+
+@_SETTINGS
+@given(gated_cases())
+def test_a_gated_group_is_the_ungated_one_while_the_sibling_has_its_key_and_absent_otherwise(case: Case) -> None:
+    """After every record (and at the end of input): the gated node's group of a key is exactly the
+    one the engine without the decision keeps, when the sibling leaf holds that key; else there is none."""
+    cps = compile_text(case.text, time_unit=case.time_unit)
+    gated = Engine(cps, lateness=case.lateness)
+    plain = Engine(cps, lateness=case.lateness,
+                   plans=[physical_plan(plan_pattern(cp), gate_groups=False) for cp in cps])
+    pairs = [(ri, nid, m) for ri, rt in enumerate(gated.runtimes) for nid, m in rt._gated.items()]
+    event(f"gated nodes: {min(len(pairs), 2)}")
+
+    def compare() -> None:
+        for ri, nid, m in pairs:
+            sib = gated.runtimes[ri].nodes[m].S.groups
+            want = {k: g for k, g in _groups(plain, ri, nid).items() if k in sib}
+            assert _groups(gated, ri, nid) == want
+
+    for i, rec in enumerate(case.records, 1):
+        got = []
+        for eng in (gated, plain):
+            try:
+                got.append(sorted(repr((o.pattern, o.op, o.id)) for o in eng.push(to_event(rec, i, case.time_field))))
+            except LateEventError:
+                got.append("late")
+        assert got[0] == got[1]
+        compare()
+    for eng in (gated, plain):
+        eng.advance_watermark(float("inf"))
+    compare()
