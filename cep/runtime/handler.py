@@ -145,8 +145,8 @@ def _watermark_move(src: _Source, eng: Engine, indent: int = 1) -> None:
 def _expire_inline(src: _Source, eng: Engine, indent: int) -> None:
     """The expiry of one window (and no gap index) at watermark ``wm``, in the batch loop: when the
     only due entry is the head of the in-order queue (in-order input: the watermark moves with
-    every event, and one event leaves per move), it leaves here; anything else (several due
-    entries, an out-of-order one in the heap) is ``expire(wm)``'s.
+    every event, and one event leaves per move), it leaves here; anything else (the entries due
+    after it, an out-of-order one in the heap) is ``expire(wm)``'s.
 
     Why: the call of ``expire`` and its general walk (the due list, both queues scanned) were a
     fixed cost of nearly every event of an in-order stream.  The window's oldest time is the
@@ -157,11 +157,15 @@ def _expire_inline(src: _Source, eng: Engine, indent: int) -> None:
     w = eng._windows[qi]
     q, heap, oldest = src.name("Q", eng._in_order[qi]), src.name("HP", eng._expiry[qi]), src.name("OLDEST", eng._oldest)
     src.env["inf"] = math.inf
+    call = [f"{oldest}[{qi}] = _old", "expire(wm)", f"_old = {oldest}[{qi}]"]
     src.add(indent, f"_lim = wm - {w!r}", "if _old < _lim:")
-    src.add(indent + 1, f"if {heap} or not {q} or {q}[0][0] >= _lim or len({q}) > 1 and {q}[1][0] < _lim:",
-            f"    {oldest}[{qi}] = _old", "    expire(wm)", f"    _old = {oldest}[{qi}]", "else:")
-    src.add(indent + 2, f"_ts, s, t = {q}.popleft()", f"_old = {q}[0][0] if {q} else inf")
-    _expire_entry(src, eng, ri, qmask, indent + 2, keep="e")
+    src.add(indent + 1, f"if {heap} or not {q}:", *(f"    {x}" for x in call), "else:")
+    # the head is due unless ``_old`` was below it (a lower bound): then it goes back untouched
+    src.add(indent + 2, f"_ts, s, t = {q}.popleft()", f"_old = {q}[0][0] if {q} else inf",
+            "if _ts >= _lim:", f"    {q}.appendleft((_ts, s, t))", "    _old = _ts", "else:")
+    _expire_entry(src, eng, ri, qmask, indent + 3, keep="e")
+    # more due (a burst at one time, a jump of the watermark): the rest as ``expire``'s batch
+    src.add(indent + 3, "if _old < _lim:", *(f"    {x}" for x in call))
 
 
 def _due_test(src: _Source, eng: Engine) -> str | None:
