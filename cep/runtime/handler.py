@@ -269,6 +269,22 @@ def _gap_pattern(eng: Engine, ix: Any) -> int:
     return next(ri for ri, c in enumerate(eng.checks) if c is not None and any(x is ix for x in c.indexes))
 
 
+def _guarded(src: _Source, eng: Engine, ri: int, ai: int, tv: str) -> str | None:
+    """The test under which atom ``ai``'s update path can change something for leaf tuple ``tv``
+    (``PatternRuntime.entry_guard``: its sibling's index has the tuple's key), or None when it
+    must always be called.  Why: card testing's s1 stores nothing itself, and on a sparse stream
+    its join with s2's index is mostly empty: the test costs a lookup, the call a frame."""
+    guard = eng.runtimes[ri].entry_guard(ai)
+    if guard is None:
+        return None
+    groups, positions = guard
+    if len(positions) == 1:
+        key = f"{tv}[{positions[0]}]"
+    else:
+        key = "(" + "".join(f"{tv}[{p}], " for p in positions) + ")"
+    return f"{src.name('GG', groups)}.get({key}) is not None"
+
+
 def _emit_new(src: _Source, eng: Engine, ri: int, ai: int, indent: int) -> None:
     """Lines that append the composite events the update path's deltas ``ch`` (not None) add:
     one call of the pattern's generated enumerate-and-build function for atom ``ai``
@@ -395,10 +411,15 @@ def _plain_insert(src: _Source, eng: Engine, entries: list, conds: list[str | No
             tuple_of[j] = tv
             src.add(ind, f"# {eng.patterns[ri].name}: {eng.patterns[ri].atoms[ai].alias}")
             prop = src.name("prop", eng.runtimes[ri]._prop_of_atom[ai])
-            src.add(ind, f"ch = {prop}({tv}, 1)")
+            at = ind
+            guard = _guarded(src, eng, ri, ai, tv)
+            if guard is not None:
+                src.add(ind, f"if {guard}:")
+                at = ind + 1
+            src.add(at, f"ch = {prop}({tv}, 1)")
             if emit:
-                src.add(ind, "if ch is not None:")
-                _emit_new(src, eng, ri, ai, ind + 1)
+                src.add(at, "if ch is not None:")
+                _emit_new(src, eng, ri, ai, at + 1)
         if g == 0 and cond is not None:
             src.add(1, "else:", "    mask = 0")
     # ``mask`` is not 0: an atom without a filter took the event, or the event passed ``passed``,
@@ -488,7 +509,10 @@ def _push_body(src: _Source, eng: Engine, etype: str | None) -> None:
     watermark move.  ``_nc`` is the event refused (late or an unknown retraction): every other
     event is counted (``_batch`` counts them from the loop's index)."""
     src.add(1, "ts = e.ts", "if wm is not None and ts < wm:", "    _nc = _i", "    eng._late(ts, wm)")
-    src.add(1, "if e.op != '+':", "    _nc = _i", "    eng._check_retraction(e)", "    _nc = -1")
+    # the check may switch the fingerprint index on (its first retraction): the loop's copy of
+    # the switch follows at once, since the expiry this move runs must take events out of it
+    src.add(1, "if e.op != '+':", "    _nc = _i", "    eng._check_retraction(e)", "    _nc = -1",
+            "    _fp = eng._fp_enabled")
     _watermark_move(src, eng, 2)
     _handover(src, 2)
     _mark(src, 2)
@@ -648,7 +672,9 @@ def _expire_one(src: _Source, eng: Engine, ri: int, qmask: int, indent: int, kee
     # deletions mirror the insert: with shared storage (card testing's s1 and s2), the atom that
     # owns it deletes the tuple first, and the others' probes no longer find the event itself
     for j, ai in reversed(atoms):
-        src.add(indent, f"if m & {1 << j}:", f"    {src.name('drop', rt._drop_of_atom[ai])}({tuple_of[j]})")
+        guard = _guarded(src, eng, ri, ai, tuple_of[j])
+        src.add(indent, f"if m & {1 << j}{'' if guard is None else ' and ' + guard}:",
+                f"    {src.name('drop', rt._drop_of_atom[ai])}({tuple_of[j]})")
 
 
 def _names(eng: Engine) -> str:
