@@ -232,7 +232,8 @@ def make_decoder(
             raise BadRecord(f"bad op {op!r} in field {op_field!r}: must be \"+\" or \"-\"")
         return Event(typ, ts, rec, pos, op)
 
-    def decode_many(batch: list[tuple[str, Any]]) -> list[Event]:
+    def decode_many(batch: list[tuple[str, Any]], _odd: frozenset = _ODD, _big: float = _BIG,
+                    _nbig: float = -_BIG) -> list[Event]:
         """The Events of ``batch``'s leading records that take ``decode``'s fast path, in order:
         ``decode_many(batch)[i]`` is ``decode(*batch[i])``.  It stops, without raising, at the
         first record that needs ``decode_slow`` (or is bad): the caller decodes that one and the
@@ -240,7 +241,9 @@ def make_decoder(
 
         Why: the run loop's per-record call of ``decode`` (a frame, the pair unpacked, the
         result appended) was a tenth of the parse-only floor; here the loop is one frame per
-        batch, and each Event is made by setting its slots (no ``__init__`` frame)."""
+        batch, and each Event is made by setting its slots (no ``__init__`` frame).  The scan of
+        the values ends the record's work in its ``else`` (no flag set and tested per record)
+        and reads its constants from locals (issue 15: -520 instructions per record)."""
         out: list[Event] = []
         append = out.append
         for pos, raw in batch:
@@ -253,25 +256,24 @@ def make_decoder(
             tt = type(ts)
             if type(typ) is not str or (tt is not int and tt is not float) or not typ:
                 break
-            regular = True
             for v in rec.values():  # big floats and nested values: decode's business
-                if type(v) in _ODD and (type(v) is not float or v >= _BIG or v <= -_BIG):
-                    regular = False
+                if type(v) in _odd and (type(v) is not float or not _nbig < v < _big):
                     break
-            if not regular:
-                break
-            op = "+"
-            if op_field in rec:  # most records have none: no call
-                op = rec.pop(op_field)
-                if op != "+" and op != "-":
-                    break
-            ev = _new(Event)
-            ev.type = typ
-            ev.ts = ts
-            ev.fields = rec
-            ev.pos = pos
-            ev.op = op
-            append(ev)
+            else:
+                op = "+"
+                if op_field in rec:  # most records have none: no call
+                    op = rec.pop(op_field)
+                    if op != "+" and op != "-":
+                        break
+                ev = _new(Event)
+                ev.type = typ
+                ev.ts = ts
+                ev.fields = rec
+                ev.pos = pos
+                ev.op = op
+                append(ev)
+                continue
+            break
         return out
 
     decode.many = decode_many  # type: ignore[attr-defined]

@@ -212,7 +212,6 @@ class Engine:
         # deletes it without recomputing it from the event)
         self._expiry: list[list[tuple[Any, int, tuple | None]]] = [[] for _ in self._windows]
         self._in_order: list[deque[tuple[Any, int, tuple | None]]] = [deque() for _ in self._windows]
-        self._last_ts: list[Any] = [-math.inf] * len(self._windows)
         # per queue, a lower bound of the times of its events (inf: none): the generated handlers
         # call the expiry only when one is before ``watermark - w`` (``cep.runtime.handler``)
         self._oldest: list[Any] = [math.inf] * len(self._windows)

@@ -71,6 +71,12 @@ class _Source:
         self.base = 0  # added to every line's indent (a body inside the batch loop)
         self.exit = "return"  # how a body ends early ("continue" inside the batch loop)
         self.bodies = 0  # inlined filter bodies so far (each names its constants apart)
+        # the batch loop's own locals (``_batch``): the window queue whose oldest time is the local
+        # ``_old`` (the inline expiry's, ``_expire_inline``), and whether the watermark and the
+        # highest time are written through to the engine at every move (patterns with gap elements:
+        # what a move calls reads them) or only when the loop hands over (``_handover``)
+        self.old_local: int | None = None
+        self.write_through = True
 
     def name(self, prefix: str, obj: Any) -> str:
         """A global name for ``obj`` (one name per object)."""
@@ -96,46 +102,70 @@ def _leaf_shape(src: _Source, eng: Engine, ri: int, ai: int, ts: str = "e.ts") -
     return lines, null
 
 
-def _watermark_move(src: _Source, eng: Engine) -> None:
-    """The late check, the counters and the watermark move (``Engine.push``'s contract) of ``e``.
+def _mark(src: _Source, indent: int) -> None:
+    """Lines before something that may append to ``outs`` in the batch loop: the first time an
+    event does, ``_k0`` is where its outputs start (``_ke``: the event it was taken for), so an
+    event that raises drops exactly what it emitted (``_batch``).  Why here and not per event:
+    the length taken for every event was a fixed cost of each, for the few that emit."""
+    if src.exit == "continue":
+        src.add(indent, "if _ke != _i:", "    _ke = _i", "    _k0 = len(outs)")
+
+
+def _handover(src: _Source, indent: int) -> None:
+    """Lines that write the batch loop's watermark and highest time to the engine (before a call
+    that may read them), when they are not written through at every move."""
+    if src.exit == "continue" and not src.write_through:
+        src.add(indent, "eng.watermark, eng.max_ts = wm, mx")
+
+
+def _watermark_move(src: _Source, eng: Engine, indent: int = 1) -> None:
+    """The watermark move of ``e`` (time ``ts``; ``Engine.push``'s contract), with the decisions
+    and the expiry it triggers.
 
     The batch loop holds the watermark, the highest time, the next serial and the counters in
-    locals (``_batch``: read before the loop, the counters written back after it); the watermark
-    and the highest time are written through when they move, since what the move calls
-    (decisions, expiry, ``_complete``) reads them from the engine."""
-    src.add(1, "ts = e.ts", "if wm is not None and ts < wm:", "    eng._late(ts, wm)",
-            "_r = e.op != '+'", "if _r:", "    eng._check_retraction(e)", "_nev += 1", "if mx is None or ts > mx:",
-            "    mx = eng.max_ts = ts", "    if _own:", "        wm = eng.watermark = ts - _lateness")
+    locals (``_batch``: read before the loop, written back after it and before the calls that read
+    them); with gap elements (``src.write_through``) the watermark and the highest time are
+    written through when they move, since what the move calls (decisions, ``_complete``) reads
+    them from the engine."""
+    wt = src.write_through
+    src.add(indent, "if mx is None or ts > mx:", "    mx = eng.max_ts = ts" if wt else "    mx = ts",
+            "    if _own:", "        wm = eng.watermark = ts - _lateness" if wt else "        wm = ts - _lateness")
     if eng._decided:
-        src.add(3, "if wm > eng._decide_at or (wm == eng._decide_at and not eng._decide_strict):",
-                "    outs += eng._decide()")
+        src.add(indent + 2, "if wm > eng._decide_at or (wm == eng._decide_at and not eng._decide_strict):")
+        _mark(src, indent + 3)
+        src.add(indent + 3, "outs += eng._decide()")
     if len(eng._windowed) == 1 and not eng._gap_expiry:
-        _expire_inline(src, eng)
+        _expire_inline(src, eng, indent + 2)
         return
     due = _due_test(src, eng)
     if due is not None:
-        src.add(3, f"if {due}:", "    expire(wm)")
+        src.add(indent + 2, f"if {due}:", "    expire(wm)")
 
 
-def _expire_inline(src: _Source, eng: Engine) -> None:
+def _expire_inline(src: _Source, eng: Engine, indent: int) -> None:
     """The expiry of one window (and no gap index) at watermark ``wm``, in the batch loop: when the
     only due entry is the head of the in-order queue (in-order input: the watermark moves with
-    every event, and one event leaves per move), it leaves here; anything else (several due
-    entries, an out-of-order one in the heap) is ``expire(wm)``'s.
+    every event, and one event leaves per move), it leaves here; anything else (the entries due
+    after it, an out-of-order one in the heap) is ``expire(wm)``'s.
 
     Why: the call of ``expire`` and its general walk (the due list, both queues scanned) were a
-    fixed cost of nearly every event of an in-order stream.  The event's own variables (``e``,
-    ``ts``) survive: the expired entry's event is read into ``e`` only when the entry carries no
-    leaf tuple, and ``e`` is restored after."""
+    fixed cost of nearly every event of an in-order stream.  The window's oldest time is the
+    loop's local ``_old`` (``Engine._oldest`` is written before ``expire`` reads it and read back
+    after).  The event's own variables (``e``, ``ts``) survive: the expired entry's event is read
+    into ``e`` only when the entry carries no leaf tuple, and ``e`` is restored after."""
     (qi, ri, qmask), = eng._windowed
     w = eng._windows[qi]
     q, heap, oldest = src.name("Q", eng._in_order[qi]), src.name("HP", eng._expiry[qi]), src.name("OLDEST", eng._oldest)
     src.env["inf"] = math.inf
-    src.add(3, f"_lim = wm - {w!r}", f"if {oldest}[{qi}] < _lim:")
-    src.add(4, f"if {heap} or not {q} or {q}[0][0] >= _lim or len({q}) > 1 and {q}[1][0] < _lim:",
-            "    expire(wm)", "else:")
-    src.add(5, f"_ts, s, t = {q}.popleft()", f"{oldest}[{qi}] = {q}[0][0] if {q} else inf")
-    _expire_entry(src, eng, ri, qmask, 5, keep="e")
+    call = [f"{oldest}[{qi}] = _old", "expire(wm)", f"_old = {oldest}[{qi}]"]
+    src.add(indent, f"_lim = wm - {w!r}", "if _old < _lim:")
+    src.add(indent + 1, f"if {heap} or not {q}:", *(f"    {x}" for x in call), "else:")
+    # the head is due unless ``_old`` was below it (a lower bound): then it goes back untouched
+    src.add(indent + 2, f"_ts, s, t = {q}.popleft()", f"_old = {q}[0][0] if {q} else inf",
+            "if _ts >= _lim:", f"    {q}.appendleft((_ts, s, t))", "    _old = _ts", "else:")
+    _expire_entry(src, eng, ri, qmask, indent + 3, keep="e")
+    # more due (a burst at one time, a jump of the watermark): the rest as ``expire``'s batch
+    src.add(indent + 3, "if _old < _lim:", *(f"    {x}" for x in call))
 
 
 def _due_test(src: _Source, eng: Engine) -> str | None:
@@ -239,10 +269,27 @@ def _gap_pattern(eng: Engine, ix: Any) -> int:
     return next(ri for ri, c in enumerate(eng.checks) if c is not None and any(x is ix for x in c.indexes))
 
 
+def _guarded(src: _Source, eng: Engine, ri: int, ai: int, tv: str) -> str | None:
+    """The test under which atom ``ai``'s update path can change something for leaf tuple ``tv``
+    (``PatternRuntime.entry_guard``: its sibling's index has the tuple's key), or None when it
+    must always be called.  Why: card testing's s1 stores nothing itself, and on a sparse stream
+    its join with s2's index is mostly empty: the test costs a lookup, the call a frame."""
+    guard = eng.runtimes[ri].entry_guard(ai)
+    if guard is None:
+        return None
+    groups, positions = guard
+    if len(positions) == 1:
+        key = f"{tv}[{positions[0]}]"
+    else:
+        key = "(" + "".join(f"{tv}[{p}], " for p in positions) + ")"
+    return f"{src.name('GG', groups)}.get({key}) is not None"
+
+
 def _emit_new(src: _Source, eng: Engine, ri: int, ai: int, indent: int) -> None:
     """Lines that append the composite events the update path's deltas ``ch`` (not None) add:
     one call of the pattern's generated enumerate-and-build function for atom ``ai``
     (``cep.runtime.output.new_matches_fn``), or each match built alone where there is none."""
+    _mark(src, indent)
     if eng.checks[ri] is not None:  # gap elements: decided now or pending (Engine._complete)
         src.add(indent, f"eng._complete({ri}, {ai}, s, ch, outs)")
         return
@@ -261,6 +308,7 @@ def _insert_body(src: _Source, eng: Engine, etype: str, emit: bool) -> None:
     entries = eng.route.get(etype, [])
     src.add(1, "f = e.fields")
     early = eng.share is not None and not eng._shadowed
+    owns: dict[int, str] = {}
     if early:  # a worker without shadows: an event it owns for no pattern is not even filtered
         owns = _owners(src, eng, etype)
         tests = set(owns.values())
@@ -280,10 +328,8 @@ def _insert_body(src: _Source, eng: Engine, etype: str, emit: bool) -> None:
         if entries and all(c is not None for c in conds):  # an event no filter passes is not kept
             passed = " or ".join(dict.fromkeys(conds))  # type: ignore[arg-type]
             src.add(1, f"if not ({passed}):", f"    {src.exit}")
-        src.add(1, "E[s] = e", "mask = 0")
         if not early:
             owns = _owners(src, eng, etype)
-    shift = eng._shift
     # each distinct leaf-tuple shape once, when one of its atoms passes its filter
     shapes: dict[tuple[str, ...], tuple[str, list[int]]] = {}
     null_of: dict[str, str | None] = {}
@@ -293,6 +339,101 @@ def _insert_body(src: _Source, eng: Engine, etype: str, emit: bool) -> None:
         got[1].append(j)
         null_of[got[0]] = null
     tuple_of: dict[int, str] = {}
+    fp = "_fp" if src.exit == "continue" else "eng._fp_enabled"  # the batch loop holds it in a local
+    if eng.share is None and etype not in eng.gap_route and len(shapes) == 1:
+        _plain_insert(src, eng, entries, conds, shapes, null_of, emit, tuple_of)
+    else:
+        if etype not in eng.gap_route:
+            src.add(1, "E[s] = e", "mask = 0")
+        _general_insert(src, eng, entries, conds, passed, shapes, null_of, emit, owns, tuple_of)
+        src.add(1, "if not mask:", "    del E[s]", f"    {src.exit}", "H[s] = mask")
+    src.add(1, f"if {fp}:", "    eng._index_fp(s, f)")
+    shift = eng._shift
+    type_bits = sum(bit for *_x, bit in entries)
+    for qi, _ri, qmask in eng._windowed:
+        if not qmask & type_bits:
+            continue
+        held = qmask | qmask << shift if eng._shadowed else qmask  # with the shadow bits
+        q, heap = src.name("Q", eng._in_order[qi]), src.name("HP", eng._expiry[qi])
+        oldest = "_old" if src.old_local == qi else f"{src.name('OLDEST', eng._oldest)}[{qi}]"
+        # the entry carries the leaf tuple when this type's atoms of the window share one: the
+        # expiry then deletes that very tuple (no recomputation from the event)
+        shared = {tuple_of[j] for j, (*_x, bit) in enumerate(entries) if bit & qmask}
+        item = f"(ts, s, {shared.pop() if len(shared) == 1 else None})"
+        # the in-order queue's times never decrease: in the batch loop an event at the highest
+        # time seen (``mx``, moved for this event already) goes at its end; restoring
+        # (``quiet_inserter``: events in serial order) compares with the queue's last entry
+        tail = "ts >= mx" if src.exit == "continue" else f"not {q} or {q}[-1][0] <= ts"
+        lines = [f"if {tail}:", f"    {q}.append({item})", "else:",
+                 f"    heappush({heap}, {item})", f"if ts < {oldest}:", f"    {oldest} = ts"]
+        if type_bits & ~qmask or etype in eng.gap_route:
+            src.add(1, f"if mask & {held}:", *(f"    {line}" for line in lines))
+        else:  # every bit a kept event of this type can have is this window's (and it has one)
+            src.add(1, *lines)
+    if src.exit == "continue":  # in the batch loop: the counters are locals (``_batch``)
+        src.add(1, "_nins += 1", "n = len(E)", "if n > _peak:", "    _peak = n")
+    else:
+        src.add(1, "eng._n_inserted += 1", "n = len(E)", "if n > eng._peak_retained:", "    eng._peak_retained = n")
+
+
+def _plain_insert(src: _Source, eng: Engine, entries: list, conds: list[str | None], shapes: dict,
+                  null_of: dict[str, str | None], emit: bool, tuple_of: dict[int, str]) -> None:
+    """``_insert_body``'s lines for a whole engine (no worker share) and a type of no gap index whose
+    atoms share one leaf-tuple shape (card testing's s1, s2 and big): the tuple is computed once
+    the filters let the event in (``_insert_body``'s ``passed``), an event with a null join value
+    leaves before it is stored, each group of atoms in a row under one test sets its bits of the
+    holder mask at once, and ``H[s] = mask`` needs no test of the mask when some atom surely took
+    the event (an atom without a filter, or tests that are all the filters ``passed`` tried).
+
+    Why: on a sparse stream most of an event's cost is this fixed bookkeeping (the store and
+    removal of an event no atom takes, a mask built bit by bit and tested), not the update paths."""
+    ((*lines, _null), (tv, _users)), = shapes.items()
+    null = null_of[tv]
+    src.add(1, *lines)
+    if null:
+        src.add(1, f"if {null}:", f"    {src.exit}")  # no atom can take it: it only took a serial
+    src.add(1, f"{tv} = t", "E[s] = e")
+    groups: list[tuple[str | None, list[int]]] = []  # atoms in a row under one test share its ``if``
+    for j in range(len(entries)):
+        if groups and groups[-1][0] == conds[j]:
+            groups[-1][1].append(j)
+        else:
+            groups.append((conds[j], [j]))
+    for g, (cond, js) in enumerate(groups):
+        ind = 1
+        if cond is not None:
+            src.add(1, f"if {cond}:")
+            ind = 2
+        bits = sum(entries[j][3] for j in js)
+        src.add(ind, f"mask = {bits}" if g == 0 else f"mask |= {bits}")
+        for j in js:
+            ri, ai, _flt, _bit = entries[j]
+            tuple_of[j] = tv
+            src.add(ind, f"# {eng.patterns[ri].name}: {eng.patterns[ri].atoms[ai].alias}")
+            prop = src.name("prop", eng.runtimes[ri]._prop_of_atom[ai])
+            at = ind
+            guard = _guarded(src, eng, ri, ai, tv)
+            if guard is not None:
+                src.add(ind, f"if {guard}:")
+                at = ind + 1
+            src.add(at, f"ch = {prop}({tv}, 1)")
+            if emit:
+                src.add(at, "if ch is not None:")
+                _emit_new(src, eng, ri, ai, at + 1)
+        if g == 0 and cond is not None:
+            src.add(1, "else:", "    mask = 0")
+    # ``mask`` is not 0: an atom without a filter took the event, or the event passed ``passed``,
+    # the disjunction of exactly these groups' tests
+    src.add(1, "H[s] = mask")
+
+
+def _general_insert(src: _Source, eng: Engine, entries: list, conds: list[str | None], passed: str | None,
+                    shapes: dict, null_of: dict[str, str | None], emit: bool, owns: dict[int, str],
+                    tuple_of: dict[int, str]) -> None:
+    """``_insert_body``'s lines for every other case (several leaf-tuple shapes, gap indexes, a
+    worker's share): each shape computed when one of its atoms passes, each atom's update path
+    under its test, the holder mask built bit by bit (``mask``, 0: nothing took the event)."""
+    shift = eng._shift
     for (*lines, _null), (tv, users) in shapes.items():
         guard = list(dict.fromkeys(conds[j] for j in users))
         ind = 1
@@ -304,7 +445,7 @@ def _insert_body(src: _Source, eng: Engine, etype: str, emit: bool) -> None:
         src.add(ind, f"{tv} = None if {null} else t" if null else f"{tv} = t")
         for j in users:
             tuple_of[j] = tv
-    last_test = None  # atoms in a row under the same test (card testing's s1 and s2) share one ``if``
+    last_test = None  # atoms in a row under the same test share one ``if``
     for j, (ri, ai, _flt, bit) in enumerate(entries):
         tv = tuple_of[j]
         test = " and ".join(c for c in (conds[j], f"{tv} is not None" if null_of[tv] else None) if c)
@@ -327,30 +468,6 @@ def _insert_body(src: _Source, eng: Engine, etype: str, emit: bool) -> None:
         if emit:
             src.add(ind, "if ch is not None:")
             _emit_new(src, eng, ri, ai, ind + 1)
-    fp = "_fp" if src.exit == "continue" else "eng._fp_enabled"  # the batch loop holds it in a local
-    src.add(1, "if not mask:", "    del E[s]", f"    {src.exit}", "H[s] = mask",
-            f"if {fp}:", "    eng._index_fp(s, f)")
-    type_bits = sum(bit for *_x, bit in entries)
-    for qi, _ri, qmask in eng._windowed:
-        if not qmask & type_bits:
-            continue
-        held = qmask | qmask << shift if eng._shadowed else qmask  # with the shadow bits
-        q, heap, last, oldest = (src.name("Q", eng._in_order[qi]), src.name("HP", eng._expiry[qi]),
-                                 src.name("LAST", eng._last_ts), src.name("OLDEST", eng._oldest))
-        # the entry carries the leaf tuple when this type's atoms of the window share one: the
-        # expiry then deletes that very tuple (no recomputation from the event)
-        shared = {tuple_of[j] for j, (*_x, bit) in enumerate(entries) if bit & qmask}
-        item = f"(ts, s, {shared.pop() if len(shared) == 1 else None})"
-        lines = [f"if ts >= {last}[{qi}]:", f"    {q}.append({item})", f"    {last}[{qi}] = ts", "else:",
-                 f"    heappush({heap}, {item})", f"if ts < {oldest}[{qi}]:", f"    {oldest}[{qi}] = ts"]
-        if type_bits & ~qmask or etype in eng.gap_route:
-            src.add(1, f"if mask & {held}:", *(f"    {line}" for line in lines))
-        else:  # every bit a kept event of this type can have is this window's (and ``mask`` is not 0)
-            src.add(1, *lines)
-    if src.exit == "continue":  # in the batch loop: the counters are locals (``_batch``)
-        src.add(1, "_nins += 1", "n = len(E)", "if n > _peak:", "    _peak = n")
-    else:
-        src.add(1, "eng._n_inserted += 1", "n = len(E)", "if n > eng._peak_retained:", "    eng._peak_retained = n")
 
 
 def _gap_insert(src: _Source, eng: Engine, etype: str, owns: dict[int, str]) -> None:
@@ -387,11 +504,21 @@ def _gap_insert(src: _Source, eng: Engine, etype: str, owns: dict[int, str]) -> 
 
 def _push_body(src: _Source, eng: Engine, etype: str | None) -> None:
     """The lines (at indent 1 past ``src.base``) that push event ``e`` of type ``etype`` (None: of a
-    type no atom or gap uses), appending its composite events to ``outs``."""
-    _watermark_move(src, eng)
+    type no atom or gap uses), appending its composite events to ``outs``: the late check, then a
+    retraction (refused before its time moves the watermark) or the insert, each after the
+    watermark move.  ``_nc`` is the event refused (late or an unknown retraction): every other
+    event is counted (``_batch`` counts them from the loop's index)."""
+    src.add(1, "ts = e.ts", "if wm is not None and ts < wm:", "    _nc = _i", "    eng._late(ts, wm)")
+    # the check may switch the fingerprint index on (its first retraction): the loop's copy of
+    # the switch follows at once, since the expiry this move runs must take events out of it
+    src.add(1, "if e.op != '+':", "    _nc = _i", "    eng._check_retraction(e)", "    _nc = -1",
+            "    _fp = eng._fp_enabled")
+    _watermark_move(src, eng, 2)
+    _handover(src, 2)
+    _mark(src, 2)
     # a retraction may switch on the fingerprint index: the batch loop's copy of the switch follows
-    src.add(1, "if _r:", "    outs += eng._retract(e)", *(["    _fp = eng._fp_enabled"] if src.exit == "continue" else []),
-            f"    {src.exit}")
+    src.add(2, "outs += eng._retract(e)", "_fp = eng._fp_enabled", "continue")
+    _watermark_move(src, eng, 1)
     src.add(1, "s = _serial", "_serial = s + 1")
     if etype is not None:  # else kept by nothing: it only takes a serial (as every inserted event does)
         _insert_body(src, eng, etype, emit=True)
@@ -403,14 +530,31 @@ def _batch(eng: Engine, expire: Any) -> Any:
     ``BatchInterrupted(its index, outs)`` from its error (``Engine.push_batch``'s contract).
 
     Why one loop with the types' bodies inline rather than a function per type: a call and a
-    dict lookup per event are a measurable part of the per-event cost (card testing: one type)."""
+    dict lookup per event are a measurable part of the per-event cost (card testing: one type).
+    For the same reason the loop keeps in locals what it would otherwise read and write on the
+    engine per event: the watermark and the highest time (unless gap elements need them written
+    through, ``_watermark_move``), the next serial, the counters (events from the loop's index,
+    ``_push_body``), the fingerprint switch and the single window's oldest time; they are written
+    back when it ends, when it raises, and before a call that reads them (``_handover``)."""
     src = _Source(eng)
     src.env.update(expire=expire, BatchInterrupted=BatchInterrupted)
-    state = {"_serial": "_serial", "_nev": "_n_events", "_nins": "_n_inserted", "_peak": "_peak_retained"}
-    src.add(0, "def batch(events, outs):", "    _i = _k0 = 0", "    wm, mx = eng.watermark, eng.max_ts",
-            "    _own, _lateness = eng.own_watermark, eng.lateness",
-            *(f"    {local} = eng.{attr}" for local, attr in state.items()), "    _fp = eng._fp_enabled",
-            "    try:", "        for _i, e in enumerate(events):", "            _k0 = len(outs)")
+    src.write_through = bool(eng._decided)
+    inline = len(eng._windowed) == 1 and not eng._gap_expiry
+    src.old_local = eng._windowed[0][0] if inline else None
+    state = {"_serial": "_serial", "_nins": "_n_inserted", "_peak": "_peak_retained"}
+    src.add(0, "def batch(events, outs):", "    _i = _ke = _nc = -1", "    _k0 = _nexp = 0",
+            "    wm, mx = eng.watermark, eng.max_ts", "    _own, _lateness = eng.own_watermark, eng.lateness",
+            "    _nev = eng._n_events", *(f"    {local} = eng.{attr}" for local, attr in state.items()),
+            "    _fp = eng._fp_enabled")
+    back = [f"eng.{attr} = {local}" for local, attr in state.items()]
+    back.append("eng._n_expired += _nexp")
+    if inline:
+        oldest = f"{src.name('OLDEST', eng._oldest)}[{src.old_local}]"
+        src.add(1, f"_old = {oldest}")
+        back.append(f"{oldest} = _old")
+    if not src.write_through:
+        back.append("eng.watermark, eng.max_ts = wm, mx")
+    src.add(1, "try:", "    for _i, e in enumerate(events):")
     src.exit = "continue"
     types = sorted({*eng.route, *eng.gap_route})
     if types:
@@ -423,10 +567,10 @@ def _batch(eng: Engine, expire: Any) -> Any:
         src.add(1, f"# {etype if etype is not None else 'an event of another type'}")
         _push_body(src, eng, etype)
     src.base = 0
-    back = [f"eng.{attr} = {local}" for local, attr in state.items()]
     src.add(1, "except BaseException as x:  # what the failing event emitted is dropped, as with one push",
-            "    del outs[_k0:]", *(f"    {line}" for line in back), "    raise BatchInterrupted(_i, outs) from x",
-            *back)
+            "    if _ke == _i:", "        del outs[_k0:]", "    eng._n_events = _nev + _i + (_nc != _i)",
+            *(f"    {line}" for line in back), "    raise BatchInterrupted(_i, outs) from x",
+            "eng._n_events = _nev + _i + 1", *back)
     return src.define(f"engine: push a batch ({_names(eng)})", "batch")
 
 
@@ -477,14 +621,25 @@ def _expire_entry(src: _Source, eng: Engine, ri: int, qmask: int, indent: int, k
     nothing holds it any more.  One home for the generated expiry (``_expiry``) and the batch
     loop's inline one (``_expire_inline``); ``keep`` as ``_expire_one``'s."""
     held = qmask | qmask << eng._shift if eng._shadowed else qmask  # with the shadow bits
-    src.add(indent, "m = H.get(s, 0)", f"if m & {held}:")
+    loop = src.exit == "continue"  # in the batch loop: the switch and the counter are its locals
+    # the event's holder bits leave with it (one dict operation, not a get and a del); bits of
+    # other holders (another pattern's atoms, a gap index, another worker's shadows) go back
+    src.add(indent, "m = H.pop(s, 0)", f"if m & {held}:")
     if held != qmask:  # a worker: only the pairs it owns are in its indexes
         src.add(indent + 1, f"if m & {qmask}:")
         _expire_one(src, eng, ri, qmask, indent + 2, keep)
     else:
         _expire_one(src, eng, ri, qmask, indent + 1, keep)
-    src.add(indent + 1, f"m &= {~held}", "if m:", "    H[s] = m", "else:", "    if eng._fp_enabled:",
-            "        eng._unindex_fp(s, E[s])", "    del E[s]", "    del H[s]", "    eng._n_expired += 1")
+    forget = [f"if {'_fp' if loop else 'eng._fp_enabled'}:", "    eng._unindex_fp(s, E[s])", "del E[s]",
+              "_nexp += 1" if loop else "eng._n_expired += 1"]
+    every = (1 << eng._shift) - 1
+    if eng._shadowed:
+        every |= every << eng._shift
+    if every & ~held:
+        src.add(indent + 1, f"m &= {~held}", "if m:", "    H[s] = m", "else:", *(f"    {x}" for x in forget))
+        src.add(indent, "elif m:", "    H[s] = m")
+    else:  # nothing else can hold the event: it leaves
+        src.add(indent + 1, *forget)
 
 
 def _expire_one(src: _Source, eng: Engine, ri: int, qmask: int, indent: int, keep: str | None = None) -> None:
@@ -513,8 +668,13 @@ def _expire_one(src: _Source, eng: Engine, ri: int, qmask: int, indent: int, kee
     if keep:
         src.add(indent + 1, f"{keep} = _kept")
     src.add(indent, "else:", "    " + " = ".join(tv for tv, _b, _l in shapes.values()) + " = t")
-    for j, ai in atoms:
-        src.add(indent, f"if m & {1 << j}:", f"    {src.name('drop', rt._drop_of_atom[ai])}({tuple_of[j]})")
+    # the atoms in the reverse of the order an insert updates them (``_insert_body``), so the
+    # deletions mirror the insert: with shared storage (card testing's s1 and s2), the atom that
+    # owns it deletes the tuple first, and the others' probes no longer find the event itself
+    for j, ai in reversed(atoms):
+        guard = _guarded(src, eng, ri, ai, tuple_of[j])
+        src.add(indent, f"if m & {1 << j}{'' if guard is None else ' and ' + guard}:",
+                f"    {src.name('drop', rt._drop_of_atom[ai])}({tuple_of[j]})")
 
 
 def _names(eng: Engine) -> str:

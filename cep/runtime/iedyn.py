@@ -800,6 +800,23 @@ class PatternRuntime:
         insert = codegen.define(f"{name}: insert into {a.alias}", "\n".join(lines), "insert", env)
         return extract, insert
 
+    def entry_guard(self, atom: int) -> tuple[dict, list[int]] | None:
+        """``(groups, positions)`` when atom ``atom``'s update and expiry paths change nothing while
+        ``groups`` has no entry for the key at ``positions`` of its leaf tuple (one position: the
+        value; several: their tuple): its leaf stores nothing of its own (no multiplicities, no
+        index: its tuples live in another node's storage, card testing's s1 in s2's) and its first
+        step joins with its sibling's index, whose groups are those; an empty join stops the
+        change there.  None otherwise.  For code generated elsewhere (``cep.runtime.handler``
+        skips the call of such a path: on a sparse stream most such joins are empty)."""
+        nid = self._leaf_of_atom[atom]
+        n = self.nodes[nid]
+        if self.rho[nid] is not None or n.stores or n.parent is None or n.sibling is None:
+            return None
+        S = self.nodes[n.sibling].S
+        if S is None:
+            return None
+        return S.groups, list(S.probe_key_pos)
+
     def leaf_source(self, atom: int, ts: str = "e.ts") -> tuple[list[str], str | None, dict[str, Any]]:
         """Atom ``atom``'s leaf tuple as source, for code generated elsewhere (the engine's
         per-type handlers, ``cep.runtime.handler``): unindented lines setting ``t`` from event
