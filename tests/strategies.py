@@ -598,6 +598,13 @@ def twin_patterns(draw, name: str = "t") -> str:
     for j in range(1, k):  # more twins in a row
         if draw(st.integers(0, 2)) == 0:
             types[j], filters[j] = types[j - 1], filters[j - 1]
+    return seq_with_filters(draw, name, types, filters, aliases, 3)
+
+
+def seq_with_filters(draw, name: str, types: list[str], filters: list[str | None], aliases: list[str],
+                     odds: int) -> str:
+    """A SEQ of ``types`` with each element's own filter (``TWIN_FILTERS``' form), sometimes a condition
+    across elements, keyed and windowed ``odds`` times in ``odds + 1``, an EMIT clause, clauses in any order."""
     elements = ", ".join(f"{t} {a}" for t, a in zip(types, aliases, strict=True))
     conj = [f.format(a=a) for f, a in zip(filters, aliases, strict=True) if f is not None]
     for _ in range(draw(st.sampled_from([0, 0, 0, 1]))):
@@ -605,9 +612,9 @@ def twin_patterns(draw, name: str = "t") -> str:
     clauses = []
     if conj:
         clauses.append("  WHERE " + " AND ".join(draw(st.permutations(conj))))
-    if draw(st.integers(0, 3)):
+    if draw(st.integers(0, odds)):
         clauses.append("  PARTITION BY " + draw(st.sampled_from(["s", "x", "s, f"])))
-    if draw(st.integers(0, 3)):
+    if draw(st.integers(0, odds)):
         clauses.append("  WITHIN " + draw(st.sampled_from(["2", "3", "5", "1", "2 s"])))
     emit = _emit_clause(draw, aliases)
     if emit:

@@ -19,9 +19,8 @@ from strategies import (
     TWIN_FILTERS,
     TYPES,
     Case,
-    _condition,
-    _emit_clause,
     patterns,
+    seq_with_filters,
     streams,
     twin_patterns,
 )
@@ -101,21 +100,7 @@ def card_like_patterns(draw, name: str = "c") -> str:
     filters = [draw(st.sampled_from(TWIN_FILTERS)) for _ in range(k)]
     if draw(st.booleans()):
         types[1], filters[1] = types[0], filters[0]
-    elements = ", ".join(f"{t} {a}" for t, a in zip(types, aliases, strict=True))
-    conj = [f.format(a=a) for f, a in zip(filters, aliases, strict=True) if f is not None]
-    for _ in range(draw(st.sampled_from([0, 0, 0, 1]))):
-        conj.append(_condition(draw, aliases))
-    clauses = []
-    if conj:
-        clauses.append("  WHERE " + " AND ".join(draw(st.permutations(conj))))
-    if draw(st.integers(0, 5)):
-        clauses.append("  PARTITION BY " + draw(st.sampled_from(["s", "x", "s, f"])))
-    if draw(st.integers(0, 5)):
-        clauses.append("  WITHIN " + draw(st.sampled_from(["2", "3", "5", "1", "2 s"])))
-    emit = _emit_clause(draw, aliases)
-    if emit:
-        clauses.append(emit)
-    return "\n".join([f"PATTERN {name}", f"  SEQ({elements})", *draw(st.permutations(clauses))]) + "\n"
+    return seq_with_filters(draw, name, types, filters, aliases, 5)
 
 
 @st.composite
