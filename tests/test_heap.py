@@ -9,6 +9,7 @@ none).  Elsewhere than glibc ``tune_heap()`` must say it did nothing.
 from __future__ import annotations
 
 import os
+import platform
 import subprocess
 import sys
 
@@ -37,7 +38,7 @@ wave(); wave()
 print(tuned, wave())
 """
 
-GLIBC = sys.platform.startswith("linux") and (os.confstr("CS_GNU_LIBC_VERSION") or "").startswith("glibc")
+GLIBC = sys.platform.startswith("linux") and platform.libc_ver()[0] == "glibc"
 
 
 def _probe(mode: str, **env: str) -> tuple[bool, int]:
@@ -57,9 +58,7 @@ def test_tuning_keeps_freed_heap_pages_on_glibc():
     untuned, faults_default = _probe("default")
     assert tuned and not untuned
     pages = 200 * (1 << 20) // os.sysconf("SC_PAGE_SIZE")
-    # glibc gave (many of) the pages back and took them again: how many depends on what the process
-    # allocated before (its adaptive thresholds): all of them, or about half, are seen
-    assert faults_default > pages // 4, faults_default
+    assert faults_default > pages // 2, faults_default  # glibc gave the pages back and took them again
     assert faults_tuned < pages // 20, faults_tuned  # kept: a third wave reuses them
 
 

@@ -23,8 +23,10 @@ The garbage collector around the record loop (``stream_gc``, ``GEN0``): ``cep.gc
 
 from __future__ import annotations
 
+import ctypes
 import gc
 import os
+import platform
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -42,10 +44,8 @@ def tune_heap() -> bool:
     """Set glibc's trim and mmap thresholds for this process; True when they were set."""
     if os.environ.get("CEP_HEAP_TUNING", "1") == "0":
         return False
-    if not sys.platform.startswith("linux") or not _glibc():
+    if not sys.platform.startswith("linux") or platform.libc_ver()[0] != "glibc":
         return False
-    import ctypes  # (here: a run on another C library never loads it)
-
     try:
         libc = ctypes.CDLL("libc.so.6")
         mallopt = libc.mallopt
@@ -56,15 +56,6 @@ def tune_heap() -> bool:
     # mallopt returns 1 on success; the mmap threshold first, so no block is ever mmapped
     # under the fixed (no longer adaptive) threshold glibc keeps once either is set
     return bool(mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD)) and bool(mallopt(M_TRIM_THRESHOLD, TRIM_THRESHOLD))
-
-
-def _glibc() -> bool:
-    """Whether this process runs on glibc: its own answer (``confstr``), not ``platform.libc_ver``,
-    which imports ``platform`` and reads the interpreter's binary (9 M instructions at start-up)."""
-    try:
-        return os.confstr("CS_GNU_LIBC_VERSION").startswith("glibc")  # type: ignore[union-attr]
-    except (AttributeError, ValueError, OSError):
-        return False
 
 
 @contextmanager
