@@ -981,12 +981,21 @@ def metric_columns(spec: PatternSpec) -> list:
 # the JVMs' CPU per micro-batch by a third without slowing the task threads (bench/results/spark.md). A
 # deployment that sets extraJavaOptions itself (spark-submit --conf, --driver-java-options) keeps its own.
 JIT_OPTIONS = "-XX:TieredStopAtLevel=1"
+# The JVMs' garbage collector: the parallel (throughput) collector, not G1 (Java 17's default). Why: every
+# micro-batch moves large short-lived buffers through the JVMs (a whole input file as one string, the packed route
+# rows, Arrow batches), which G1 allocates as humongous objects in the old generation and answers with
+# concurrent marking cycles: on local-cluster G1's concurrent and GC threads took ~0.15 CPU s per 10^5-event
+# micro-batch of each kind of JVM, the parallel collector's a third of that (bench/results/spark.md). Its
+# pauses stop the tasks briefly, which a micro-batch engine can afford; a deployment that sets its own
+# extraJavaOptions keeps its own collector.
+GC_OPTIONS = "-XX:+UseParallelGC"
+JVM_OPTIONS = f"{JIT_OPTIONS} {GC_OPTIONS}"
 
 # cep's settings for a session; anything the deployment gives (spark-submit, spark-defaults.conf,
 # PYSPARK_SUBMIT_ARGS) wins over these
 SESSION_DEFAULTS = {
-    "spark.driver.extraJavaOptions": JIT_OPTIONS,
-    "spark.executor.extraJavaOptions": JIT_OPTIONS,
+    "spark.driver.extraJavaOptions": JVM_OPTIONS,
+    "spark.executor.extraJavaOptions": JVM_OPTIONS,
     "spark.ui.showConsoleProgress": "false",
     "spark.sql.session.timeZone": "UTC",
     "spark.sql.execution.arrow.pyspark.enabled": "true",

@@ -355,13 +355,16 @@ def test_progress_reads_the_recent_reports_only_when_a_new_one_came():
 
 
 def test_the_session_jvms_get_cep_jit_default_unless_given(spark):
-    """make_session's JIT default (C1 only) reaches the driver JVM it starts and the executors' settings."""
-    from cep.connectors.spark import JIT_OPTIONS
+    """make_session's JVM defaults (C1 only, the parallel collector) reach the driver JVM it starts and the
+    executors' settings."""
+    from cep.connectors.spark import GC_OPTIONS, JIT_OPTIONS, JVM_OPTIONS
 
-    args = list(spark.sparkContext._jvm.java.lang.management.ManagementFactory.getRuntimeMXBean()
-                .getInputArguments())
-    assert JIT_OPTIONS in args, args
-    assert JIT_OPTIONS in spark.sparkContext.getConf().get("spark.executor.extraJavaOptions").split()
+    jvm = spark.sparkContext._jvm.java.lang.management.ManagementFactory
+    args = list(jvm.getRuntimeMXBean().getInputArguments())
+    assert JVM_OPTIONS.split() == [JIT_OPTIONS, GC_OPTIONS]
+    assert JIT_OPTIONS in args and GC_OPTIONS in args, args
+    assert {b.getName() for b in jvm.getGarbageCollectorMXBeans()} == {"PS Scavenge", "PS MarkSweep"}
+    assert spark.sparkContext.getConf().get("spark.executor.extraJavaOptions").split() == JVM_OPTIONS.split()
 
 
 def test_the_session_commits_rocksdb_state_as_changelogs(spark):
