@@ -19,6 +19,7 @@ function; the id is ``cep.event.match_id_source``, the key ``match_key_source``.
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -234,6 +235,9 @@ def _fragment_fn(cp: CompiledPattern, i: int, runs: list[list[tuple]], star: boo
                           {"dumps": orjson.dumps, "default": _default})
 
 
+_LINE_CACHES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # PatternRuntime -> (events, caches by atom)
+
+
 def _cached_fragments(frag: Callable, events: dict) -> tuple[dict, Callable]:
     """A cache of ``(pos, frag(event))`` by serial, and its miss function (serial -> the pair,
     stored).  Why: an event bound by an inner loop is in many matches (q1: every S below an R),
@@ -273,10 +277,15 @@ def _new_lines_fn(cp: CompiledPattern, rt: Any, events: dict, emitted: list[int]
         by_atom[i].append(run)
     env: dict[str, Any] = {"E": events, "Output": Output, "NEW": tuple.__new__, "NAME": cp.name,
                            "SEED": match_id_seed(cp.name), "emitted": emitted, "BUILD": match_builder(cp)}
+    # one cache per atom, shared by the pattern's functions (an event inserted as one atom is bound
+    # by loops later): kept on the runtime, whose events dict it serves
+    shared = _LINE_CACHES.get(rt)
+    if shared is None or shared[0] is not events:
+        shared = _LINE_CACHES[rt] = (events, {})
     for i, rs in by_atom.items():
-        env[f"FR{i}"] = _fragment_fn(cp, i, rs, star)
-        if i != atom:
-            env[f"C{i}"], env[f"M{i}"] = _cached_fragments(env[f"FR{i}"], events)
+        if i not in shared[1]:
+            shared[1][i] = _cached_fragments(_fragment_fn(cp, i, rs, star), events)
+        env[f"C{i}"], env[f"M{i}"] = shared[1][i]
 
     def bind(i: int, tv: str) -> list[str]:
         if i == atom:
@@ -307,9 +316,10 @@ def _new_lines_fn(cp: CompiledPattern, rt: Any, events: dict, emitted: list[int]
     slow_events = [f"e{i} = E[sv{i}]" for i in range(k) if i != atom]
     test = " or ".join(f"x{i} is False" for i in by_atom)
     match = [*id_lines]
-    if atom in by_atom:
+    if atom in by_atom:  # the inserted event's part: on its first match (cached for later loops)
+        sv = f"s{atom}[{rt.slot_serial[atom]}]"
         match.append(f"if x{atom} is None:")
-        match.append(f"    x{atom} = FR{atom}(e{atom})")
+        match.append(f"    x{atom} = (C{atom}.get({sv}) or M{atom}({sv}))[1]")
     match += [f"if {test}:", *[f"    {s}" for s in slow_events],
               f"    append(NEW(Output, (NAME, '+', {mid}, BUILD(({''.join(f'e{i}, ' for i in range(k))})), "
               f"{key if key else 'None'})))",
