@@ -238,9 +238,9 @@ def _fragment_fn(cp: CompiledPattern, i: int, runs: list[list[tuple]], star: boo
 _LINE_CACHES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # PatternRuntime -> (events, caches by atom)
 
 
-def _cached_fragments(frag: Callable, events: dict) -> tuple[dict, Callable]:
-    """A cache of ``(pos, frag(event))`` by serial, and its miss function (serial -> the pair,
-    stored).  Why: an event bound by an inner loop is in many matches (q1: every S below an R),
+def _cached_fragments(frag: Callable, events: dict, part: Callable | None = None) -> tuple[dict, Callable]:
+    """A cache of ``(pos, frag(event))`` (with ``part``: ``(frag(event), part(event))``) by
+    serial, and its miss function (serial -> the pair, stored).  Why: an event bound by an inner loop is in many matches (q1: every S below an R),
     and encoding it is a dict and an orjson call.  Serials are never reused, so an entry stays
     right; entries of events the engine no longer holds are dropped when the cache has doubled."""
     cache: dict[int, tuple] = {}
@@ -248,7 +248,7 @@ def _cached_fragments(frag: Callable, events: dict) -> tuple[dict, Callable]:
 
     def miss(s: int) -> tuple:
         e = events[s]
-        got = cache[s] = (e.pos, frag(e))
+        got = cache[s] = (e.pos, frag(e)) if part is None else (frag(e), part(e))
         if len(cache) > limit[0]:
             for old in [x for x in cache if x not in events]:
                 del cache[old]
@@ -271,6 +271,7 @@ def _new_lines_fn(cp: CompiledPattern, rt: Any, events: dict, emitted: list[int]
     not encode is built as an ``Output`` as before (``encode_outputs`` writes both)."""
     k = len(cp.atoms)
     by_atom: dict[int, list[list[tuple]]] = {}
+    seed = match_id_seed(cp.name)
     slot_of_run: list[tuple[int, int]] = []
     for i, run in runs:
         slot_of_run.append((i, len(by_atom.setdefault(i, []))))
@@ -282,9 +283,24 @@ def _new_lines_fn(cp: CompiledPattern, rt: Any, events: dict, emitted: list[int]
     shared = _LINE_CACHES.get(rt)
     if shared is None or shared[0] is not events:
         shared = _LINE_CACHES[rt] = (events, {})
+    # two events, both with items (q1, q2): each event's share of the id is cached with its part of
+    # the line, the first's as the hash state that has read its position and NUL, the second's as
+    # its position's bytes: a match's id is a copy, an update and the digest (the bytes hashed are
+    # match_id's: BLAKE2b is streaming), no f-string and encode per match
+    pair = k == 2 and set(by_atom) == {0, 1}
+
+    def first_part(e: Any) -> Any:
+        st = seed()
+        st.update(f"{e.pos}\x00".encode())
+        return st
+
+    def last_part(e: Any) -> bytes:
+        return e.pos.encode()
+
     for i, rs in by_atom.items():
         if i not in shared[1]:
-            shared[1][i] = _cached_fragments(_fragment_fn(cp, i, rs, star), events)
+            shared[1][i] = _cached_fragments(_fragment_fn(cp, i, rs, star), events,
+                                             (first_part if i == 0 else last_part) if pair else None)
         env[f"C{i}"], env[f"M{i}"] = shared[1][i]
 
     def bind(i: int, tv: str) -> list[str]:
@@ -292,7 +308,7 @@ def _new_lines_fn(cp: CompiledPattern, rt: Any, events: dict, emitted: list[int]
             return []
         got = [f"sv{i} = {tv}[{rt.slot_serial[i]}]"]
         if i in by_atom:
-            return [*got, f"p{i}, x{i} = C{i}.get(sv{i}) or M{i}(sv{i})"]
+            return [*got, f"{f'x{i}, q{i}' if pair else f'p{i}, x{i}'} = C{i}.get(sv{i}) or M{i}(sv{i})"]
         return [*got, f"p{i} = E[sv{i}].pos"]
 
     def ref(i: int, r: int) -> str:
@@ -311,16 +327,20 @@ def _new_lines_fn(cp: CompiledPattern, rt: Any, events: dict, emitted: list[int]
         body = []
         items = ",".join("{" + ref(i, r) + "}" for i, r in slot_of_run)
     line = "f" + repr(head + "{h.hexdigest()}" + lit('","match":{') + items + lit("}}") + "\n")
-    id_lines, mid = match_id_source("SEED", [f"p{i}" for i in range(k)])
+    if pair:
+        id_lines, mid = ["h = q0.copy()", "h.update(q1)"], "h.hexdigest()"
+    else:
+        id_lines, mid = match_id_source("SEED", [f"p{i}" for i in range(k)])
     key = match_key_source(cp, "e0")
     slow_events = [f"e{i} = E[sv{i}]" for i in range(k) if i != atom]
     test = " or ".join(f"x{i} is False" for i in by_atom)
-    match = [*id_lines]
+    match = []
     if atom in by_atom:  # the inserted event's part: on its first match (cached for later loops)
         sv = f"s{atom}[{rt.slot_serial[atom]}]"
         match.append(f"if x{atom} is None:")
-        match.append(f"    x{atom} = (C{atom}.get({sv}) or M{atom}({sv}))[1]")
-    match += [f"if {test}:", *[f"    {s}" for s in slow_events],
+        match.append(f"    x{atom}, q{atom} = C{atom}.get({sv}) or M{atom}({sv})" if pair else
+                     f"    x{atom} = (C{atom}.get({sv}) or M{atom}({sv}))[1]")
+    match += [*id_lines,f"if {test}:", *[f"    {s}" for s in slow_events],
               f"    append(NEW(Output, (NAME, '+', {mid}, BUILD(({''.join(f'e{i}, ' for i in range(k))})), "
               f"{key if key else 'None'})))",
               "else:", *[f"    {s}" for s in body], f"    append({line})"]
@@ -328,7 +348,7 @@ def _new_lines_fn(cp: CompiledPattern, rt: Any, events: dict, emitted: list[int]
     if loops is None:
         return None
     env["split"] = rt.split_chain
-    lines = ["def out(chain, e, outs):", f"    e{atom} = e", f"    p{atom} = e.pos",
+    lines = ["def out(chain, e, outs):", f"    e{atom} = e", *([] if pair else [f"    p{atom} = e.pos"]),
              *([f"    x{atom} = None"] if atom in by_atom else []),
              "    append = outs.append", "    n = len(outs)", "    roots, D = split(chain)", *loops,
              "    emitted[0] += len(outs) - n"]
