@@ -180,8 +180,8 @@ def _wrap_engine(init, pc: PhaseClock, phases: dict[str, str]):
         self._ids = [pc.wrap(f, phases["builders"]) for f in self._ids]
         fused = handler.new_matches_fn
 
-        def wrapped_fused(*args):
-            f = fused(*args)
+        def wrapped_fused(*args, **kwargs):
+            f = fused(*args, **kwargs)
             return None if f is None else pc.wrap(f, phases["builders"])
 
         handler.new_matches_fn = wrapped_fused

@@ -217,7 +217,10 @@ class _Run:
 
             self.plans = [physical_plan(plan_pattern(cp)) for cp in patterns]
         else:
-            self.engine = Engine(patterns, lateness=lateness, own_watermark=not partitioned)
+            # a file or stdout takes the composite events as encoded lines (Engine(lines=True): no
+            # Output per match); a keyed sink (Kafka) needs each one's partition key
+            self.engine = Engine(patterns, lateness=lateness, own_watermark=not partitioned,
+                                 lines=not o.output.startswith("kafka://"))
         if self.engine is not None:
             self.start_counts = {k: dict(v) for k, v in self.engine.matches_emitted.items()}
         self.lateness = lateness
