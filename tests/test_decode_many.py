@@ -13,7 +13,8 @@ import json
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cep.io.readers import BadRecord, make_decoder
+from cep.event import Event
+from cep.io.readers import BadRecord, LineEvent, make_decoder
 
 _VALUES = st.one_of(st.none(), st.booleans(), st.integers(-2**70, 2**70), st.text(max_size=3),
                     st.floats(allow_nan=False, allow_infinity=False), st.just(1e300), st.just([1]), st.just({"a": 1}))
@@ -65,3 +66,32 @@ def test_many_takes_a_batch_of_regular_records_whole(lines):
     decode = make_decoder()
     batch = [(str(i + 1), raw) for i, raw in enumerate(lines)]
     assert len(decode.many(batch)) == len(batch)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_ANY_RECORD, max_size=6), st.integers(1, 10**12))
+def test_lines_gives_many_s_events_with_positions_made_when_read(lines, first):
+    """``decode.lines`` (the run loop's JSON lines path) against ``decode.many`` over the same
+    records numbered from ``first``: the same leading records taken, the same Events (``pos`` the
+    record number's string, made when read)."""
+    decode = make_decoder()
+    batch = [(str(first + i), raw) for i, raw in enumerate(lines)]
+    want = decode.many(batch)
+    got = decode.lines(lines, first)
+    assert len(got) == len(want)
+    for e, w in zip(got, want, strict=True):
+        assert type(e) is LineEvent and isinstance(e, Event)
+        assert (e.type, e.ts, e.fields, e.pos, e.op) == (w.type, w.ts, w.fields, w.pos, w.op)
+        assert repr(e) == repr(w)
+        assert e.__getstate__() == w.__getstate__()
+
+
+def test_a_line_event_is_an_event_for_pickle_and_assignment():
+    import pickle
+
+    e = make_decoder().lines([b'{"type":"A","ts":1,"x":2}'], 41)[0]
+    assert e.pos == "41"
+    back = pickle.loads(pickle.dumps(e))
+    assert (back.type, back.ts, back.fields, back.pos, back.op) == ("A", 1, {"type": "A", "ts": 1, "x": 2}, "41", "+")
+    e.pos = "p:7"
+    assert e.pos == "p:7"
