@@ -13,10 +13,10 @@ Stages:
 
 1. ``_route`` (``mapInPandas``): decode each record exactly as ``cep run`` does (``cep.io.readers.make_decoder``),
    find the group(s) of every pattern that uses its type, and emit ONE row per group of the task's input:
-   ``(g, kg, tus, n, pos, value)`` holding the group's ``n`` records packed (positions and texts joined by a
-   newline, in input order), ``tus`` = the largest event time among them, in us. Why packed: every row costs
-   Spark per-row work (Arrow both ways, shuffle, sort, pandas) that grows with the rows, not the bytes; with one
-   row per record it was most of the JVMs' CPU. The watermark is unchanged: Spark's is the largest ``tus`` over
+   ``(g, kg, tus, value)``, ``value`` holding the group's records packed (their count, the positions without
+   their common prefix, the texts, joined by a newline, in input order: ``_pack``), ``tus`` = the largest event
+   time among them, in us. Why packed: every row costs Spark per-row work (Arrow both ways, shuffle, sort,
+   pandas) that grows with the rows, not the bytes; with one row per record it was most of the JVMs' CPU. The watermark is unchanged: Spark's is the largest ``tus`` over
    all rows, the same as over all records.
 2. ``withWatermark`` on the event time (delay = lateness + 1 ms, so Spark drops exactly the rows ``cep run``
    would call late with respect to the watermark at the start of the micro-batch).
@@ -56,8 +56,8 @@ from cep.gc_policy import stream_gc
 from cep.plan.partition import partition_attrs
 from cep.units import TIME_UNITS
 
-ROUTE_SCHEMA = "g int, kg int, tus long, n int, pos string, value string"  # one row per group: see _route_batches
-PACK_SEP = "\n"  # joins a packed row's positions and texts (a row whose parts hold it carries one record)
+ROUTE_SCHEMA = "g int, kg int, tus long, value string"  # one row per group: see _packed_frame
+PACK_SEP = "\n"  # joins a packed row's parts (a record whose position or text holds it rides alone: ``_pack``)
 PACK_RECORDS = 200_000  # routed records a route task holds before it emits its packed rows (bounds its memory)
 OUT_SCHEMA = "pattern string, op string, id string, match string, key string, value string"
 # ``PatternSpec.pack_output`` (``cep spark`` to a directory): a group's composite events of a micro-batch are one
@@ -376,34 +376,70 @@ def _route_batches(spec: PatternSpec, whole_files: bool = False):
 
 
 def _packed_frame(packs: dict[tuple[int, int], list], factor: int):
-    """The route step's output rows: one per group, its records joined by ``PACK_SEP``; ``tus`` = the pack's
-    largest time (in time units, ``factor`` us each) in us, ``_NO_TIME_US`` for bad records (-inf).
+    """The route step's output rows: one per group, its records in one ``value`` (``_pack``); ``tus`` = the
+    pack's largest time (in time units, ``factor`` us each) in us, ``_NO_TIME_US`` for bad records (-inf).
 
     A group whose positions or texts hold the separator themselves (a Kafka value with a newline in it, say)
-    is emitted one record per row (``n = 1``: the state step does not split such a row).
+    is emitted one record per row.
     """
     import pandas as pd
 
     rows = []
     for (g, kg), (ts, poss, texts) in packs.items():
         tus = _NO_TIME_US if ts == -math.inf else int(round(ts * factor))
-        n = len(texts)
-        pos, value = PACK_SEP.join(poss), PACK_SEP.join(texts)
-        if n == 1 or (pos.count(PACK_SEP) == n - 1 and value.count(PACK_SEP) == n - 1):
-            rows.append((g, kg, tus, n, pos, value))
-        else:
-            rows.extend((g, kg, tus, 1, p, t) for p, t in zip(poss, texts, strict=True))
-    return pd.DataFrame(rows, columns=["g", "kg", "tus", "n", "pos", "value"])
+        rows.extend((g, kg, tus, value) for value in _pack(poss, texts))
+    return pd.DataFrame(rows, columns=["g", "kg", "tus", "value"])
+
+
+def _pack(poss: list[str], texts: list[str]) -> list[str]:
+    """Records ``(poss[i], texts[i])`` as route-row values: one value for all of them, or one per record.
+
+    Packed: ``"<n> <prefix>"``, then each position without the positions' common prefix, then each text, joined
+    by ``PACK_SEP``. Why one column and the prefix apart: each column and byte of a route row costs Spark
+    (Arrow both ways, shuffle write and read, sort, pandas), and the positions of a file's records
+    (``<file path>:<line>``) or a Kafka partition's (``<topic>/<partition>/<offset>``) share most of their
+    characters: without the prefix they are a few bytes each, against ~60 for a full file path.
+    A record whose position or text holds the separator rides alone: ``"s<len(position)>"``, the separator,
+    then its position and text, not split (``_unpack``).
+    """
+    n = len(texts)
+    if n > 1:
+        lo, hi = min(poss), max(poss)  # the common prefix of all is that of the smallest and the largest
+        k = 0
+        for a, b in zip(lo, hi, strict=False):
+            if a != b:
+                break
+            k += 1
+        prefix = lo[:k]
+        value = PACK_SEP.join([f"{n} {prefix}", *(p[k:] for p in poss), *texts] if k else
+                              [f"{n} ", *poss, *texts])
+        if value.count(PACK_SEP) == 2 * n:
+            return [value]
+    return [f"s{len(p)}{PACK_SEP}{p}{t}" for p, t in zip(poss, texts, strict=True)]
+
+
+def _unpacked(value: str) -> tuple[list[str], list[str]]:
+    """The positions and texts of one route-row value (``_pack``)."""
+    if value[0] == "s":
+        i = value.index(PACK_SEP)
+        k = int(value[1:i]) + i + 1
+        return [value[i + 1:k]], [value[k:]]
+    parts = value.split(PACK_SEP)
+    head = parts[0]
+    sp = head.index(" ")
+    n, prefix = int(head[:sp]), head[sp + 1:]
+    poss = parts[1:n + 1]
+    if prefix:
+        poss = [prefix + p for p in poss]
+    return poss, parts[n + 1:]
 
 
 def _unpack(pdfs) -> Iterator[tuple[str, str]]:
     """A group's ``(position, text)`` records from its packed rows, in row order."""
     for pdf in pdfs:
-        for n, pos, value in zip(pdf["n"].tolist(), pdf["pos"].tolist(), pdf["value"].tolist(), strict=True):
-            if n == 1:
-                yield pos, value
-            else:
-                yield from zip(pos.split(PACK_SEP), value.split(PACK_SEP), strict=True)
+        for value in pdf["value"].tolist():
+            poss, texts = _unpacked(value)
+            yield from zip(poss, texts, strict=True)
 
 
 # ---------------------------------------------------------------------------------------------- stage 2: state
@@ -455,13 +491,7 @@ def _push_all(spec: PatternSpec, eng, g: int, pdfs) -> tuple[list[tuple], list]:
     from cep.io.readers import make_decoder
 
     decode = make_decoder(spec.type_field, spec.time_field, spec.time_unit, spec.op_field)
-    recs: list[tuple[str, str]] = []
-    for pdf in pdfs:
-        for n, pos, value in zip(pdf["n"].tolist(), pdf["pos"].tolist(), pdf["value"].tolist(), strict=True):
-            if n == 1:
-                recs.append((pos, value))
-            else:
-                recs += zip(pos.split(PACK_SEP), value.split(PACK_SEP), strict=True)
+    recs = list(_unpack(pdfs))
     # decoded without a generator frame per record: the fast run of each chunk in one
     # ``decode.many`` call, the rest one at a time (the route step decoded them all without error)
     evs: list = []
@@ -951,12 +981,21 @@ def metric_columns(spec: PatternSpec) -> list:
 # the JVMs' CPU per micro-batch by a third without slowing the task threads (bench/results/spark.md). A
 # deployment that sets extraJavaOptions itself (spark-submit --conf, --driver-java-options) keeps its own.
 JIT_OPTIONS = "-XX:TieredStopAtLevel=1"
+# The JVMs' garbage collector: the parallel (throughput) collector, not G1 (Java 17's default). Why: every
+# micro-batch moves large short-lived buffers through the JVMs (a whole input file as one string, the packed route
+# rows, Arrow batches), which G1 allocates as humongous objects in the old generation and answers with
+# concurrent marking cycles: on local-cluster G1's concurrent and GC threads took ~0.15 CPU s per 10^5-event
+# micro-batch of each kind of JVM, the parallel collector's a third of that (bench/results/spark.md). Its
+# pauses stop the tasks briefly, which a micro-batch engine can afford; a deployment that sets its own
+# extraJavaOptions keeps its own collector.
+GC_OPTIONS = "-XX:+UseParallelGC"
+JVM_OPTIONS = f"{JIT_OPTIONS} {GC_OPTIONS}"
 
 # cep's settings for a session; anything the deployment gives (spark-submit, spark-defaults.conf,
 # PYSPARK_SUBMIT_ARGS) wins over these
 SESSION_DEFAULTS = {
-    "spark.driver.extraJavaOptions": JIT_OPTIONS,
-    "spark.executor.extraJavaOptions": JIT_OPTIONS,
+    "spark.driver.extraJavaOptions": JVM_OPTIONS,
+    "spark.executor.extraJavaOptions": JVM_OPTIONS,
     "spark.ui.showConsoleProgress": "false",
     "spark.sql.session.timeZone": "UTC",
     "spark.sql.execution.arrow.pyspark.enabled": "true",

@@ -111,21 +111,26 @@ def test_route_step_packs_one_row_per_group_and_the_state_step_unpacks_it():
     df = frames[0]
     kg = {k: S.zlib.crc32(S._canon_key([k]).encode()) % 4 for k in (1, 2)}
     got = {(g, k): list(S._unpack([rows])) for (g, k), rows in df.groupby(["g", "kg"])}
-    # the record with a newline in its text goes alone in rows of n = 1; the others of its group are packed
+    # the record with a newline in its text goes alone in rows of one record each; the others of its group are packed
     assert got == {(0, kg[1]): [("f:1", values[0]), ("f:2", values[1]), ("f:6", values[5])],
                    (0, kg[2]): [("f:3", values[2])],
                    (1, 0): [("f:1", values[0]), ("f:3", values[2]), ("f:5", values[4]), ("f:6", values[5])],
                    (S.BAD_ROW_GROUP, 0): [("f:7", got[(S.BAD_ROW_GROUP, 0)][0][1])]}
     assert json.loads(got[(S.BAD_ROW_GROUP, 0)][0][1])["pos"] == "f:7"
     packed = df[(df.g == 1)]
-    assert len(packed) == 4 and sorted(packed.n) == [1, 1, 1, 1]  # f:6 forces the group's rows apart
-    assert set(df[(df.g == 0) & (df.kg == kg[1])].n) == {1}
+    assert len(packed) == 4 and {v[0] for v in packed.value} == {"s"}  # f:6 forces the group's rows apart
+    assert {v[0] for v in df[(df.g == 0) & (df.kg == kg[1])].value} == {"s"}
     # the row's time is the largest of its records (Spark's watermark as over one row per record)
     assert df[(df.g == 0) & (df.kg == kg[2])].tus.tolist() == [4_000_000]
     assert set(df[df.g == 1].tus) == {7_000_000}
     plain = list(route(iter([pd.DataFrame({"pos": pos[:3], "value": values[:3]})])))[0]
     row = plain[(plain.g == 0) & (plain.kg == kg[1])]
-    assert row.n.tolist() == [2] and row.pos.tolist() == ["f:1\nf:2"] and row.tus.tolist() == [5_000_000]
+    # packed: the count and the positions' common prefix, each position's rest, the texts
+    assert row.value.tolist() == [f"2 f:\n1\n2\n{values[0]}\n{values[1]}"] and row.tus.tolist() == [5_000_000]
+    assert list(S._route_batches(spec)(iter([pd.DataFrame({"pos": ["x\n1", "x\n2"], "value": values[:2]})])))[0][
+        lambda f: f.g == 0].value.map(S._unpacked).tolist() == [(["x\n1"], [values[0]]), (["x\n2"], [values[1]])]
+    assert S._unpacked(S._pack(["ab", "a", "abc"], ["1", "2", "3"])[0]) == (["ab", "a", "abc"], ["1", "2", "3"])
+    assert S._pack(["p", "q"], ["1", "2"]) == ["2 \np\nq\n1\n2"]  # no common prefix
     # a whole file (the text source's ``wholetext``) routes as its lines, named <file>:<line>, blanks skipped
     text = "\n".join([values[0], "", values[1], "  \t", values[2], "\r", values[4]]) + "\n"
     whole = list(S._route_batches(spec, whole_files=True)(iter([pd.DataFrame({"pos": ["/d/f"], "value": [text]})])))
@@ -163,7 +168,7 @@ def test_packed_output_rows_hold_the_same_lines_and_counts():
     values = [json.dumps(r) for r in recs]
     df = next(S._route_batches(S.pattern_spec(text, key_groups=1))(
         iter([pd.DataFrame({"pos": [f"f:{i + 1}" for i in range(len(values))], "value": values})])))
-    late = pd.DataFrame({"g": [0], "kg": [0], "tus": [0], "n": [1], "pos": ["f:9"], "value": [values[0]]})
+    late = pd.DataFrame({"g": [0], "kg": [0], "tus": [0], "value": S._pack(["f:9"], [values[0]])})
 
     def run(pack: bool) -> list[list]:
         spec = dataclasses.replace(S.pattern_spec(text, key_groups=1), pack_output=pack, names=["p", "q"])
@@ -350,13 +355,17 @@ def test_progress_reads_the_recent_reports_only_when_a_new_one_came():
 
 
 def test_the_session_jvms_get_cep_jit_default_unless_given(spark):
-    """make_session's JIT default (C1 only) reaches the driver JVM it starts and the executors' settings."""
-    from cep.connectors.spark import JIT_OPTIONS
+    """make_session's JVM defaults (C1 only, the parallel collector) reach the driver JVM it starts and the
+    executors' settings."""
+    from cep.connectors.spark import GC_OPTIONS, JIT_OPTIONS, JVM_OPTIONS
 
-    args = list(spark.sparkContext._jvm.java.lang.management.ManagementFactory.getRuntimeMXBean()
-                .getInputArguments())
-    assert JIT_OPTIONS in args, args
-    assert JIT_OPTIONS in spark.sparkContext.getConf().get("spark.executor.extraJavaOptions").split()
+    jvm = spark.sparkContext._jvm.java.lang.management.ManagementFactory
+    args = list(jvm.getRuntimeMXBean().getInputArguments())
+    assert JVM_OPTIONS.split() == [JIT_OPTIONS, GC_OPTIONS]
+    assert JIT_OPTIONS in args and GC_OPTIONS in args, args
+    assert {b.getName() for b in jvm.getGarbageCollectorMXBeans()} == {"PS Scavenge", "PS MarkSweep"}
+    executor = spark.sparkContext.getConf().get("spark.executor.extraJavaOptions").split()
+    assert JIT_OPTIONS in executor and GC_OPTIONS in executor, executor
 
 
 def test_the_session_commits_rocksdb_state_as_changelogs(spark):
