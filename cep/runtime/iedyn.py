@@ -806,12 +806,20 @@ class PatternRuntime:
         value; several: their tuple): its leaf stores nothing of its own (no multiplicities, no
         index: its tuples live in another node's storage, card testing's s1 in s2's) and its first
         step joins with its sibling's index, whose groups are those; an empty join stops the
-        change there.  None otherwise.  For code generated elsewhere (``cep.runtime.handler``
+        change there.  Where its parent is gated, the groups are the gating leaf's: the paths
+        test that gate before anything else.  None otherwise.  For code generated elsewhere (``cep.runtime.handler``
         skips the call of such a path: on a sparse stream most such joins are empty)."""
         nid = self._leaf_of_atom[atom]
         n = self.nodes[nid]
         if self.rho[nid] is not None or n.stores or n.parent is None or n.sibling is None:
             return None
+        if n.parent in self._gated:
+            # its parent is gated (``cep.plan.physical.gate_on_sibling``): both paths test the gate
+            # first (``_gate_source``), and the gating leaf's groups are fewer than the sibling's
+            # (card testing: the cards with a big purchase in the window, ~16% of those with a small one)
+            m = self.nodes[self._gated[n.parent]]
+            assert m.S is not None
+            return m.S.groups, [n.pos[v] for v in m.S.spec.key_vars]
         S = self.nodes[n.sibling].S
         if S is None:
             return None
