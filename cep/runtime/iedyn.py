@@ -1193,7 +1193,8 @@ class PatternRuntime:
             if S2.probe_key_pos and set(S2.probe_key_pos) <= set(key_src):
                 env[f"Gh{P.id}"] = S2.groups
                 parts = [key_src[q] for q in S2.probe_key_pos]
-                lean = f"Gh{P.id}.get({parts[0] if len(parts) == 1 else '(' + ''.join(x + ', ' for x in parts) + ')'}) is None"
+                look = f"Gh{P.id}.get({parts[0] if len(parts) == 1 else '(' + ''.join(x + ', ' for x in parts) + ')'})"
+                lean = f"{look} is None"
         # the range's parent tuples are consecutive entries of the group (each has a positive
         # weight: this tuple joined it): the next entry first, a bisect (two-argument: the
         # fast call) when it is not; ``dead``: the first position that reached zero, a list of
@@ -1231,7 +1232,11 @@ class PatternRuntime:
                 "                raise KeyError(u)",
                 f"        w = pw[i] + {c} * mu",
                 *body[9:]]
-        if lean is not None:
+        one = self._one_sibling_walk(n, P, c, body, env) if lean is not None else None
+        if one is not None:
+            walk = [f"    gh = {look}", "    if gh is None:", *[f"    {x}" for x in body], "    elif type(gh) is tuple:",
+                        *[f"    {x}" for x in one], "    else:", *[f"    {x}" for x in walk]]
+        elif lean is not None:
             walk = [f"    if {lean}:", *[f"    {x}" for x in body], "    else:", *[f"    {x}" for x in walk]]
         elif not more:
             walk = body
@@ -1256,6 +1261,34 @@ class PatternRuntime:
                 f"            {G}[{_key_expr(t, S.probe_key_pos)}] = (pks[0], pit[0], pw[0])",
                 "        elif not pks:",
                 f"            del {G}[{_key_expr(t, S.probe_key_pos)}]"]
+
+    def _one_sibling_walk(self, n: _Node, P: _Node, c: str, body: list[str],
+                          env: dict[str, Any]) -> list[str] | None:
+        """The expiry walk (``_flat_walk_source``) for a grandparent step whose sibling group is one
+        tuple (card testing: the one big purchase of the card in the window), or None where it does
+        not apply.  The caller looks that group up once as ``gh`` (its key is the walked group's: the
+        same for every parent tuple of the walk); the lines are the walk (``body``, the parent updates
+        without the grandparent step) that adds, per parent tuple, its
+        change to one sum ``a`` when the sibling tuple is in its range; the grandparent's delta is
+        then that sum times the sibling tuple's weight, one entry.  The general walk's step per
+        parent tuple is a group lookup, a tuple built and a delta entry updated."""
+        S2 = self.nodes[P.sibling].S
+        if P.is_guard or S2.check_pair is not None:
+            return None
+        found = S2.range_source(f"s{P.id}", "t", env, miss="continue")
+        if found is None:
+            return None
+        _lines, test = found
+        reads, _lo, _hi = S2.fast_bounds
+        per = []
+        for pos, var in reads.items():
+            per.append(f"{var} = u[{n.proj_pos[pos]}]")
+            if pos not in S2.typed_pos:
+                per += [f"if type({var}) is not int and type({var}) is not float:", "    continue"]
+        per += [f"if {test.replace('g[0]', 'gh[0]')}:", f"    a += {c} * mu"]
+        rest = ["    a = 0", *body, *[f"        {x}" for x in per], "    if a:",
+                f"        k = {_tuple_expr('gh[1]', P.proj_pos)}", "        dp[k] = dp.get(k, 0) + a * gh[2]"]
+        return rest
 
     def _compile_batch(self, start: int, keep: bool = True) -> Callable[[dict[tuple, int]], dict | None]:
         """Algorithm 7 for a batch of changes entering at node ``start`` (one leaf's path),
