@@ -25,7 +25,7 @@ from strategies import (
     twin_patterns,
 )
 from test_engine_properties import PROFILE, check_case, to_event
-from test_expiry_walk import _group_entries
+from test_expiry_walk import PATTERNS, _group_entries, dense_cases
 
 from cep.commands.explain import plan_to_dict, plan_to_text
 from cep.errors import LateEventError
@@ -149,6 +149,27 @@ def _groups(eng: Engine, ri: int, nid: int) -> dict:
 def test_a_gated_group_is_the_ungated_one_while_the_sibling_has_its_key_and_absent_otherwise(case: Case) -> None:
     """After every record (and at the end of input): the gated node's group of a key is exactly the
     one the engine without the decision keeps, when the sibling leaf holds that key; else there is none."""
+    _check_against_ungated(case)
+
+
+@st.composite
+def dense_card_cases(draw) -> Case:
+    """Card testing's own shape (``test_expiry_walk``'s ``ct``) over its dense streams (few keys,
+    many entries per group, ticks, duplicates and retractions): the big purchase's group appears
+    over groups of several small purchases, so the build takes its one pass over a flat group."""
+    case = draw(dense_cases())
+    text = PATTERNS[0].format(w=draw(st.sampled_from([2, 3, 5, 8])))
+    return Case(text, case.records, case.lateness)
+
+
+@_SETTINGS
+@given(dense_card_cases())
+def test_a_gated_group_built_over_many_small_purchases_is_the_ungated_one(case: Case) -> None:
+    _check_against_ungated(case)
+    check_case(case)
+
+
+def _check_against_ungated(case: Case) -> None:
     cps = compile_text(case.text, time_unit=case.time_unit)
     gated = Engine(cps, lateness=case.lateness)
     plain = Engine(cps, lateness=case.lateness,
@@ -231,3 +252,21 @@ def test_gated_patterns_give_the_same_with_and_without_the_entry_guard(case: Cas
     assert guarded.state_size() == always.state_size()
     for cp in cps:
         assert guarded.match_count(cp.name) == always.match_count(cp.name)
+
+
+def test_the_retraction_of_the_last_big_purchase_retracts_its_matches():
+    """The retraction of a card's only big purchase leaves big without the card, so the gated
+    group of small purchases goes: only after the matches the retraction undoes are enumerated
+    (through that group).  Found by ``test_expiry_walk``'s property test (long profile): the match
+    was emitted and never retracted."""
+    (cp,) = compile_text(CARD)
+    from cep.event import Event
+    eng = Engine([cp])
+    rt = eng.runtimes[0]
+    (gated,) = rt._gated
+    got = []
+    for i, (ts, amount, op) in enumerate([(15, 5, "+"), (16, 7, "+"), (19, 500, "+"), (19, 500, "-")]):
+        got += [o.op for o in eng.push(Event("Txn", ts, {"card": "c", "amount": amount}, str(i), op))]
+    assert got == ["+", "-"]
+    assert rt.nodes[gated].stores[0].groups == {} and not rt._gate_pending
+    assert eng.match_count(cp.name) == 0

@@ -104,6 +104,18 @@ def grown_pair(k0, i0, w0, k1, i1, w1) -> SumSortedMap:
 _new_map = object.__new__
 
 
+def flat_map(keys: list, items: list, weights: list) -> SumSortedMap:
+    """A flat map that takes these lists as its own (keys non-decreasing, at most ``FLAT_MAX``
+    entries, at least two: one is a plain triple): a group built in one pass (a gated group,
+    ``PatternRuntime._compile_build``)."""
+    m = _new_map(SumSortedMap)
+    m._keys = keys
+    m._items = items
+    m._weights = weights
+    m._blocks = None
+    return m
+
+
 def seek_entry(keys: list, items: list, item: tuple, i: int) -> int:
     """The position of ``item`` in a flat map's lists (``keys``, ``items``), searching from ``i``,
     the first position of its key (a generated walk's slow case: several entries under one key);
