@@ -740,6 +740,7 @@ class PatternRuntime:
         self._builds: dict[int, Callable] = {}  # gated node -> its group build (``_compile_build``)
         # keys whose gating group a deletion emptied: their gated groups go after its enumeration
         self._gate_pending: list = []
+        self._deletes: dict[int, Callable] = {}  # gating leaf -> its deletion form (``_gate_wrap``)
         # the generated update path of each leaf, by leaf node and by atom
         self._props: dict[int, Callable] = {}
         self._batches: dict[tuple[int, bool], Callable] = {}
@@ -994,12 +995,16 @@ class PatternRuntime:
         env = {"inner": fn, "Gm": m.S.groups, "build": build}
         drop = self._drop_group_source(gated, "k", env)
         if kind == "prop":
-            # a deletion (a retraction: ``delete``) enumerates the matches it undoes after the path,
-            # through the gated group: that group goes only then (``_settle_gates``)
-            env["PG"] = self._gate_pending
             lines = ["def prop(t, c):", f"    k = {key}", "    if c > 0 and k not in Gm:", "        build(k)",
-                     "    r = inner(t, c)", "    if k not in Gm:", "        if c < 0:", "            PG.append(k)",
-                     "        else:", *[f"            {x}" for x in drop], "    return r"]
+                     "    r = inner(t, c)", "    if k not in Gm:", *[f"        {x}" for x in drop], "    return r"]
+            # the form a deletion that enumerates runs (a retraction: ``delete``, ``apply``): the matches
+            # it undoes are enumerated after the path, through the gated group, which goes only then
+            # (``_settle_gates``)
+            env["PG"] = self._gate_pending
+            self._deletes[start] = codegen.define(
+                f"{self.pattern.name}: delete from leaf {start}, gating n{gated}",
+                "\n".join(["def delete(t, c):", "    r = inner(t, c)", f"    k = {key}", "    if k not in Gm:",
+                           "        PG.append(k)", "    return r"]), "delete", env)
         elif kind == "drop":
             lines = ["def drop(t):", "    inner(t)", f"    k = {key}", "    if k not in Gm:", *[f"        {x}" for x in drop]]
         else:
@@ -1501,7 +1506,7 @@ class PatternRuntime:
 
     def apply(self, leaf: int, t: tuple, delta: int) -> Delta:
         """Algorithm 7: add ``delta`` (any multiplicity) to tuple ``t`` of leaf node ``leaf``."""
-        return self._delta(t, self._prop[leaf](t, delta))
+        return self._delta(t, (self._prop[leaf] if delta > 0 else self._deletes.get(leaf, self._prop[leaf]))(t, delta))
 
     def _delta(self, t: tuple, chain: list | None) -> Delta:
         """The change of an update path; where a deletion emptied a gating leaf's group, its
@@ -1569,7 +1574,8 @@ class PatternRuntime:
 
     def delete(self, atom: int, t: tuple) -> Delta:
         """Delete a leaf tuple (a retraction); the delta's ``matches()`` are the matches it undoes."""
-        return self._delta(t, self._prop_of_atom[atom](t, -1))
+        leaf = self._leaf_of_atom[atom]
+        return self._delta(t, self._deletes.get(leaf, self._prop[leaf])(t, -1))
 
     def expire(self, atom: int, tuples: list[tuple]) -> None:
         """Delete a batch of leaf tuples of one atom (window expiry): nothing is enumerated."""
