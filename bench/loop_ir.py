@@ -8,7 +8,8 @@ instruction count of the same loop is deterministic, so an A/B of two checkouts 
 not show cache or page-fault effects: confirm with CPU time).  Measured: what ``cep run`` does per
 batch of 512 decoded records (``Engine.push_batch``, ``encode_outputs``), collected only inside
 ``itertools.starmap`` (the reading, decoding and start-up are outside).  ``--gc``: ``cep run``'s GC
-policy around the loop (``cep.commands.heap.stream_gc``), as the command has it.
+policy around the loop (``cep.commands.heap.stream_gc``), as the command has it; ``--lines``: its engine's
+lines mode (``Engine(lines=True)``).
 """
 
 from __future__ import annotations
@@ -24,6 +25,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("pattern")
     ap.add_argument("stream")
     ap.add_argument("--gc", action="store_true", help="cep run's GC policy around the loop")
+    ap.add_argument("--lines", action="store_true", help="Engine(lines=True): the fused paths' composite events "
+                    "as encoded lines (cep run's engine)")
     args = ap.parse_args(argv)
 
     from cep.io import writers
@@ -34,7 +37,7 @@ def main(argv: list[str] | None = None) -> int:
     encode = getattr(writers, "encode_outputs", None) or (lambda outs: [writers.encode_output(o) for o in outs])
     decode = make_decoder()
     events = [decode(pos, raw) for pos, raw in open_source(args.stream).records()]
-    engine = Engine(compile_files([args.pattern]))
+    engine = Engine(compile_files([args.pattern]), **({"lines": True} if args.lines else {}))
     gc.collect()
     if args.gc:
         from cep.commands.heap import stream_gc

@@ -103,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
 
     t_compile = time.perf_counter()
     compiled = compile_files(args.patterns, time_unit=args.time_unit)
-    engine = Engine(compiled)
+    engine = Engine(compiled, lines=True)  # as `cep run` builds it for a file output
     compile_s = time.perf_counter() - t_compile
 
     src = open_source(args.input)

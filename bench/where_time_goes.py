@@ -50,7 +50,8 @@ RESULTS = procs.BENCH_DIR / "results"
 # update path, for inserts and expiry), "builders" (each pattern's fused enumerate-and-build function
 # per atom, ``cep.runtime.output.new_matches_fn``, and its single-match EMIT builder and match id).
 PHASES: dict[str, tuple[str, ...]] = {
-    "read (Source.take: chunks, lines, positions)": ("cep.io.readers:JsonlSource.take",),
+    "read (Source.take: chunks, lines, positions)": ("cep.io.readers:JsonlSource.take",
+                                                     "cep.io.readers:JsonlSource.take_lines"),
     "decode (orjson, checks, Event)": ("decoder",),
     "push_batch (entry)": ("cep.runtime.engine:Engine.push", "cep.runtime.engine:Engine.push_batch"),
     "handler (generated batch loop, per type: late check, watermark, a single due event's expiry, filters, "
@@ -97,13 +98,19 @@ def _run_command(pattern: Path, path: Path, output: str = "/dev/null") -> None:
 
 
 def _timed_decoder(pc: PhaseClock, decode, phase: str):
-    """``decode`` timed per record as ``phase``: a decoder whose batch path (``many``) takes nothing, so
-    every record goes through the timed ``decode`` (the phase is the per-record decode, as it was measured)."""
+    """``decode`` timed per record as ``phase``: a decoder whose batch paths (``many``, and ``lines`` on
+    the JSON lines path) take nothing, so every record goes through the timed ``decode`` (the phase is
+    the per-record decode, as it was measured)."""
     from cep.io.readers import no_fast_path
 
     timed = pc.wrap(decode, phase)
     timed.many = no_fast_path
+    timed.lines = _no_lines
     return timed
+
+
+def _no_lines(lines: list, first: int) -> list:
+    return []
 
 
 class PhaseClock:
@@ -180,8 +187,8 @@ def _wrap_engine(init, pc: PhaseClock, phases: dict[str, str]):
         self._ids = [pc.wrap(f, phases["builders"]) for f in self._ids]
         fused = handler.new_matches_fn
 
-        def wrapped_fused(*args):
-            f = fused(*args)
+        def wrapped_fused(*args, **kwargs):
+            f = fused(*args, **kwargs)
             return None if f is None else pc.wrap(f, phases["builders"])
 
         handler.new_matches_fn = wrapped_fused

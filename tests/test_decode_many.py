@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import json
 
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from cep.io.readers import BadRecord, make_decoder
+from cep.event import Event
+from cep.io.readers import BadRecord, LineEvent, make_decoder
 
 _VALUES = st.one_of(st.none(), st.booleans(), st.integers(-2**70, 2**70), st.text(max_size=3),
                     st.floats(allow_nan=False, allow_infinity=False), st.just(1e300), st.just([1]), st.just({"a": 1}))
@@ -65,3 +66,70 @@ def test_many_takes_a_batch_of_regular_records_whole(lines):
     decode = make_decoder()
     batch = [(str(i + 1), raw) for i, raw in enumerate(lines)]
     assert len(decode.many(batch)) == len(batch)
+
+
+def _same_as_decode(decode, got, lines, first, want_len):
+    """``got`` (``decode.lines``) is ``decode``'s Event of each record it took, as ``LineEvent``s
+    with the record number's string as ``pos``, and takes at least the ``want_len`` records
+    ``decode.many`` takes (beyond them only a record whose big float came from a fraction or an
+    exponent: ``decode`` takes it too, with the same values)."""
+    assert want_len <= len(got) <= len(lines)
+    for i, e in enumerate(got):
+        assert type(e) is LineEvent and isinstance(e, Event)
+        w = decode(str(first + i), lines[i])
+        assert (e.type, e.ts, e.fields, e.pos, e.op) == (w.type, w.ts, w.fields, w.pos, w.op)
+        assert [type(v) for v in e.fields.values()] == [type(v) for v in w.fields.values()]
+        assert repr(e) == repr(w)
+        assert e.__getstate__() == w.__getstate__()
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_ANY_RECORD, max_size=6), st.integers(1, 10**12))
+def test_lines_gives_decode_s_events_with_positions_made_when_read(lines, first):
+    """``decode.lines`` (the run loop's JSON lines path) against ``decode.many`` and ``decode`` over
+    the same records numbered from ``first``."""
+    decode = make_decoder()
+    want = decode.many([(str(first + i), raw) for i, raw in enumerate(lines)])
+    _same_as_decode(decode, decode.lines(lines, first), lines, first, len(want))
+
+
+def test_a_line_event_is_an_event_for_pickle_and_assignment():
+    import pickle
+
+    e = make_decoder().lines([b'{"type":"A","ts":1,"x":2}'], 41)[0]
+    assert e.pos == "41"
+    back = pickle.loads(pickle.dumps(e))
+    assert (back.type, back.ts, back.fields, back.pos, back.op) == ("A", 1, {"type": "A", "ts": 1, "x": 2}, "41", "+")
+    e.pos = "p:7"
+    assert e.pos == "p:7"
+
+
+_TRICKY = st.one_of(
+    st.just([1]), st.just({"a": 1}), st.just({"a": [1]}), st.just(2**63), st.just(-2**63 - 1), st.just(2**64 + 1),
+    st.just(1e19), st.just(-1e19), st.just(9.2e18), st.just(1e300), st.just(2.5e-7), st.just(123456789012345.5),
+    st.sampled_from(["[", "{", "}{", "a{b", "1e5", "9E9", "1234567890123456789", "x" * 3, "\n{"]),
+    st.integers(-10**18, 10**18), st.floats(allow_nan=False, allow_infinity=False))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_REGULAR_RECORD, max_size=6), st.integers(0, 6), st.sampled_from(["a", "type", "ts"]), _TRICKY,
+       st.booleans())
+@example(lines=[], at=0, key="a", value={"a": 1}, spaced=False)  # a nested object: a brace inside a line
+@example(lines=[], at=0, key="a", value=[1], spaced=False)
+@example(lines=[], at=0, key="a", value=2**64 + 1, spaced=False)  # 20 digits: orjson reads a float
+@example(lines=[], at=0, key="a", value=1e19, spaced=False)  # an exponent: a big float
+def test_lines_skips_the_value_scan_only_when_the_bytes_allow_it(lines, at, key, value, spaced):
+    """``decode.lines`` looks at a batch's bytes to skip the per-record scan for nested values and
+    big floats: one record with such a value (or a string that looks like one) among regular ones,
+    written compactly or with spaces, must give ``decode``'s events, stopping where ``decode.many``
+    stops (or after a float literal beyond 2**63 that is not an integer's)."""
+    rec = {"type": "A", "ts": 1, key: value}
+    text = json.dumps(rec) if spaced else json.dumps(rec, separators=(",", ":"))
+    lines = list(lines)
+    lines.insert(min(at, len(lines)), text.encode())
+    decode = make_decoder()
+    want = decode.many([(str(i + 1), raw) for i, raw in enumerate(lines)])
+    got = decode.lines(lines, 1)
+    _same_as_decode(decode, got, lines, 1, len(want))
+    if len(got) > len(want):  # taken beyond decode.many: a big float from a fraction or an exponent
+        assert type(value) is float and abs(value) >= 2.0**63

@@ -277,7 +277,7 @@ def test_engine_failure_names_the_record_and_keeps_output(tmp_path, monkeypatch)
                 raise BatchInterrupted(i, outs) from x
 
     class Boom:
-        def __init__(self, patterns, lateness=0, *, own_watermark=True):
+        def __init__(self, patterns, lateness=0, *, own_watermark=True, lines=False):
             self.stats, self.matches_emitted, self.retained_events = {}, {}, 0
             self.lateness, self.own_watermark = lateness, own_watermark
             self._handlers = Handlers(batch, None)

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import io
 import os
+import re
 import select
 import subprocess
 import sys
@@ -25,6 +26,7 @@ import tempfile
 from pathlib import Path
 
 import orjson
+import pytest
 from cephelp import PATTERNS, ROOT
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
@@ -121,6 +123,28 @@ def test_take_gives_the_lines_and_offsets_of_the_file(lines, last_newline, bom, 
         assert src.position()["record"] == len(got)
     assert got == expected
     assert set(got_offsets) <= set(offsets) and (not got or got_offsets[-1] == offsets[-1])
+    # ``take_lines`` (the run loop's JSON lines path): the same lines, numbered from ``first``; the
+    # offset (summed when asked) after each is the pairs' own, and so is a resumed source's
+    src = JsonlSource(io.BufferedReader(_Trickle(data, sizes), buffer_size=8), "-")
+    got, got_offsets = [], []
+    while True:
+        first, part = src.take_lines(limit)
+        if not part:
+            break
+        assert 1 <= len(part) <= limit and first == len(got) + 1
+        got += [(str(first + i), raw) for i, raw in enumerate(part)]
+        got_offsets.append(src.offset)
+        assert src.position() == {"kind": "jsonl", "offset": offsets[len(got) - 1], "record": len(got)}
+    assert got == expected
+    assert src.offset == (offsets[-1] if offsets else 0)
+    if len(expected) > 1:
+        back = JsonlSource(io.BytesIO(data), "x", seekable=True)
+        back.seek({"kind": "jsonl", "offset": offsets[0], "record": 1})
+        assert back.offset == offsets[0]
+        rest = []
+        while part := back.take(len(expected)):
+            rest += part
+        assert rest == expected[1:] and back.offset == offsets[-1]
 
 
 # ------------------------------------------------------------------ batched = one at a time
@@ -225,6 +249,32 @@ def test_cep_run_batched_equals_one_record_per_batch(case, bad_at, batch):
     assert _run_files(case, lines, batch) == one
 
 
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(st.one_of(cases(max_len=20), gap_cases(max_len=20), kleene_cases(max_len=20)),
+       st.lists(st.integers(0, 20), max_size=3), st.integers(1, 16), st.booleans())
+def test_the_raw_lines_path_equals_the_pairs_path(case, bad_at, batch, bom):
+    """``cep run``'s JSON lines path (``JsonlSource.take_lines``, ``decode.lines``: positions made
+    only when read) against the ``(pos, raw)`` pairs path it replaced: the same output (ids are
+    hashes of positions), late output, error reports (positions, line numbers) and summary, with
+    bad and blank lines, a byte-order mark, late events and retractions (``Case``)."""
+    lines = [orjson.dumps(r) + b"\n" for r in case.records]
+    for k in sorted(bad_at, reverse=True):
+        lines.insert(min(k, len(lines)), b'{"type": "A", "ts": \n' if k % 2 else b"\n")
+    if bom and lines:
+        lines[0] = b"\xef\xbb\xbf" + lines[0]
+    def timeless(got: tuple) -> tuple:  # the summary's time and rate vary from run to run
+        return (*got[:4], re.sub(r"in [0-9.]+ s, [0-9,]+ events/s", "", got[4]))
+
+    fast = _run_files(case, lines, batch, quiet=False)
+    old = runner.LINES
+    runner.LINES = False
+    try:
+        pairs = _run_files(case, lines, batch, quiet=False)
+    finally:
+        runner.LINES = old
+    assert timeless(fast) == timeless(pairs)
+
+
 def _loop_run(pattern: str, lines: list[bytes]) -> tuple[runner._Run, bytes]:
     """``cep run``'s set-up and loop (in this process) over ``lines``: the run (its engine) and
     the output written."""
@@ -256,3 +306,24 @@ def test_the_end_of_input_decides_pending_matches_and_expires_nothing_else():
     r, out = _loop_run(str(PATTERNS / "unshipped_orders.pattern"), orders)
     assert [orjson.loads(x)["match"]["order_id"] for x in out.splitlines()] == [7]  # decided at the end
     assert r.outputs == 1 and r.engine.pending_count() == 0
+
+
+@pytest.mark.parametrize("lines_path", [True, False])
+def test_a_refused_record_in_a_batch_is_reported_with_its_own_line(tmp_path, monkeypatch, lines_path):
+    """The JSON lines path makes a batch's ``(pos, raw)`` pairs only when an event raises: the late
+    record and the unknown retraction are reported with their own lines and text."""
+    monkeypatch.setattr(runner, "LINES", lines_path)
+    recs = [b'{"type":"Txn","ts":1,"card":"a","amount":10}', b'{"type":"Txn","ts":5,"card":"a","amount":20}',
+            b'{"type":"Txn","ts":2,"card":"a","amount":500}', b'{"type":"Txn","ts":6,"card":"b","amount":20,"op":"-"}',
+            b'{"type":"Txn","ts":7,"card":"a","amount":500}']
+    (tmp_path / "in.jsonl").write_bytes(b"\n".join(recs) + b"\n")
+    rc = runner.run(runner.RunOptions(
+        patterns=[CARD], input=str(tmp_path / "in.jsonl"), output=str(tmp_path / "out.jsonl"),
+        late_output=str(tmp_path / "late.jsonl"), errors=str(tmp_path / "errors.jsonl"), on_error="skip",
+        quiet=True), io.StringIO())
+    assert rc == 0
+    assert (tmp_path / "late.jsonl").read_bytes() == recs[2] + b"\n"
+    (report,) = [orjson.loads(x) for x in (tmp_path / "errors.jsonl").read_bytes().splitlines()]
+    assert (report["line"], report["pos"], report["record"]) == (4, "4", recs[3].decode())
+    (out,) = [orjson.loads(x) for x in (tmp_path / "out.jsonl").read_bytes().splitlines()]
+    assert out["match"] == {"card": "a", "first_ts": 1, "amount": 500}

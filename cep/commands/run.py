@@ -40,6 +40,7 @@ from cep.io.readers import (
     JsonlSource,
     SourceError,
     csv_decoder,
+    line_pairs,
     make_decoder,
     no_fast_path,
     open_source,
@@ -58,6 +59,7 @@ from cep.records import record
 from cep.units import check_time_unit, parse_duration
 
 TICK = 256  # records between housekeeping checks
+LINES = True  # JSON lines files and stdin take the raw-lines path (``_Run.loop``; tests compare it with the pairs path)
 
 
 
@@ -217,7 +219,10 @@ class _Run:
 
             self.plans = [physical_plan(plan_pattern(cp)) for cp in patterns]
         else:
-            self.engine = Engine(patterns, lateness=lateness, own_watermark=not partitioned)
+            # a file or stdout takes the composite events as encoded lines (Engine(lines=True): no
+            # Output per match); a keyed sink (Kafka) needs each one's partition key
+            self.engine = Engine(patterns, lateness=lateness, own_watermark=not partitioned,
+                                 lines=not o.output.startswith("kafka://"))
         if self.engine is not None:
             self.start_counts = {k: dict(v) for k, v in self.engine.matches_emitted.items()}
         self.lateness = lateness
@@ -297,9 +302,12 @@ class _Run:
             """Push a run of decoded events and write their composite events (no flush); an event
             that raises is handled as ``push`` would have been.  Returns an exit status to stop with.
             The run is contiguous in the source's batch: ``evs[i]`` is ``batch[lo + i]``, record
-            ``n_lo + i + 1`` (so nothing is kept per record for the rare event that raises)."""
+            ``n_lo + i + 1`` (so nothing is kept per record for the rare event that raises).  On
+            the JSON lines path ``batch`` holds the raw lines (``first`` not None: the number of
+            its first record); their ``(pos, raw)`` pairs are made when an event raises."""
             nonlocal nout
             start = 0
+            rows = None
             while start < len(evs):
                 try:
                     nout += write(push_batch(evs[start:] if start else evs))
@@ -309,7 +317,9 @@ class _Run:
                     i = start + bi.index
                     start = i + 1
                     cause = bi.__cause__
-                    pos, raw = batch[lo + i]
+                    if rows is None:  # the JSON lines path's pairs are made now
+                        rows = batch if first is None else line_pairs(first, batch)
+                    pos, raw = rows[lo + i]
                     k = n_lo + i + 1
                     if isinstance(cause, LateEventError):
                         self.late += 1
@@ -336,6 +346,12 @@ class _Run:
         # over the active partitions minus the lateness; ticks (batch None) say a partition went idle
         clock = None
         take = src.take
+        # a JSON lines file or stdin: the raw lines and their first record's number
+        # (``JsonlSource.take_lines``), the fast run decoded by ``decode.lines`` (no position
+        # strings, no pairs: made only for what goes off the fast path)
+        take_lines = src.take_lines if type(src) is JsonlSource and o.fmt != "csv" and LINES else None
+        many_lines = decode.lines if take_lines is not None else None
+        first: int | None = None
         if eng.own_watermark:
             if self.idle is not None:  # a quiet input's watermark follows the wall clock
                 batches = _with_idle(take, BATCH, self.idle, self._idle_advance)
@@ -372,10 +388,16 @@ class _Run:
                 # checkpoints and the test stop fall on the same records as one record at a time)
                 if batches is None:
                     part = None
-                    batch = take(min(BATCH, next_tick - n))
-                    if not batch:
-                        ended = True
-                        break
+                    if take_lines is not None:
+                        first, batch = take_lines(min(BATCH, next_tick - n))
+                        if not batch:
+                            ended = True
+                            break
+                    else:
+                        batch = take(min(BATCH, next_tick - n))
+                        if not batch:
+                            ended = True
+                            break
                 else:
                     got = next(batches, None)
                     if got is None:
@@ -393,9 +415,16 @@ class _Run:
                 lo, n_lo = 0, n  # where the run of events ``evs`` starts in the batch (``apply``)
                 # the leading records of the decoder's fast path in one call (``decode.many``);
                 # the first other record (slow path, bad, blank) and those after it one at a time
-                evs = many(batch)
+                if first is not None:
+                    evs = many_lines(batch, first)
+                    k = len(evs)
+                    if k < len(batch):  # a record off the fast path: the pairs, for what follows
+                        batch = line_pairs(first, batch)
+                        first = None
+                else:
+                    evs = many(batch)
+                    k = len(evs)
                 append = evs.append
-                k = len(evs)
                 n += k
                 for j, (pos, raw) in enumerate(batch[k:] if k else batch, k):
                     n += 1

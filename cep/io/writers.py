@@ -88,10 +88,12 @@ def encode_output(o: Output) -> bytes:
 CHUNK = 1024  # lines per byte string of ``encode_outputs``
 
 
-def encode_outputs(outs: list[Output]) -> list[bytes]:
+def encode_outputs(outs: list) -> list[bytes]:
     """``encode_output`` of each composite event, in order, joined into byte strings of up to
     ``CHUNK`` lines (the run loop's form: one list display per chunk, no Python call per
-    composite event).
+    composite event).  A composite event already encoded (a ``str`` line, from an
+    ``Engine(lines=True)``) is written as it is: a chunk of only those is one join and one
+    ``str.encode``.
 
     Why joined: orjson returns each line in a buffer it allocated larger and shrank, and a
     batch keeping tens of thousands of those until its flush fragments the heap (measured:
@@ -100,12 +102,18 @@ def encode_outputs(outs: list[Output]) -> list[bytes]:
     """
     dumps, default, opts = _dumps, _default, _OPTS
     chunks = []
-    try:
-        for i in range(0, len(outs), CHUNK):
-            chunks.append(b"".join([dumps({"pattern": o[0], "op": o[1], "id": o[2], "match": o[3]}, default, opts)
-                                    for o in outs[i:i + CHUNK]]))
-    except TypeError:  # an integer beyond 64 bits somewhere: each line on its own
-        return [encode_output(o) for o in outs]
+    for i in range(0, len(outs), CHUNK):
+        part = outs[i:i + CHUNK]
+        try:
+            chunks.append("".join(part).encode())
+            continue
+        except TypeError:  # Output objects among them (a failed join stops at the first)
+            pass
+        try:  # unpacking takes only an Output (5 items): a line among them raises ValueError
+            chunks.append(b"".join([dumps({"pattern": p, "op": op, "id": mid, "match": m}, default, opts)
+                                    for p, op, mid, m, _ in part]))
+        except (TypeError, ValueError):  # lines among them, or an integer beyond 64 bits: each on its own
+            chunks.append(b"".join([o.encode() if type(o) is str else encode_output(o) for o in part]))
     return chunks
 
 

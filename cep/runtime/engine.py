@@ -81,7 +81,7 @@ class Engine:
 
     def __init__(self, patterns: Sequence[CompiledPattern], lateness: int | float = 0,
                  *, own_watermark: bool = True, plans: Sequence[PhysicalPlan] | None = None,
-                 share: tuple[int, int] | None = None, shadow: bool = True) -> None:
+                 share: tuple[int, int] | None = None, shadow: bool = True, lines: bool = False) -> None:
         """``own_watermark``: derive the watermark from the events pushed (``max ts seen -
         lateness``, one ordered source); False when the source owns it (the minimum over
         Kafka partitions, Spark's global watermark) and moves it with ``advance_watermark``.
@@ -98,10 +98,15 @@ class Engine:
         kept, not filtered, no leaf tuple, no expiry), and a retraction raises ``RuntimeError``.
         What is emitted, late or refused is unchanged; ``stats["peak_retained"]`` is then this
         share's own peak (what this process holds), no longer the whole engine's.
+        ``lines``: the composite events of the fused insert paths (``cep.runtime.output``) come back
+        from ``push``/``push_batch`` as their encoded JSON lines (``str``, newline ended: what
+        ``cep.io.writers.encode_output`` gives, decoded), the others as ``Output``; for callers that
+        only write them (``cep run`` to a file or stdout): ``encode_outputs`` takes both.
         """
         from cep.plan.physical import physical_plan
         from cep.plan.planner import plan_pattern
 
+        self.lines = lines
         self.patterns = list(patterns)
         self._builders = [match_builder(cp) for cp in self.patterns]
         self._ids = [match_id_fn(cp.name, len(cp.atoms)) for cp in self.patterns]

@@ -294,7 +294,7 @@ def _emit_new(src: _Source, eng: Engine, ri: int, ai: int, indent: int) -> None:
         src.add(indent, f"eng._complete({ri}, {ai}, s, ch, outs)")
         return
     cp, rt = eng.patterns[ri], eng.runtimes[ri]
-    out = new_matches_fn(cp, rt, eng.events, eng._emitted[ri], ai)
+    out = new_matches_fn(cp, rt, eng.events, eng._emitted[ri], ai, lines=eng.lines)
     if out is not None:
         src.add(indent, f"{src.name('new', out)}(ch, e, outs)  # {cp.name}: {cp.atoms[ai].alias}")
     else:
