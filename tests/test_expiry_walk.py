@@ -131,3 +131,19 @@ def test_one_expiry_empties_two_parent_entries() -> None:
     for i, (typ, ts, x) in enumerate([("T", 0, 0), ("U", 1, 0), ("U", 2, 0), ("U", 2, 1), ("T", 4, 0), ("T", 5, 0)], 1):
         eng.push(to_event({"type": typ, "ts": ts, "k": "a", "x": x}, i, "ts"))
         assert index_state(eng) == index_state(Engine.loads(eng.dumps(), cps)), f"after record {i}"
+
+
+def test_one_expiry_under_one_big_purchase_lowers_the_parent_tuple_once() -> None:
+    """``ct``: small purchases at 0, 1, 2 and one big at 3 (the only tuple of its group); the
+    expiry of the one at 0 walks the parent entries {k, s2.ts} of 1 and 2 and lowers the parent
+    tuple {k, big.ts} by their changes' sum in one step (``_one_sibling_walk``: the big purchase's
+    group is looked up once, not per entry).  Indexes against a rebuild after every record, outputs
+    against the reference."""
+    cps = compile_text(PATTERNS[0].format(w=5))
+    eng = Engine(cps, lateness=0)
+    rows = [(0, 0), (1, 0), (2, 0), (3, 9), (6, 1), (7, 1), (8, 9), (9, 0), (13, 0)]
+    records = [{"type": "T", "ts": ts, "k": "a", "x": x} for ts, x in rows]
+    for i, rec in enumerate(records, 1):
+        eng.push(to_event(rec, i, "ts"))
+        assert index_state(eng) == index_state(Engine.loads(eng.dumps(), cps)), f"after record {i}"
+    check_case(Case(PATTERNS[0].format(w=5), records, 0))

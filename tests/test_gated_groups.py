@@ -25,7 +25,7 @@ from strategies import (
     twin_patterns,
 )
 from test_engine_properties import PROFILE, check_case, to_event
-from test_expiry_walk import _group_entries
+from test_expiry_walk import PATTERNS, _group_entries, dense_cases
 
 from cep.commands.explain import plan_to_dict, plan_to_text
 from cep.errors import LateEventError
@@ -149,6 +149,27 @@ def _groups(eng: Engine, ri: int, nid: int) -> dict:
 def test_a_gated_group_is_the_ungated_one_while_the_sibling_has_its_key_and_absent_otherwise(case: Case) -> None:
     """After every record (and at the end of input): the gated node's group of a key is exactly the
     one the engine without the decision keeps, when the sibling leaf holds that key; else there is none."""
+    _check_against_ungated(case)
+
+
+@st.composite
+def dense_card_cases(draw) -> Case:
+    """Card testing's own shape (``test_expiry_walk``'s ``ct``) over its dense streams (few keys,
+    many entries per group, ticks, duplicates and retractions): the big purchase's group appears
+    over groups of several small purchases, so the build takes its one pass over a flat group."""
+    case = draw(dense_cases())
+    text = PATTERNS[0].format(w=draw(st.sampled_from([2, 3, 5, 8])))
+    return Case(text, case.records, case.lateness)
+
+
+@_SETTINGS
+@given(dense_card_cases())
+def test_a_gated_group_built_over_many_small_purchases_is_the_ungated_one(case: Case) -> None:
+    _check_against_ungated(case)
+    check_case(case)
+
+
+def _check_against_ungated(case: Case) -> None:
     cps = compile_text(case.text, time_unit=case.time_unit)
     gated = Engine(cps, lateness=case.lateness)
     plain = Engine(cps, lateness=case.lateness,
@@ -174,3 +195,78 @@ def test_a_gated_group_is_the_ungated_one_while_the_sibling_has_its_key_and_abse
     for eng in (gated, plain):
         eng.advance_watermark(float("inf"))
     compare()
+
+
+def test_the_entry_guard_of_a_leaf_under_a_gated_node_is_the_gate():
+    """Card testing's s1 stores nothing (its tuples live in s2's storage) and its parent is gated on
+    big: the batch loop calls its update and expiry paths only for cards big holds (``entry_guard``),
+    not for every card s2 holds."""
+    (cp,) = compile_text(CARD)
+    rt = Engine([cp]).runtimes[0]
+    (gated, gating), = rt._gated.items()
+    groups, positions = rt.entry_guard(0)  # s1
+    assert groups is rt.nodes[gating].S.groups
+    assert positions == [rt.nodes[rt._leaf_of_atom[0]].pos["s1.card"]]
+    plain = Engine([cp], plans=[physical_plan(plan_pattern(cp), gate_groups=False)]).runtimes[0]
+    groups, _ = plain.entry_guard(0)
+    assert groups is plain.nodes[plain._leaf_of_atom[1]].S.groups  # without the gate: s2's index
+
+
+@_SETTINGS
+@given(gated_cases(), st.integers(1, 6))
+def test_gated_patterns_give_the_same_with_and_without_the_entry_guard(case: Case, size: int) -> None:
+    """The batch loop skips a guarded leaf's paths while the gate lacks the key; the same stream
+    through an engine that always calls them (batches of ``size``, stopping at a refused event as
+    ``cep run`` does) gives the same outputs, counts, state and current matches."""
+    from unittest import mock
+
+    from cep.errors import BatchInterrupted, UnknownRetractionError
+    from cep.runtime.iedyn import PatternRuntime
+
+    cps = compile_text(case.text, time_unit=case.time_unit)
+    guarded = Engine(cps, lateness=case.lateness)
+    gates = sum(1 for rt in guarded.runtimes for a in range(len(rt.extract))
+                if rt.entry_guard(a) is not None and rt.nodes[rt._leaf_of_atom[a]].parent in rt._gated)
+    event(f"guards that are a gate: {min(gates, 1)}")
+    with mock.patch.object(PatternRuntime, "entry_guard", lambda self, atom: None):
+        always = Engine(cps, lateness=case.lateness)
+    events = [to_event(rec, i, case.time_field) for i, rec in enumerate(case.records, 1)]
+
+    def run(eng: Engine) -> list:
+        outs = []
+        for lo in range(0, len(events), size):
+            chunk = events[lo:lo + size]
+            while chunk:
+                try:
+                    outs.extend(repr((o.pattern, o.op, o.id)) for o in eng.push_batch(chunk))
+                    chunk = []
+                except BatchInterrupted as bi:
+                    assert isinstance(bi.__cause__, (LateEventError, UnknownRetractionError))
+                    outs.extend(repr((o.pattern, o.op, o.id)) for o in bi.outputs)
+                    chunk = chunk[bi.index + 1:]
+        eng.advance_watermark(float("inf"))
+        return outs
+
+    assert run(guarded) == run(always)
+    assert guarded.stats == always.stats
+    assert guarded.state_size() == always.state_size()
+    for cp in cps:
+        assert guarded.match_count(cp.name) == always.match_count(cp.name)
+
+
+def test_the_retraction_of_the_last_big_purchase_retracts_its_matches():
+    """The retraction of a card's only big purchase leaves big without the card, so the gated
+    group of small purchases goes: only after the matches the retraction undoes are enumerated
+    (through that group).  Found by ``test_expiry_walk``'s property test (long profile): the match
+    was emitted and never retracted."""
+    (cp,) = compile_text(CARD)
+    from cep.event import Event
+    eng = Engine([cp])
+    rt = eng.runtimes[0]
+    (gated,) = rt._gated
+    got = []
+    for i, (ts, amount, op) in enumerate([(15, 5, "+"), (16, 7, "+"), (19, 500, "+"), (19, 500, "-")]):
+        got += [o.op for o in eng.push(Event("Txn", ts, {"card": "c", "amount": amount}, str(i), op))]
+    assert got == ["+", "-"]
+    assert rt.nodes[gated].stores[0].groups == {} and not rt._gate_pending
+    assert eng.match_count(cp.name) == 0

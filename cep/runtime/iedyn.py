@@ -29,16 +29,19 @@ negative deltas through a path of its own (``_compile_drop``) and enumerates not
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from itertools import accumulate
 from typing import Any
 
 from cep import codegen
 from cep.lang.gcq import ID_ATTR, TIME_ATTR, Bound, CompiledPattern
 from cep.plan.physical import IndexUse, PhysicalPlan, time_variables
 from cep.runtime.sumlist import (
+    FLAT_MAX,
     SOURCE_NAMES,
     SumSortedMap,
     bisect_source,
     end_test,
+    flat_map,
     grown_pair,
     incr_source,
     pair_source,
@@ -566,15 +569,18 @@ class Delta:
     the next update of the same runtime.
     """
 
-    __slots__ = ("runtime", "tuple", "chain")
+    __slots__ = ("runtime", "tuple", "chain", "done")
 
-    def __init__(self, runtime: PatternRuntime, t: tuple, chain: list | None) -> None:
+    def __init__(self, runtime: PatternRuntime, t: tuple, chain: list | None, done: list | None = None) -> None:
         self.runtime = runtime
         self.tuple = t
         self.chain = chain  # None: the change did not reach the root (no match changed)
+        self.done = done  # the matches, enumerated already (``PatternRuntime._delta``)
 
     def matches(self) -> Iterator[list]:
         """The matches added or removed (lists of leaf tuples, one per atom)."""
+        if self.done is not None:
+            return iter(self.done)
         if not self.chain:
             return iter(())
         return self.runtime.changes(self.chain)
@@ -732,6 +738,9 @@ class PatternRuntime:
         self._gated: dict[int, int] = {pn.id: pn.gated_by for pn in plan.nodes if pn.gated_by is not None}
         self._gating: dict[int, int] = {m: g for g, m in self._gated.items()}
         self._builds: dict[int, Callable] = {}  # gated node -> its group build (``_compile_build``)
+        # keys whose gating group a deletion emptied: their gated groups go after its enumeration
+        self._gate_pending: list = []
+        self._deletes: dict[int, Callable] = {}  # gating leaf -> its deletion form (``_gate_wrap``)
         # the generated update path of each leaf, by leaf node and by atom
         self._props: dict[int, Callable] = {}
         self._batches: dict[tuple[int, bool], Callable] = {}
@@ -806,12 +815,20 @@ class PatternRuntime:
         value; several: their tuple): its leaf stores nothing of its own (no multiplicities, no
         index: its tuples live in another node's storage, card testing's s1 in s2's) and its first
         step joins with its sibling's index, whose groups are those; an empty join stops the
-        change there.  None otherwise.  For code generated elsewhere (``cep.runtime.handler``
+        change there.  Where its parent is gated, the groups are the gating leaf's: the paths
+        test that gate before anything else.  None otherwise.  For code generated elsewhere (``cep.runtime.handler``
         skips the call of such a path: on a sparse stream most such joins are empty)."""
         nid = self._leaf_of_atom[atom]
         n = self.nodes[nid]
         if self.rho[nid] is not None or n.stores or n.parent is None or n.sibling is None:
             return None
+        if n.parent in self._gated:
+            # its parent is gated (``cep.plan.physical.gate_on_sibling``): both paths test the gate
+            # first (``_gate_source``), and the gating leaf's groups are fewer than the sibling's
+            # (card testing: the cards with a big purchase in the window, ~16% of those with a small one)
+            m = self.nodes[self._gated[n.parent]]
+            assert m.S is not None
+            return m.S.groups, [n.pos[v] for v in m.S.spec.key_vars]
         S = self.nodes[n.sibling].S
         if S is None:
             return None
@@ -980,6 +997,14 @@ class PatternRuntime:
         if kind == "prop":
             lines = ["def prop(t, c):", f"    k = {key}", "    if c > 0 and k not in Gm:", "        build(k)",
                      "    r = inner(t, c)", "    if k not in Gm:", *[f"        {x}" for x in drop], "    return r"]
+            # the form a deletion that enumerates runs (a retraction: ``delete``, ``apply``): the matches
+            # it undoes are enumerated after the path, through the gated group, which goes only then
+            # (``_settle_gates``)
+            env["PG"] = self._gate_pending
+            self._deletes[start] = codegen.define(
+                f"{self.pattern.name}: delete from leaf {start}, gating n{gated}",
+                "\n".join(["def delete(t, c):", "    r = inner(t, c)", f"    k = {key}", "    if k not in Gm:",
+                           "        PG.append(k)", "    return r"]), "delete", env)
         elif kind == "drop":
             lines = ["def drop(t):", "    inner(t)", f"    k = {key}", "    if k not in Gm:", *[f"        {x}" for x in drop]]
         else:
@@ -1008,7 +1033,8 @@ class PatternRuntime:
                  "    grp = SRC.get(gk)", "    if grp is None:", "        return"]
         if src.sorted:
             lines += ["    if type(grp) is tuple:", "        us = ((grp[1], grp[2]),)",
-                      "    elif grp._blocks is None:", "        us = zip(grp._items, grp._weights)",
+                      "    elif grp._blocks is None:", *[f"        {x}" for x in self._one_pass_build(n, g, src, S, env)],
+                      "        us = zip(grp._items, grp._weights)",
                       "    else:", "        us = [(x, w) for _k, x, w in grp.entries()]"]
         else:
             lines += ["    us = (grp,) if type(grp) is tuple else grp.items()"]
@@ -1026,6 +1052,60 @@ class PatternRuntime:
                   "    for t, c in acc.items():",
                   *[f"        {x}" for x in self._node_update_source(n, "t", "c", env)]]
         return codegen.define(f"{self.pattern.name}: build a group of n{gated}", "\n".join(lines), "build", env)
+
+    def _one_pass_build(self, n: _Node, g: _Node, src: NodeIndex, S: NodeIndex, env: dict[str, Any]) -> list[str]:
+        """Lines (unindented; ``grp``: the guard child's flat group of key ``gk``) that build node
+        ``n``'s group in one pass over ``grp`` and return, or no lines where that does not apply.
+
+        It applies to twins (card testing: ``s2`` and ``s1`` read one storage, so each ``s2``'s
+        range sum is over the very group walked): the sums come from one running sum of its
+        weights (two bisects and a difference per entry, no group lookup, no slice), and the
+        node's tuples (fixed by the group key and the sort key) come out in sort order, equal ones
+        next to each other, so its group is made as the generic updates would leave it (a triple,
+        or a flat map that takes the lists) instead of entry by entry."""
+        if self.rho[n.id] is not None or len(n.stores) != 1 or S.groups is not src.groups or not src.numeric:
+            return []
+        idx = n.stores[0]
+        if not (idx.sorted and idx.numeric) or S.check_probe is not None or S.fast_bounds is None \
+                or not S.summable or list(S.probe_key_pos) != list(src.own_key_pos):
+            return []
+        if [g.proj_pos[q] for q in idx.own_key_pos] != src.own_key_pos or g.proj_pos[idx.sort_pos] != src.sort_pos \
+                or not set(g.proj_pos) <= {*src.own_key_pos, src.sort_pos}:
+            return []
+        reads, (lo, lo_incl), (hi, hi_incl) = S.fast_bounds
+        env.update(SOURCE_NAMES)
+        env.update({"accumulate": accumulate, "flat_map": flat_map, "GN": idx.groups})
+        per = []
+        for pos, var in reads.items():
+            per.append(f"{var} = u[{pos}]")
+            if pos not in S.typed_pos:
+                per += [f"if type({var}) is not int and type({var}) is not float:", "    continue"]
+        return [
+            "ks, its, ws = grp._keys, grp._items, grp._weights",
+            "pre = [0, *accumulate(ws)]",
+            "nk, ni, nw = [], [], []",
+            "for x in range(len(ks)):",
+            "    u = its[x]",
+            *[f"    {x}" for x in per],
+            *[f"    {x}" for x in bisect_source("ks", lo, lo_incl, hi, hi_incl)],
+            "    if i >= j:",
+            "        continue",
+            "    c = ws[x] * (pre[j] - pre[i])",
+            f"    sk = u[{src.sort_pos}]",
+            "    if nk and nk[-1] == sk:",
+            "        nw[-1] += c",
+            "    else:",
+            "        nk.append(sk)",
+            f"        ni.append({_tuple_expr('u', g.proj_pos)})",
+            "        nw.append(c)",
+            "if len(nk) == 1:",
+            "    GN[gk] = (nk[0], ni[0], nw[0])",
+            "    return",
+            f"if 1 < len(nk) <= {FLAT_MAX}:",
+            "    GN[gk] = flat_map(nk, ni, nw)",
+            "    return",
+            "if not nk:",
+            "    return"]
 
     def _drop_group_source(self, gated: int, k: str, env: dict[str, Any]) -> list[str]:
         """Generated lines (unindented): node ``gated``'s group of key ``k`` goes from every store."""
@@ -1185,7 +1265,8 @@ class PatternRuntime:
             if S2.probe_key_pos and set(S2.probe_key_pos) <= set(key_src):
                 env[f"Gh{P.id}"] = S2.groups
                 parts = [key_src[q] for q in S2.probe_key_pos]
-                lean = f"Gh{P.id}.get({parts[0] if len(parts) == 1 else '(' + ''.join(x + ', ' for x in parts) + ')'}) is None"
+                look = f"Gh{P.id}.get({parts[0] if len(parts) == 1 else '(' + ''.join(x + ', ' for x in parts) + ')'})"
+                lean = f"{look} is None"
         # the range's parent tuples are consecutive entries of the group (each has a positive
         # weight: this tuple joined it): the next entry first, a bisect (two-argument: the
         # fast call) when it is not; ``dead``: the first position that reached zero, a list of
@@ -1223,7 +1304,11 @@ class PatternRuntime:
                 "                raise KeyError(u)",
                 f"        w = pw[i] + {c} * mu",
                 *body[9:]]
-        if lean is not None:
+        one = self._one_sibling_walk(n, P, c, body, env) if lean is not None else None
+        if one is not None:
+            walk = [f"    gh = {look}", "    if gh is None:", *[f"    {x}" for x in body], "    elif type(gh) is tuple:",
+                        *[f"    {x}" for x in one], "    else:", *[f"    {x}" for x in walk]]
+        elif lean is not None:
             walk = [f"    if {lean}:", *[f"    {x}" for x in body], "    else:", *[f"    {x}" for x in walk]]
         elif not more:
             walk = body
@@ -1248,6 +1333,34 @@ class PatternRuntime:
                 f"            {G}[{_key_expr(t, S.probe_key_pos)}] = (pks[0], pit[0], pw[0])",
                 "        elif not pks:",
                 f"            del {G}[{_key_expr(t, S.probe_key_pos)}]"]
+
+    def _one_sibling_walk(self, n: _Node, P: _Node, c: str, body: list[str],
+                          env: dict[str, Any]) -> list[str] | None:
+        """The expiry walk (``_flat_walk_source``) for a grandparent step whose sibling group is one
+        tuple (card testing: the one big purchase of the card in the window), or None where it does
+        not apply.  The caller looks that group up once as ``gh`` (its key is the walked group's: the
+        same for every parent tuple of the walk); the lines are the walk (``body``, the parent updates
+        without the grandparent step) that adds, per parent tuple, its
+        change to one sum ``a`` when the sibling tuple is in its range; the grandparent's delta is
+        then that sum times the sibling tuple's weight, one entry.  The general walk's step per
+        parent tuple is a group lookup, a tuple built and a delta entry updated."""
+        S2 = self.nodes[P.sibling].S
+        if P.is_guard or S2.check_pair is not None:
+            return None
+        found = S2.range_source(f"s{P.id}", "t", env, miss="continue")
+        if found is None:
+            return None
+        _lines, test = found
+        reads, _lo, _hi = S2.fast_bounds
+        per = []
+        for pos, var in reads.items():
+            per.append(f"{var} = u[{n.proj_pos[pos]}]")
+            if pos not in S2.typed_pos:
+                per += [f"if type({var}) is not int and type({var}) is not float:", "    continue"]
+        per += [f"if {test.replace('g[0]', 'gh[0]')}:", f"    a += {c} * mu"]
+        rest = ["    a = 0", *body, *[f"        {x}" for x in per], "    if a:",
+                f"        k = {_tuple_expr('gh[1]', P.proj_pos)}", "        dp[k] = dp.get(k, 0) + a * gh[2]"]
+        return rest
 
     def _compile_batch(self, start: int, keep: bool = True) -> Callable[[dict[tuple, int]], dict | None]:
         """Algorithm 7 for a batch of changes entering at node ``start`` (one leaf's path),
@@ -1393,7 +1506,30 @@ class PatternRuntime:
 
     def apply(self, leaf: int, t: tuple, delta: int) -> Delta:
         """Algorithm 7: add ``delta`` (any multiplicity) to tuple ``t`` of leaf node ``leaf``."""
-        return Delta(self, t, self._prop[leaf](t, delta))
+        return self._delta(t, (self._prop[leaf] if delta > 0 else self._deletes.get(leaf, self._prop[leaf]))(t, delta))
+
+    def _delta(self, t: tuple, chain: list | None) -> Delta:
+        """The change of an update path; where a deletion emptied a gating leaf's group, its
+        matches are enumerated now, while the gated group is still there, and then the gated
+        group goes (``_settle_gates``)."""
+        if not self._gate_pending:
+            return Delta(self, t, chain)
+        done = list(self.changes(chain)) if chain else []
+        self._settle_gates()
+        return Delta(self, t, chain, done)
+
+    def _settle_gates(self) -> None:
+        """Drop the gated groups of the keys a deletion left the gating leaf without (unless a
+        later change gave it that key again)."""
+        pending = self._gate_pending
+        for gated, m in self._gated.items():
+            holder = self.nodes[m].S.groups  # type: ignore[union-attr]
+            for k in pending:
+                if k not in holder:
+                    for idx in self.nodes[gated].stores:
+                        idx.groups.pop(k, None)
+                        idx.totals.pop(k, None)
+        pending.clear()
 
     def insert(self, atom: int, event, serial: int, same: tuple | None = None) -> Delta | None:
         """Insert an event into an atom; returns the change (None: a join value is null,
@@ -1438,7 +1574,8 @@ class PatternRuntime:
 
     def delete(self, atom: int, t: tuple) -> Delta:
         """Delete a leaf tuple (a retraction); the delta's ``matches()`` are the matches it undoes."""
-        return Delta(self, t, self._prop_of_atom[atom](t, -1))
+        leaf = self._leaf_of_atom[atom]
+        return self._delta(t, self._deletes.get(leaf, self._prop[leaf])(t, -1))
 
     def expire(self, atom: int, tuples: list[tuple]) -> None:
         """Delete a batch of leaf tuples of one atom (window expiry): nothing is enumerated."""
