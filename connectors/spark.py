@@ -138,18 +138,20 @@ class PatternSpec:
             cached = _PLANS[key] = [physical_plan(plan_pattern(cp)) for cp in self.compile()]
         return cached
 
-    def new_engine(self, g: int, *, own_watermark: bool = True):
-        """A fresh engine for pattern ``g``, from this process's compiled patterns and plans."""
+    def new_engine(self, g: int, *, own_watermark: bool = True, lines: bool = False):
+        """A fresh engine for pattern ``g``, from this process's compiled patterns and plans; ``lines``:
+        its new matches come back as encoded lines (``Engine(lines=True)``), for callers that only pack them
+        (``_out_rows`` with ``pack_output``)."""
         from cep.runtime.engine import Engine
 
         return Engine([self.compile()[g]], lateness=self.lateness, own_watermark=own_watermark,
-                      plans=[self.plans()[g]])
+                      plans=[self.plans()[g]], lines=lines)
 
-    def load_engine(self, g: int, blob: bytes):
+    def load_engine(self, g: int, blob: bytes, *, lines: bool = False):
         """Pattern ``g``'s engine from its saved state (``Engine.dumps``), from this process's plans."""
         from cep.runtime.engine import Engine
 
-        return Engine.loads(blob, [self.compile()[g]], [self.plans()[g]])
+        return Engine.loads(blob, [self.compile()[g]], [self.plans()[g]], lines=lines)
 
 
 # per process (Spark's Python workers are reused across tasks): compiled patterns and physical plans, keyed by
@@ -582,8 +584,9 @@ def _out_rows(spec: PatternSpec, g: int, outs: list) -> list[tuple]:
     from cep.io.writers import encode_outputs
 
     text = b"".join(encode_outputs(outs)).decode()[:-1]
-    n_plus = [o[1] for o in outs].count("+")
-    return [(spec.names[g], LINES_OP, None, None, None, text, n_plus, len(outs) - n_plus)]
+    # an encoded line (the engine's lines mode: a new match of an insert) is a "+"
+    n_minus = [o[1] for o in outs if type(o) is not str].count("-")
+    return [(spec.names[g], LINES_OP, None, None, None, text, len(outs) - n_minus, n_minus)]
 
 
 def _frame(spec: PatternSpec, rows: list[tuple]):
@@ -617,7 +620,7 @@ def _engine_for(spec: PatternSpec, g: int, kg: int, state):
     global watermark moves it instead (``engine_watermark``).
     """
     if not state.exists:
-        return spec.new_engine(g, own_watermark=False)
+        return spec.new_engine(g, own_watermark=False, lines=spec.pack_output)
     nonce, blob = state.get
     if not nonce.startswith(f"{spec.key_groups}:"):
         raise SparkPathError(f"this checkpoint was written with {nonce.split(':')[0]} key groups, not "
@@ -627,7 +630,7 @@ def _engine_for(spec: PatternSpec, g: int, kg: int, state):
     if hit is not None and hit[0] == nonce:
         _ENGINES.move_to_end(ck)
         return hit[1]
-    eng = spec.load_engine(g, bytes(blob))
+    eng = spec.load_engine(g, bytes(blob), lines=spec.pack_output)
     eng.own_watermark = False
     return eng
 
@@ -755,7 +758,7 @@ def _batch_handler(spec: PatternSpec):
         if g == BAD_ROW_GROUP:
             rows = [(None, "error", pos, None, None, report) for pos, report in _unpack([pdf])]
         else:
-            eng = spec.new_engine(g)
+            eng = spec.new_engine(g, lines=spec.pack_output)
             rows, outs = _push_all(spec, eng, g, [pdf])
             # a static DataFrame is a bounded input: its end decides every pending match
             rows += _out_rows(spec, g, outs + eng.advance_watermark(math.inf))

@@ -683,11 +683,11 @@ class Engine:
 
     @classmethod
     def loads(cls, data: bytes, patterns: Sequence[CompiledPattern],
-              plans: Sequence[PhysicalPlan] | None = None) -> Engine:
+              plans: Sequence[PhysicalPlan] | None = None, *, lines: bool = False) -> Engine:
         """Rebuild an engine from ``dumps()`` output and the same compiled patterns (and their
-        physical plans, if the caller keeps them: see ``__init__``)."""
+        physical plans, if the caller keeps them: see ``__init__``; ``lines`` as there)."""
         state = decode_state(data)  # StateError: not a state, unreadable, or not plain data
-        eng = cls(patterns, lateness=state["lateness"], plans=plans)
+        eng = cls(patterns, lateness=state["lateness"], plans=plans, lines=lines)
         if state["patterns"] != [pattern_signature(cp) for cp in eng.patterns]:
             raise StateError("the engine state was saved with different patterns or time unit")
         if set(state["stats"]) != set(eng.stats) or any(
