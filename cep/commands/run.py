@@ -390,14 +390,11 @@ class _Run:
                     part = None
                     if take_lines is not None:
                         first, batch = take_lines(min(BATCH, next_tick - n))
-                        if not batch:
-                            ended = True
-                            break
                     else:
                         batch = take(min(BATCH, next_tick - n))
-                        if not batch:
-                            ended = True
-                            break
+                    if not batch:
+                        ended = True
+                        break
                 else:
                     got = next(batches, None)
                     if got is None:

@@ -277,7 +277,7 @@ def _new_lines_fn(cp: CompiledPattern, rt: Any, events: dict, emitted: list[int]
         slot_of_run.append((i, len(by_atom.setdefault(i, []))))
         by_atom[i].append(run)
     env: dict[str, Any] = {"E": events, "Output": Output, "NEW": tuple.__new__, "NAME": cp.name,
-                           "SEED": match_id_seed(cp.name), "emitted": emitted, "BUILD": match_builder(cp)}
+                           "SEED": seed, "emitted": emitted, "BUILD": match_builder(cp)}
     # one cache per atom, shared by the pattern's functions (an event inserted as one atom is bound
     # by loops later): kept on the runtime, whose events dict it serves
     shared = _LINE_CACHES.get(rt)
