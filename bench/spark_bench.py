@@ -418,8 +418,13 @@ def main(argv: list[str] | None = None) -> int:
                 root = roots[ri]
                 env = {**os.environ, "PYTHONPATH": str(root) + os.pathsep + os.environ.get("PYTHONPATH", "")}
                 load = os.getloadavg()[0]
+                # each run its own checkpoints and outputs (a run of the same master must not resume the last)
+                run_dir = work / f"run{n_spark}"
+                run_dir.mkdir()
+                for d in ("in", "warm"):
+                    (run_dir / d).symlink_to(work / d)
                 r = subprocess.run([python_of(root), "-m", "bench.spark_bench", "--child", "--cores", c,
-                                    "--partitions", p, "--events", str(args.events), "--work", str(work),
+                                    "--partitions", p, "--events", str(args.events), "--work", str(run_dir),
                                     "--files-per-batch", str(args.files_per_batch), "--files", str(args.files),
                                     *kafka_args],
                                    cwd=root, env=env, capture_output=True, text=True)
