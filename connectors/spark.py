@@ -1018,7 +1018,7 @@ LOCAL_DEFAULTS = {"spark.ui.enabled": "false", "spark.driver.memory": "2g"}  # a
 # sets: FileContext's rename checks four links (file and checksum file, source and target), each a `readlink`
 # process, and every created file gets a `chmod` process. A micro-batch writes six checkpoint files (offsets,
 # commits, the file source's and the file sink's logs, a RocksDB changelog per state partition): ~70 processes
-# forked by the JVMs per micro-batch (JFR on local[1]: 2,223 in 32 micro-batches), ~18 through the FileSystem API
+# forked by the JVMs per micro-batch (JFR on local[1]: 2,223 in 33 micro-batches), ~18 through the FileSystem API
 # (587: the `chmod`s remain), ~0.1 CPU s less per micro-batch on the driver (bench/results/spark.md).
 # Both write a temporary file and rename it; on a local file system the rename is as atomic either way (Spark
 # itself falls back to this manager on file systems without FileContext). A deployment's own setting wins.
