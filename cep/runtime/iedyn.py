@@ -233,7 +233,7 @@ class NodeIndex:
 
     # ------------------------------------------------------------ maintenance
 
-    def update_source(self, name: str, t: str, c: str, env: dict[str, Any]) -> list[str]:
+    def update_source(self, name: str, t: str, c: str, env: dict[str, Any], neg: bool = False) -> list[str]:
         """Source lines (unindented) that add ``c`` to tuple ``t``'s multiplicity in this index.
 
         Why source: the update runs for every insert, retraction and expiry at every node
@@ -243,6 +243,12 @@ class NodeIndex:
         (unsorted): most groups of a partitioned stream hold one event, and a structure
         costs more.  Sorted: a ``SumSortedMap`` from sort key to (tuple, multiplicity);
         unsorted: a dict {tuple: multiplicity} with its total in ``totals``.
+
+        ``neg``: ``c`` is surely negative (an expiry path, ``_compile_drop``): the tuple must be
+        there, so a missing group raises at once, the one-entry group holding this very tuple
+        (what expiry passes: the stored tuple itself) is tested first, the sort key is read only
+        where it is compared, and a flat map has no append branch (``incr_source``'s ``grow``).
+        Why: the expiry of s2's leaf tuple runs for half of card testing's events.
         """
         G, T = f"G{name}", f"T{name}"
         env[G] = self.groups
@@ -250,6 +256,30 @@ class NodeIndex:
         env["shrink"] = _shrink
         env.update(SOURCE_NAMES)
         key = _key_expr(t, self.own_key_pos)
+        if self.sorted and self.numeric and neg:
+            return [
+                f"k = {key}",
+                f"g = {G}.get(k)",
+                "if type(g) is tuple:",
+                f"    if g[1] is {t}:",
+                f"        m = g[2] + {c}",
+                "        if m:",
+                f"            {G}[k] = (g[0], {t}, m)",
+                "        else:",
+                f"            del {G}[k]",
+                f"    elif g[0] == {t}[{self.sort_pos}] and g[1] == {t}:",
+                f"        m = g[2] + {c}",
+                "        if m:",
+                f"            {G}[k] = (g[0], g[1], m)",
+                "        else:",
+                f"            del {G}[k]",
+                "    else:",
+                f"        raise KeyError({t})",
+                "elif g is None:",
+                f"    raise KeyError({t})",
+                "else:",
+                *[f"    {line}" for line in incr_source(G, "k", "g", f"{t}[{self.sort_pos}]", t, c, grow=False)],
+            ]
         if self.sorted:
             lines = [f"k = {key}"]
             if self.numeric:
@@ -786,7 +816,8 @@ class PatternRuntime:
                 if var_atoms.get(v, 0) > 1:
                     joins.append(i)
         lines.append("t = (" + "".join(f"{x}, " for x in items) + ")")
-        return lines, (" or ".join(f"t[{i}] is None" for i in joins) or None)
+        # the join values' own variables (not ``t[i]``: no subscript per event)
+        return lines, (" or ".join(f"{items[i]} is None" for i in joins) or None)
 
     def _compile_leaf(self, atom: int, leaf: int, var_atoms: dict[str, int]) -> tuple[Callable, Callable]:
         """The atom's extractor (event, serial -> leaf tuple or None) and its insert
@@ -886,7 +917,7 @@ class PatternRuntime:
                 break
             if p in self._gated:
                 # tested before the step up (a range sum or a fan-out) that would only feed it
-                lines += [f"    {line}" for line in self._gate_source(p, n, t, "return None", env)]
+                lines += [f"    {line}" for line in self._gate_source(p, n, t, "return None", env, True)]
                 gated = True
             if n.sibling is None or n.is_guard:
                 lines += [f"    {line}" for line in self._single_step_source(n, t, c, env)]
@@ -933,9 +964,10 @@ class PatternRuntime:
         what = f"leaf {start}" if nodes[start].atom is not None else f"from n{start}"
         return codegen.define(f"{self.pattern.name}: propagate {what}", "\n".join(lines), "prop", env)
 
-    def _node_update_source(self, n: _Node, t: str, c: str, env: dict[str, Any]) -> list[str]:
+    def _node_update_source(self, n: _Node, t: str, c: str, env: dict[str, Any], neg: bool = False) -> list[str]:
         """Generated lines (unindented) that add ``c`` to tuple ``t`` of node ``n``: its T-reduct
-        multiplicity and every index it stores; shared by the one-tuple and the batch update paths."""
+        multiplicity and every index it stores; shared by the one-tuple and the batch update paths
+        (``neg``: ``c`` is surely negative, ``NodeIndex.update_source``)."""
         nid = n.id
         lines: list[str] = []
         rho = self.rho[nid]
@@ -945,7 +977,7 @@ class PatternRuntime:
                       "elif m == 0:", f"    del rho{nid}[{t}]", "else:",
                       "    raise AssertionError('negative multiplicity in the T-reduct')"]
         for j, idx in enumerate(n.stores):
-            lines += idx.update_source(f"{nid}_{j}", t, c, env)
+            lines += idx.update_source(f"{nid}_{j}", t, c, env, neg)
         return lines
 
     def _prop_from(self, start: int) -> Callable[[tuple, int], list | None]:
@@ -965,15 +997,20 @@ class PatternRuntime:
 
     # ----------------------------------------------------------- gated groups
 
-    def _gate_source(self, gated: int, n: _Node, t: str, miss: str, env: dict[str, Any]) -> list[str]:
+    def _gate_source(self, gated: int, n: _Node, t: str, miss: str, env: dict[str, Any],
+                     after_update: bool = False) -> list[str]:
         """Generated lines (unindented) that run ``miss`` when the leaf gating node ``gated``
         (``cep.plan.physical.gate_on_sibling``) has no group of the key of tuple ``t`` of node ``n``
         (the gated node or one of its children): then the gated node keeps no group of that key
-        and nothing above it changes."""
+        and nothing above it changes.  ``after_update``: the lines follow ``n``'s update
+        (``_node_update_source``), whose last index update left its group key in ``k``: when
+        that is the gate's key, it is read from there."""
         m = self.nodes[self._gated[gated]]
         assert m.S is not None
         env[f"Gg{gated}"] = m.S.groups
         key = _key_expr(t, [n.pos[v] for v in m.S.spec.key_vars])
+        if after_update and n.stores and _key_expr(t, n.stores[-1].own_key_pos) == key:
+            key = "k"
         return [f"if {key} not in Gg{gated}:", f"    {miss}"]
 
     def _gate_wrap(self, start: int, fn: Callable, kind: str) -> Callable:
@@ -1138,12 +1175,12 @@ class PatternRuntime:
             t, c = f"t{nid}", f"c{nid}"
             if nid in self._gated and not gated:
                 lines += [f"    {line}" for line in self._gate_source(nid, n, t, "return None", env)]
-            lines += [f"    {line}" for line in self._node_update_source(n, t, c, env)]
+            lines += [f"    {line}" for line in self._node_update_source(n, t, c, env, neg=True)]
             p = n.parent
             if p is None:
                 break
             if p in self._gated:
-                lines += [f"    {line}" for line in self._gate_source(p, n, t, "return None", env)]
+                lines += [f"    {line}" for line in self._gate_source(p, n, t, "return None", env, True)]
                 gated = True
             if n.sibling is None or n.is_guard:
                 lines += [f"    {line}" for line in self._single_step_source(n, t, c, env, past=True)]
@@ -1215,7 +1252,7 @@ class PatternRuntime:
             if merge:
                 lines += [f"if len(us) >= {MERGE_MIN}:", *[f"    {x}" for x in bulk]]
         step = [f"t = {_tuple_expr('u', n.proj_pos)}", f"c = {c} * mu",
-                *self._node_update_source(P, "t", "c", env)]
+                *self._node_update_source(P, "t", "c", env, neg=True)]
         more = [] if P.parent is None else self._contribution_source(P, env)
         walk = self._flat_walk_source(n, t, c, more, env) if found is not None and S.check_pair is None else None
         loop = ["for u, mu in us:", *[f"    {x}" for x in step + more]]

@@ -31,22 +31,26 @@ FLAT_MAX = 256
 LOAD = 256
 
 
-def incr_source(groups: str, k: str, g: str, key: str, item: str, delta: str) -> list[str]:
+def incr_source(groups: str, k: str, g: str, key: str, item: str, delta: str, grow: bool = True) -> list[str]:
     """Source lines of ``g.incr(key, item, delta)`` on the map ``g = groups[k]`` for generated
     code, with the fast paths of a flat map inlined: an append at the end (an event in time
     order), a change of the first entry (window expiry removes it, or lowers the weight of
     the oldest tuple of an inner node) and a change of an entry found by one bisect (the expiry
     of a sibling's oldest tuple lowers the later ones; needs ``bisect_left``).  A map left with one entry
     becomes a plain (key, item, weight) triple in ``groups`` again, and an empty one goes
-    (``shrink``).  Here, beside the layout they read."""
-    return [
-        f"ks = {g}._keys",
+    (``shrink``).  ``grow=False``: ``delta`` is surely negative (an expiry path), no append
+    branch.  Here, beside the layout they read."""
+    append = [
         f"if {delta} > 0 and ks and {key} > ks[-1] and len(ks) < {FLAT_MAX}:",
         "    ks.append(" + key + ")",
         f"    {g}._items.append({item})",
         f"    {g}._weights.append({delta})",
+    ] if grow else []
+    return [
+        f"ks = {g}._keys",
+        *append,
         # the expiry passes the very tuple stored: identity first (no key and tuple comparisons)
-        f"elif ks and ({g}._items[0] is {item} or ks[0] == {key} and {g}._items[0] == {item}):",
+        ("elif" if grow else "if") + f" ks and ({g}._items[0] is {item} or ks[0] == {key} and {g}._items[0] == {item}):",
         f"    w = {g}._weights[0] + {delta}",
         "    if w:",
         f"        {g}._weights[0] = w",
