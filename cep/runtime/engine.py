@@ -214,7 +214,9 @@ class Engine:
         # expiry order per pattern: entries (ts, serial, leaf tuple or None) in arrival order while
         # times do not decrease (a deque, the common case), a heap of them for the rest; the leaf
         # tuple is there when the atoms of the window that hold the event share it (the expiry
-        # deletes it without recomputing it from the event)
+        # deletes it without recomputing it from the event); where every type of the window's
+        # pattern has one leaf tuple holding the time and the serial, the in-order deque holds that
+        # tuple itself (``cep.runtime.handler._entry_layout``: no entry tuple per event)
         self._expiry: list[list[tuple[Any, int, tuple | None]]] = [[] for _ in self._windows]
         self._in_order: list[deque[tuple[Any, int, tuple | None]]] = [deque() for _ in self._windows]
         # per queue, a lower bound of the times of its events (inf: none): the generated handlers

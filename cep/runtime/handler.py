@@ -77,6 +77,10 @@ class _Source:
         # what a move calls reads them) or only when the loop hands over (``_handover``)
         self.old_local: int | None = None
         self.write_through = True
+        # the batch loop's copy for an engine that owns its watermark (True) or not (False): the
+        # loop is written once for each, so neither tests ``own_watermark`` per event (``_batch``)
+        self.own = True
+        self.made: dict[Any, Any] = {}  # functions made for the lines, by what they are (made once)
 
     def name(self, prefix: str, obj: Any) -> str:
         """A global name for ``obj`` (one name per object)."""
@@ -113,9 +117,50 @@ def _mark(src: _Source, indent: int) -> None:
 
 def _handover(src: _Source, indent: int) -> None:
     """Lines that write the batch loop's watermark and highest time to the engine (before a call
-    that may read them), when they are not written through at every move."""
+    that may read them), when they are not written through at every move (the loop's stand-ins
+    for None, ``_batch``, written back as None)."""
     if src.exit == "continue" and not src.write_through:
-        src.add(indent, "eng.watermark, eng.max_ts = wm, mx")
+        src.add(indent, _WRITE_BACK)
+
+
+# the batch loop's watermark and highest time written back to the engine: its stand-ins for
+# None (``NOWM``, ``NOMX``: ``_batch``) as None
+_WRITE_BACK = "eng.watermark, eng.max_ts = None if wm is NOWM else wm, None if mx is NOMX else mx"
+
+
+class _NoWatermark:
+    """The batch loop's watermark before there is one (``Engine.watermark`` None): no time is
+    below it, so the late test is one comparison (``ts < wm``) rather than a test for None first.
+    Compared only until the first event moves the watermark (a Python call each time)."""
+
+    __slots__ = ()
+
+    def __gt__(self, other: Any) -> bool:  # ``ts < NOWM``
+        return False
+
+    __ge__ = __gt__
+
+    def __lt__(self, other: Any) -> bool:  # ``NOWM > ts``
+        return False
+
+    __le__ = __lt__
+
+
+class _NoMax:
+    """The batch loop's highest time before there is one (``Engine.max_ts`` None): every time is
+    above it (``ts > mx`` holds), as ``mx is None or ts > mx`` did."""
+
+    __slots__ = ()
+
+    def __lt__(self, other: Any) -> bool:  # ``ts > NOMX``
+        return True
+
+    def __gt__(self, other: Any) -> bool:  # ``ts < NOMX``
+        return False
+
+
+NOWM = _NoWatermark()
+NOMX = _NoMax()
 
 
 def _watermark_move(src: _Source, eng: Engine, indent: int = 1) -> None:
@@ -128,18 +173,67 @@ def _watermark_move(src: _Source, eng: Engine, indent: int = 1) -> None:
     written through when they move, since what the move calls (decisions, ``_complete``) reads
     them from the engine."""
     wt = src.write_through
-    src.add(indent, "if mx is None or ts > mx:", "    mx = eng.max_ts = ts" if wt else "    mx = ts",
-            "    if _own:", "        wm = eng.watermark = ts - _lateness" if wt else "        wm = ts - _lateness")
+    src.add(indent, "if ts > mx:", "    mx = eng.max_ts = ts" if wt else "    mx = ts")
+    if not src.own:  # the source owns the watermark: nothing else moves
+        return
+    # a lateness of (integer) 0: the watermark is the time itself (``ts - 0`` is ``ts``)
+    lag = eng.lateness
+    wm = "ts" if type(lag) is int and lag == 0 else "ts - _lateness"
+    src.add(indent + 1, f"wm = eng.watermark = {wm}" if wt else f"wm = {wm}")
     if eng._decided:
-        src.add(indent + 2, "if wm > eng._decide_at or (wm == eng._decide_at and not eng._decide_strict):")
-        _mark(src, indent + 3)
-        src.add(indent + 3, "outs += eng._decide()")
+        src.add(indent + 1, "if wm > eng._decide_at or (wm == eng._decide_at and not eng._decide_strict):")
+        _mark(src, indent + 2)
+        src.add(indent + 2, "outs += eng._decide()")
     if len(eng._windowed) == 1 and not eng._gap_expiry:
-        _expire_inline(src, eng, indent + 2)
+        _expire_inline(src, eng, indent + 1)
         return
     due = _due_test(src, eng)
     if due is not None:
-        src.add(indent + 2, f"if {due}:", "    expire(wm)")
+        src.add(indent + 1, f"if {due}:", "    expire(wm)")
+
+
+def _entry_layout(eng: Engine, qi: int) -> tuple[int, int, int] | None:
+    """``(i, j, n)`` when window ``qi``'s in-order queue holds each event as its leaf tuple itself
+    (``n`` items: the time at ``i``, the serial at ``j``) rather than an entry ``(ts, serial, leaf
+    tuple)``; None when it holds entries.  The case: every event type of the window's pattern takes
+    ``_plain_insert`` (a whole engine, no gap index, one leaf-tuple shape per type), and those shapes
+    hold the time and the serial at the same places.  (The heap of out-of-order events keeps
+    entries: it is ordered by time, then serial.)
+
+    Why: an entry was one more tuple per kept event, made on insert and freed an hour of stream
+    later (cold memory), and unpacked when it left; the leaf tuple already holds both."""
+    if eng.share is not None:
+        return None
+    ri = eng._windowed[qi][1]
+    layout = None
+    for atom in eng.patterns[ri].atoms:
+        etype = atom.type
+        if etype in eng.gap_route:
+            return None
+        shapes = set()
+        for r, ai, *_x in eng.route.get(etype, ()):
+            lines, null, _env = eng.runtimes[r].leaf_source(ai, "ts")
+            shapes.add((*lines, str(null)))
+        if len(shapes) != 1:
+            return None
+        (*lines, _null), = shapes
+        last = lines[-1] if lines else ""
+        if not (last.startswith("t = (") and last.endswith(")")):
+            return None
+        items = [x for x in last[len("t = ("):-1].split(", ") if x]
+        if items.count("ts") != 1 or items.count("s") != 1:
+            return None
+        got = (items.index("ts"), items.index("s"), len(items))
+        if layout not in (None, got):
+            return None
+        layout = got
+    return layout
+
+
+def _unpack_entry(layout: tuple[int, int, int]) -> str:
+    """The targets that unpack a leaf tuple of ``layout`` (``_entry_layout``) into ``_ts`` and ``s``."""
+    i, j, n = layout
+    return ", ".join("_ts" if k == i else "s" if k == j else "_" for k in range(n))
 
 
 def _expire_inline(src: _Source, eng: Engine, indent: int) -> None:
@@ -161,8 +255,14 @@ def _expire_inline(src: _Source, eng: Engine, indent: int) -> None:
     src.add(indent, f"_lim = wm - {w!r}", "if _old < _lim:")
     src.add(indent + 1, f"if {heap} or not {q}:", *(f"    {x}" for x in call), "else:")
     # the head is due unless ``_old`` was below it (a lower bound): then it goes back untouched
-    src.add(indent + 2, f"_ts, s, t = {q}.popleft()", f"_old = {q}[0][0] if {q} else inf",
-            "if _ts >= _lim:", f"    {q}.appendleft((_ts, s, t))", "    _old = _ts", "else:")
+    layout = _entry_layout(eng, qi)
+    if layout is None:
+        src.add(indent + 2, f"_ts, s, t = {q}.popleft()", f"_old = {q}[0][0] if {q} else inf",
+                "if _ts >= _lim:", f"    {q}.appendleft((_ts, s, t))", "    _old = _ts", "else:")
+    else:  # the queue holds leaf tuples (``_entry_layout``)
+        src.add(indent + 2, f"t = {q}.popleft()", f"{_unpack_entry(layout)} = t",
+                f"_old = {q}[0][{layout[0]}] if {q} else inf",
+                "if _ts >= _lim:", f"    {q}.appendleft(t)", "    _old = _ts", "else:")
     _expire_entry(src, eng, ri, qmask, indent + 3, keep="e")
     # more due (a burst at one time, a jump of the watermark): the rest as ``expire``'s batch
     src.add(indent + 3, "if _old < _lim:", *(f"    {x}" for x in call))
@@ -294,7 +394,10 @@ def _emit_new(src: _Source, eng: Engine, ri: int, ai: int, indent: int) -> None:
         src.add(indent, f"eng._complete({ri}, {ai}, s, ch, outs)")
         return
     cp, rt = eng.patterns[ri], eng.runtimes[ri]
-    out = new_matches_fn(cp, rt, eng.events, eng._emitted[ri], ai, lines=eng.lines)
+    key = ("new", ri, ai)  # one function for both copies of the batch loop (``_batch``)
+    out = src.made.get(key, src)
+    if out is src:
+        out = src.made[key] = new_matches_fn(cp, rt, eng.events, eng._emitted[ri], ai, lines=eng.lines)
     if out is not None:
         src.add(indent, f"{src.name('new', out)}(ch, e, outs)  # {cp.name}: {cp.atoms[ai].alias}")
     else:
@@ -359,12 +462,15 @@ def _insert_body(src: _Source, eng: Engine, etype: str, emit: bool) -> None:
         # the entry carries the leaf tuple when this type's atoms of the window share one: the
         # expiry then deletes that very tuple (no recomputation from the event)
         shared = {tuple_of[j] for j, (*_x, bit) in enumerate(entries) if bit & qmask}
-        item = f"(ts, s, {shared.pop() if len(shared) == 1 else None})"
+        tv = shared.pop() if len(shared) == 1 else None
+        item = f"(ts, s, {tv})"
+        layout = _entry_layout(eng, qi)
+        assert layout is None or tv is not None  # (``_plain_insert``: one tuple for every atom of the type)
         # the in-order queue's times never decrease: in the batch loop an event at the highest
         # time seen (``mx``, moved for this event already) goes at its end; restoring
         # (``quiet_inserter``: events in serial order) compares with the queue's last entry
-        tail = "ts >= mx" if src.exit == "continue" else f"not {q} or {q}[-1][0] <= ts"
-        lines = [f"if {tail}:", f"    {q}.append({item})", "else:",
+        tail = "ts >= mx" if src.exit == "continue" else f"not {q} or {q}[-1][{0 if layout is None else layout[0]}] <= ts"
+        lines = [f"if {tail}:", f"    {q}.append({item if layout is None else tv})", "else:",
                  f"    heappush({heap}, {item})", f"if ts < {oldest}:", f"    {oldest} = ts"]
         if type_bits & ~qmask or etype in eng.gap_route:
             src.add(1, f"if mask & {held}:", *(f"    {line}" for line in lines))
@@ -508,7 +614,10 @@ def _push_body(src: _Source, eng: Engine, etype: str | None) -> None:
     retraction (refused before its time moves the watermark) or the insert, each after the
     watermark move.  ``_nc`` is the event refused (late or an unknown retraction): every other
     event is counted (``_batch`` counts them from the loop's index)."""
-    src.add(1, "ts = e.ts", "if wm is not None and ts < wm:", "    _nc = _i", "    eng._late(ts, wm)")
+    # the late test: in the loop of an engine that owns its watermark, ``wm`` is never None
+    # (``NOWM`` stands in for it); with a source's watermark it stays None until the source moves it
+    late = "ts < wm" if src.own else "wm is not None and ts < wm"
+    src.add(1, "ts = e.ts", f"if {late}:", "    _nc = _i", "    eng._late(ts, wm)")
     # the check may switch the fingerprint index on (its first retraction): the loop's copy of
     # the switch follows at once, since the expiry this move runs must take events out of it
     src.add(1, "if e.op != '+':", "    _nc = _i", "    eng._check_retraction(e)", "    _nc = -1",
@@ -537,13 +646,17 @@ def _batch(eng: Engine, expire: Any) -> Any:
     ``_push_body``), the fingerprint switch and the single window's oldest time; they are written
     back when it ends, when it raises, and before a call that reads them (``_handover``)."""
     src = _Source(eng)
-    src.env.update(expire=expire, BatchInterrupted=BatchInterrupted)
+    src.env.update(expire=expire, BatchInterrupted=BatchInterrupted, NOWM=NOWM, NOMX=NOMX)
     src.write_through = bool(eng._decided)
     inline = len(eng._windowed) == 1 and not eng._gap_expiry
     src.old_local = eng._windowed[0][0] if inline else None
     state = {"_serial": "_serial", "_nins": "_n_inserted", "_peak": "_peak_retained"}
+    # the watermark and the highest time before the first event: None on the engine, stand-ins in
+    # the loop (``NOMX``: every time is above it; ``NOWM``, for an engine that owns its watermark:
+    # no time is below it), so the per-event tests are one comparison each
     src.add(0, "def batch(events, outs):", "    _i = _ke = _nc = -1", "    _k0 = _nexp = 0",
-            "    wm, mx = eng.watermark, eng.max_ts", "    _own, _lateness = eng.own_watermark, eng.lateness",
+            "    wm, mx = eng.watermark, eng.max_ts", "    if mx is None:", "        mx = NOMX",
+            "    _lateness = eng.lateness",
             "    _nev = eng._n_events", *(f"    {local} = eng.{attr}" for local, attr in state.items()),
             "    _fp = eng._fp_enabled")
     back = [f"eng.{attr} = {local}" for local, attr in state.items()]
@@ -553,19 +666,31 @@ def _batch(eng: Engine, expire: Any) -> Any:
         src.add(1, f"_old = {oldest}")
         back.append(f"{oldest} = _old")
     if not src.write_through:
-        back.append("eng.watermark, eng.max_ts = wm, mx")
-    src.add(1, "try:", "    for _i, e in enumerate(events):")
+        back.append(_WRITE_BACK)
+    src.add(1, "try:")
     src.exit = "continue"
     types = sorted({*eng.route, *eng.gap_route})
-    if types:
-        src.add(3, "_typ = e.type")
-    for j, etype in enumerate([*types, None]):
-        src.base = 2
-        if types:
-            src.add(1, "else:" if etype is None else f"elif _typ == {etype!r}:" if j else f"if _typ == {etype!r}:")
+    # the loop twice: for an engine that owns its watermark (the events move it) and for one whose
+    # source moves it (``Engine.own_watermark``, read once per batch, not tested per event)
+    for own in (True, False):
+        src.own = own
+        src.base = 0
+        if own:
+            src.add(2, "if eng.own_watermark:", "    if wm is None:", "        wm = NOWM")
+        else:
+            src.add(2, "else:")
+        src.add(3, "for _i, e in enumerate(events):")
+        if len(types) > 1:
+            src.add(4, "_typ = e.type")
+        for j, etype in enumerate([*types, None]):
             src.base = 3
-        src.add(1, f"# {etype if etype is not None else 'an event of another type'}")
-        _push_body(src, eng, etype)
+            if types:
+                test = "e.type" if len(types) == 1 else "_typ"
+                src.add(1, "else:" if etype is None else f"elif {test} == {etype!r}:" if j else f"if {test} == {etype!r}:")
+                src.base = 4
+            src.add(1, f"# {etype if etype is not None else 'an event of another type'}")
+            _push_body(src, eng, etype)
+    src.own = True
     src.base = 0
     src.add(1, "except BaseException as x:  # what the failing event emitted is dropped, as with one push",
             "    if _ke == _i:", "        del outs[_k0:]", "    eng._n_events = _nev + _i + (_nc != _i)",
@@ -598,11 +723,15 @@ def _expiry(eng: Engine) -> Any:
         src.add(1, f"# {eng.patterns[ri].name}: WITHIN {eng._windows[qi]}", f"limit = wm - {eng._windows[qi]!r}",
                 f"if {oldest}[{qi}] < limit:")
         src.add(2, "one = due = None")
-        for pop, has in ((f"{q}.popleft()", f"{q} and {q}[0][0] < limit"), (f"heappop({heap})", f"{heap} and {heap}[0][0] < limit")):
-            src.add(2, f"while {has}:", f"    x = {pop}", "    if one is None:", "        one = x", "    elif due is None:",
-                    "        due = [one, x]", "    else:", "        due.append(x)")
+        layout = _entry_layout(eng, qi)
+        at = 0 if layout is None else layout[0]
+        # a queue of leaf tuples (``_entry_layout``): each popped one made an entry here
+        popq = f"{q}.popleft()" if layout is None else f"{q}.popleft()\n    x = (x[{layout[0]}], x[{layout[1]}], x)"
+        for pop, has in ((popq, f"{q} and {q}[0][{at}] < limit"), (f"heappop({heap})", f"{heap} and {heap}[0][0] < limit")):
+            src.add(2, f"while {has}:", *f"    x = {pop}".split("\n"), "    if one is None:", "        one = x",
+                    "    elif due is None:", "        due = [one, x]", "    else:", "        due.append(x)")
         held = qmask | qmask << eng._shift if eng._shadowed else qmask  # with the shadow bits
-        src.add(2, f"old = {q}[0][0] if {q} else inf", f"if {heap} and {heap}[0][0] < old:", f"    old = {heap}[0][0]",
+        src.add(2, f"old = {q}[0][{at}] if {q} else inf", f"if {heap} and {heap}[0][0] < old:", f"    old = {heap}[0][0]",
                 f"{oldest}[{qi}] = old",
                 "if due is not None:", f"    eng._expire_serials({ri}, {held}, [x[1] for x in due])", "elif one is not None:",
                 "    _ts, s, t = one")
