@@ -208,7 +208,8 @@ class _Run:
         partitioned = o.input.startswith("kafka://")
         if state is not None:
             try:
-                self.engine = Engine.loads(state.state, patterns)
+                # a resumed run takes the lines mode as a fresh one does (below)
+                self.engine = Engine.loads(state.state, patterns, lines=not o.output.startswith("kafka://"))
             except Exception as e:  # noqa: BLE001 - StateError and any unreadable state
                 raise RunError(f"cannot restore checkpoint {o.checkpoint}: {e}") from None
             self.engine.own_watermark = not partitioned
