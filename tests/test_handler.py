@@ -36,7 +36,7 @@ def test_the_card_testing_handler_reads_amount_once_and_builds_one_leaf_tuple():
     src = src[src.index("s = _serial"):]  # the insert (the inline expiry before it builds its own tuple)
     assert src.count("f.get('amount')") == 1  # three filters, one read
     assert src.count("< 100") == 1  # s1's and s2's filter is the same test
-    assert src.count("t = (") == 1  # s1, s2 and big share the tuple (ts, card, serial)
+    assert src.count(" = (ts, ") == 1  # s1, s2 and big share the tuple (ts, card, serial)
     assert src.count("ch = prop") == 3  # each atom's update path
 
 
@@ -215,3 +215,15 @@ def test_the_in_order_queue_holds_the_leaf_tuples_themselves():
     two_layout = _entry_layout(two, 0)
     two.push_batch([Event("A", 1, {"k": 1}, "1"), Event("B", 2, {"k": 1}, "2")])
     assert all(len(x) == (3 if two_layout is None else two_layout[2]) for x in two._in_order[0])
+
+
+def test_an_event_with_a_null_join_value_is_not_kept_and_makes_no_leaf_tuple():
+    """``handler._fused_leaf``: the null test on the value read (before the tuple is made) keeps the
+    old behaviour: the event takes a serial, nothing holds it, the next event's match is unchanged."""
+    src = _handler_source(CARD, "Txn")
+    assert "if a1 is None:" in src and "t[1] is None" not in src
+    eng = Engine(compile_text(CARD))
+    outs = eng.push_batch([txn(1, 1, None, 10), txn(2, 2, "c", 10), Event("Txn", 3, {"amount": 20}, "3"),
+                           txn(4, 4, "c", 20), txn(5, 5, "c", 500)])
+    assert eng._serial == 5 and sorted(eng.events) == [1, 3, 4]
+    assert [o.id for o in outs] == [match_id("card_testing", ("2", "4", "5"))]

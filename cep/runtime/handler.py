@@ -482,6 +482,31 @@ def _insert_body(src: _Source, eng: Engine, etype: str, emit: bool) -> None:
         src.add(1, "eng._n_inserted += 1", "n = len(E)", "if n > eng._peak_retained:", "    eng._peak_retained = n")
 
 
+def _fused_leaf(lines: list[str], null: str | None, tv: str) -> list[str] | None:
+    """A leaf tuple's lines (``PatternRuntime.leaf_source``: values read into locals, then ``t = (...)``,
+    and its null test ``t[i] is None or ...``) rewritten for ``_plain_insert``: the null test on the
+    locals, before the tuple is made (an event with a null join value makes none), and the tuple
+    made as ``tv`` (no copy of ``t``); the body's exit follows the null test as ``{exit}``.  None
+    when the lines are not of that form.  Why: the test read the tuple back (a subscript per
+    value) and the copy was one more store and load per kept event."""
+    last = lines[-1] if lines else ""
+    if not (last.startswith("t = (") and last.endswith(")")):
+        return None
+    items = [x for x in last[len("t = ("):-1].split(", ") if x]
+    tests = []
+    for part in null.split(" or ") if null else []:
+        if not (part.startswith("t[") and part.endswith("] is None") and part[2:-9].isdigit()):
+            return None
+        i = int(part[2:-9])
+        if i >= len(items) or not items[i].isidentifier():
+            return None
+        tests.append(f"{items[i]} is None")
+    out = list(lines[:-1])
+    if tests:
+        out += [f"if {' or '.join(tests)}:", "    {exit}"]
+    return [*out, f"{tv} = " + last[len("t = "):]]
+
+
 def _plain_insert(src: _Source, eng: Engine, entries: list, conds: list[str | None], shapes: dict,
                   null_of: dict[str, str | None], emit: bool, tuple_of: dict[int, str]) -> None:
     """``_insert_body``'s lines for a whole engine (no worker share) and a type of no gap index whose
@@ -495,10 +520,15 @@ def _plain_insert(src: _Source, eng: Engine, entries: list, conds: list[str | No
     removal of an event no atom takes, a mask built bit by bit and tested), not the update paths."""
     ((*lines, _null), (tv, _users)), = shapes.items()
     null = null_of[tv]
-    src.add(1, *lines)
-    if null:
-        src.add(1, f"if {null}:", f"    {src.exit}")  # no atom can take it: it only took a serial
-    src.add(1, f"{tv} = t", "E[s] = e")
+    fused = _fused_leaf(lines, null, tv)
+    if fused is not None:  # the null test on the values read, then the tuple made as ``tv`` itself
+        src.add(1, *(line.replace("{exit}", src.exit) for line in fused))
+    else:
+        src.add(1, *lines)
+        if null:
+            src.add(1, f"if {null}:", f"    {src.exit}")  # no atom can take it: it only took a serial
+        src.add(1, f"{tv} = t")
+    src.add(1, "E[s] = e")
     groups: list[tuple[str | None, list[int]]] = []  # atoms in a row under one test share its ``if``
     for j in range(len(entries)):
         if groups and groups[-1][0] == conds[j]:
