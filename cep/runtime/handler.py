@@ -263,7 +263,7 @@ def _expire_inline(src: _Source, eng: Engine, indent: int) -> None:
         src.add(indent + 2, f"t = {q}.popleft()", f"{_unpack_entry(layout)} = t",
                 f"_old = {q}[0][{layout[0]}] if {q} else inf",
                 "if _ts >= _lim:", f"    {q}.appendleft(t)", "    _old = _ts", "else:")
-    _expire_entry(src, eng, ri, qmask, indent + 3, keep="e")
+    _expire_entry(src, eng, ri, qmask, indent + 3, keep="e", known=layout is not None)
     # more due (a burst at one time, a jump of the watermark): the rest as ``expire``'s batch
     src.add(indent + 3, "if _old < _lim:", *(f"    {x}" for x in call))
 
@@ -773,7 +773,8 @@ def _expiry(eng: Engine) -> Any:
     return src.define(f"engine: expiry ({_names(eng)})", "expire")
 
 
-def _expire_entry(src: _Source, eng: Engine, ri: int, qmask: int, indent: int, keep: str | None = None) -> None:
+def _expire_entry(src: _Source, eng: Engine, ri: int, qmask: int, indent: int, keep: str | None = None,
+                  known: bool = False) -> None:
     """Lines that expire the queue entry just popped (serial ``s``, leaf tuple ``t`` or None) of
     pattern ``ri``'s window (atoms ``qmask``): out of the atoms holding it (in a worker, only the
     pairs it owns are in its indexes), then its holder bits cleared and the event forgotten when
@@ -786,9 +787,9 @@ def _expire_entry(src: _Source, eng: Engine, ri: int, qmask: int, indent: int, k
     src.add(indent, "m = H.pop(s, 0)", f"if m & {held}:")
     if held != qmask:  # a worker: only the pairs it owns are in its indexes
         src.add(indent + 1, f"if m & {qmask}:")
-        _expire_one(src, eng, ri, qmask, indent + 2, keep)
+        _expire_one(src, eng, ri, qmask, indent + 2, keep, known)
     else:
-        _expire_one(src, eng, ri, qmask, indent + 1, keep)
+        _expire_one(src, eng, ri, qmask, indent + 1, keep, known)
     forget = [f"if {'_fp' if loop else 'eng._fp_enabled'}:", "    eng._unindex_fp(s, E[s])", "del E[s]",
               "_nexp += 1" if loop else "eng._n_expired += 1"]
     every = (1 << eng._shift) - 1
@@ -801,7 +802,8 @@ def _expire_entry(src: _Source, eng: Engine, ri: int, qmask: int, indent: int, k
         src.add(indent + 1, *forget)
 
 
-def _expire_one(src: _Source, eng: Engine, ri: int, qmask: int, indent: int, keep: str | None = None) -> None:
+def _expire_one(src: _Source, eng: Engine, ri: int, qmask: int, indent: int, keep: str | None = None,
+                known: bool = False) -> None:
     """Lines that take the event of serial ``s`` (holder mask ``m``, its queue entry's leaf tuple
     ``t`` or None) out of every atom of pattern ``ri`` holding it: the entry's tuple when it has
     one (the atoms holding the event share it), else each leaf-tuple shape computed (inline) once;
@@ -815,18 +817,22 @@ def _expire_one(src: _Source, eng: Engine, ri: int, qmask: int, indent: int, kee
         tv, bits, _lines = shapes.get((*lines, str(null)), (f"t{len(shapes)}", 0, lines))
         shapes[(*lines, str(null))] = (tv, bits | 1 << j, lines)
     tuple_of = {}
-    src.add(indent, "if t is None:", *([f"    _kept = {keep}"] if keep else []), "    e = E[s]", "    f = e.fields")
+    if not known:
+        src.add(indent, "if t is None:", *([f"    _kept = {keep}"] if keep else []), "    e = E[s]", "    f = e.fields")
     for tv, bits, lines in shapes.values():
-        if bits == qmask:  # every atom of the window has this shape: the event holds one of them
+        if known:
+            pass
+        elif bits == qmask:  # every atom of the window has this shape: the event holds one of them
             src.add(indent + 1, *lines, f"{tv} = t")
         else:
             src.add(indent + 1, f"if m & {bits}:", *(f"    {line}" for line in lines), f"    {tv} = t")
         for j, _ai in atoms:
             if bits >> j & 1:
                 tuple_of[j] = tv
-    if keep:
+    if keep and not known:
         src.add(indent + 1, f"{keep} = _kept")
-    src.add(indent, "else:", "    " + " = ".join(tv for tv, _b, _l in shapes.values()) + " = t")
+    # ``known``: the entry is the leaf tuple itself (a queue of leaf tuples, ``_entry_layout``)
+    src.add(indent, *([] if known else ["else:"]), ("" if known else "    ") + " = ".join(tv for tv, _b, _l in shapes.values()) + " = t")
     # the atoms in the reverse of the order an insert updates them (``_insert_body``), so the
     # deletions mirror the insert: with shared storage (card testing's s1 and s2), the atom that
     # owns it deletes the tuple first, and the others' probes no longer find the event itself
