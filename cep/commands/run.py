@@ -37,6 +37,7 @@ from cep.io.readers import (
     BadRow,
     BadSeek,
     CsvSource,
+    InsertBatch,
     JsonlSource,
     SourceError,
     csv_decoder,
@@ -309,9 +310,12 @@ class _Run:
             nonlocal nout
             start = 0
             rows = None
+            # the reader saw no op field in the batch's lines: every event is an insert (the
+            # engine's loop then tests no op; ``InsertBatch``), the events after a failing one too
+            inserts = type(evs) is InsertBatch
             while start < len(evs):
                 try:
-                    nout += write(push_batch(evs[start:] if start else evs))
+                    nout += write(push_batch(evs[start:] if start else evs, inserts))
                     return None
                 except BatchInterrupted as bi:
                     nout += write(bi.outputs)

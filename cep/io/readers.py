@@ -165,6 +165,17 @@ class LineEvent(Event):
         self._n = value
 
 
+class InsertBatch(list):
+    """The events ``decode.lines`` made from a batch of lines none of which has the op field: the
+    batch's bytes hold neither the field's quoted name nor a ``\\u`` escape (the only other way JSON
+    spells a name without quotes, backslashes, slashes or control characters), so every event of
+    it, and of any other record of those lines, is an insert.  ``cep run`` passes that on
+    (``Engine.push_batch(inserts=True)``): the engine's loop then tests no op per event.  A slice
+    or a copy is a plain list (no promise)."""
+
+    __slots__ = ()
+
+
 def _check_scalars(rec: dict) -> None:
     for k, v in rec.items():
         if type(v) is dict or type(v) is list:
@@ -197,6 +208,10 @@ def make_decoder(
     check_time_unit(time_unit)
     factor = TIME_UNITS[time_unit]
     loads = orjson.loads
+    # the op field's name as it must appear in a line that has it (``decode_lines``' ``InsertBatch``
+    # test): a name of characters JSON escapes only as ``\u`` is that or has a ``\u`` (None: a
+    # name with a character of a short escape, ``"``, ``\``, ``/`` or a control: no test)
+    opkey = None if any(c in op_field for c in '"\\/') or not op_field.isprintable() else b'"' + op_field.encode() + b'"'
     JSONDecodeError = orjson.JSONDecodeError
 
     def decode_slow(pos: str, raw: Any) -> Event:
@@ -317,9 +332,10 @@ def make_decoder(
         only numbers orjson reads as a float other than ``json`` would are integers beyond 64
         bits: 19 digits or more; a literal with a fraction or an exponent is a float in both, the
         same double).  A string holding such bytes only sends its batch to the scan."""
-        out: list[Event] = []
-        append = out.append
         blob = b"".join(lines)
+        # no record of the batch has the op field (``InsertBatch``): its name is nowhere in the bytes
+        out: list[Event] = InsertBatch() if opkey is not None and opkey not in blob and b"\\u" not in blob else []
+        append = out.append
         marks = blob.translate(_digits, b" \t\r")
         if b"[" not in blob and b":{" not in marks and _run not in marks:
             for n, raw in enumerate(lines, first):

@@ -289,16 +289,18 @@ class Engine:
             return outs
         raise cause  # outside the handler: the event's own error, as it was raised
 
-    def push_batch(self, events: Sequence[Event]) -> list[Output]:
+    def push_batch(self, events: Sequence[Event], inserts: bool = False) -> list[Output]:
         """Process events in order, as many ``push`` calls would; return their composite events.
 
         The entry point for what a source had ready at once (``cep run``): the outputs are exactly
         those of pushing the events one by one, in the same order.  When an event raises (a late
         event, an unknown retraction, Ctrl-C), ``BatchInterrupted`` carries its index and the
         outputs of the events before it (applied; the ones after it are not), its cause the error.
+        ``inserts``: the caller promises that every event's op is ``+`` (``cep run``'s reader saw no
+        op field in the batch's bytes, ``cep.io.readers.InsertBatch``): the loop tests no op.
         """
         outs: list[Output] = []
-        self._handlers.batch(events, outs)
+        self._handlers.batch(events, outs, inserts)
         return outs
 
     def _late(self, ts: Any, wm: Any) -> None:

@@ -80,6 +80,7 @@ class _Source:
         # the batch loop's copy for an engine that owns its watermark (True) or not (False): the
         # loop is written once for each, so neither tests ``own_watermark`` per event (``_batch``)
         self.own = True
+        self.inserts = False  # the batch loop's copy for a batch its caller says holds inserts only
         self.made: dict[Any, Any] = {}  # functions made for the lines, by what they are (made once)
 
     def name(self, prefix: str, obj: Any) -> str:
@@ -650,13 +651,14 @@ def _push_body(src: _Source, eng: Engine, etype: str | None) -> None:
     src.add(1, "ts = e.ts", f"if {late}:", "    _nc = _i", "    eng._late(ts, wm)")
     # the check may switch the fingerprint index on (its first retraction): the loop's copy of
     # the switch follows at once, since the expiry this move runs must take events out of it
-    src.add(1, "if e.op != '+':", "    _nc = _i", "    eng._check_retraction(e)", "    _nc = -1",
-            "    _fp = eng._fp_enabled")
-    _watermark_move(src, eng, 2)
-    _handover(src, 2)
-    _mark(src, 2)
-    # a retraction may switch on the fingerprint index: the batch loop's copy of the switch follows
-    src.add(2, "outs += eng._retract(e)", "_fp = eng._fp_enabled", "continue")
+    if not src.inserts:  # (the loop for a batch of inserts only tests no op: ``_batch``)
+        src.add(1, "if e.op != '+':", "    _nc = _i", "    eng._check_retraction(e)", "    _nc = -1",
+                "    _fp = eng._fp_enabled")
+        _watermark_move(src, eng, 2)
+        _handover(src, 2)
+        _mark(src, 2)
+        # a retraction may switch on the fingerprint index: the batch loop's copy of the switch follows
+        src.add(2, "outs += eng._retract(e)", "_fp = eng._fp_enabled", "continue")
     _watermark_move(src, eng, 1)
     src.add(1, "s = _serial", "_serial = s + 1")
     if etype is not None:  # else kept by nothing: it only takes a serial (as every inserted event does)
@@ -684,7 +686,7 @@ def _batch(eng: Engine, expire: Any) -> Any:
     # the watermark and the highest time before the first event: None on the engine, stand-ins in
     # the loop (``NOMX``: every time is above it; ``NOWM``, for an engine that owns its watermark:
     # no time is below it), so the per-event tests are one comparison each
-    src.add(0, "def batch(events, outs):", "    _i = _ke = _nc = -1", "    _k0 = _nexp = 0",
+    src.add(0, "def batch(events, outs, inserts=False):", "    _i = _ke = _nc = -1", "    _k0 = _nexp = 0",
             "    wm, mx = eng.watermark, eng.max_ts", "    if mx is None:", "        mx = NOMX",
             "    _lateness = eng.lateness",
             "    _nev = eng._n_events", *(f"    {local} = eng.{attr}" for local, attr in state.items()),
@@ -700,27 +702,32 @@ def _batch(eng: Engine, expire: Any) -> Any:
     src.add(1, "try:")
     src.exit = "continue"
     types = sorted({*eng.route, *eng.gap_route})
-    # the loop twice: for an engine that owns its watermark (the events move it) and for one whose
-    # source moves it (``Engine.own_watermark``, read once per batch, not tested per event)
-    for own in (True, False):
-        src.own = own
+    # the loop three times: for an engine that owns its watermark (the events move it) and for one
+    # whose source moves it (``Engine.own_watermark``, read once per batch, not tested per event);
+    # the first, again for a batch its caller says holds inserts only (``inserts``: no op tested
+    # per event; ``Engine.push_batch``)
+    for own, inserts in ((True, True), (True, False), (False, False)):
+        src.own, src.inserts = own, inserts
         src.base = 0
-        if own:
-            src.add(2, "if eng.own_watermark:", "    if wm is None:", "        wm = NOWM")
+        if own and inserts:
+            src.add(2, "if eng.own_watermark:", "    if wm is None:", "        wm = NOWM", "    if inserts:")
+        elif own:
+            src.add(3, "else:")
         else:
             src.add(2, "else:")
-        src.add(3, "for _i, e in enumerate(events):")
+        top = 4 if own else 3  # the loop's indent
+        src.add(top, "for _i, e in enumerate(events):")
         if len(types) > 1:
-            src.add(4, "_typ = e.type")
+            src.add(top + 1, "_typ = e.type")
         for j, etype in enumerate([*types, None]):
-            src.base = 3
+            src.base = top
             if types:
                 test = "e.type" if len(types) == 1 else "_typ"
                 src.add(1, "else:" if etype is None else f"elif {test} == {etype!r}:" if j else f"if {test} == {etype!r}:")
-                src.base = 4
+                src.base = top + 1
             src.add(1, f"# {etype if etype is not None else 'an event of another type'}")
             _push_body(src, eng, etype)
-    src.own = True
+    src.own, src.inserts = True, False
     src.base = 0
     src.add(1, "except BaseException as x:  # what the failing event emitted is dropped, as with one push",
             "    if _ke == _i:", "        del outs[_k0:]", "    eng._n_events = _nev + _i + (_nc != _i)",
