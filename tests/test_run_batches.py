@@ -343,7 +343,8 @@ def test_cep_run_tells_the_engine_a_batch_of_inserts_only(tmp_path, monkeypatch)
     card = CARD
     rows = [{"type": "Txn", "ts": 1, "card": "c", "amount": 5}, {"type": "Txn", "ts": 2, "card": "c", "amount": 6},
             {"type": "Txn", "ts": 3, "card": "c", "amount": 500}]
-    for extra, want in (([], [True]), ([{**rows[2], "op": "-"}], [False])):
+    slow = {"type": "Txn", "ts": "3", "card": "c", "amount": 7}  # a time as a string: off the reader's fast path
+    for extra, want in (([], [True]), ([{**rows[2], "op": "-"}], [False]), ([slow, {**rows[2], "op": "-"}], [False])):
         seen.clear()
         inp, out = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
         inp.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in rows + extra))

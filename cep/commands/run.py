@@ -310,8 +310,8 @@ class _Run:
             nonlocal nout
             start = 0
             rows = None
-            # the reader saw no op field in the batch's lines: every event is an insert (the
-            # engine's loop then tests no op; ``InsertBatch``), the events after a failing one too
+            # no retraction among the events (``InsertBatch``, made by the reader): the engine's
+            # loop tests no op per event; the events after a failing one are inserts too
             inserts = type(evs) is InsertBatch
             while start < len(evs):
                 try:
@@ -459,6 +459,9 @@ class _Run:
                                 return status
                         lo, n_lo = j, n - 1
                         nout += write(eng.advance_watermark(clock.low - lateness))
+                    if ev.op != "+" and type(evs) is InsertBatch:  # a retraction: no longer inserts only
+                        evs = list(evs)
+                        append = evs.append
                     append(ev)
                 if evs:
                     status = apply(evs, batch, lo, n_lo)

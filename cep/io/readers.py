@@ -166,12 +166,11 @@ class LineEvent(Event):
 
 
 class InsertBatch(list):
-    """The events ``decode.lines`` made from a batch of lines none of which has the op field: the
-    batch's bytes hold neither the field's quoted name nor a ``\\u`` escape (the only other way JSON
-    spells a name without quotes, backslashes, slashes or control characters), so every event of
-    it, and of any other record of those lines, is an insert.  ``cep run`` passes that on
-    (``Engine.push_batch(inserts=True)``): the engine's loop then tests no op per event.  A slice
-    or a copy is a plain list (no promise)."""
+    """The events ``decode.lines`` made from a batch of lines when none of them is a retraction
+    (op ``-``): ``cep run`` passes that on (``Engine.push_batch(inserts=True)``: the engine's loop
+    then tests no op per event), and turns it into a plain list when a record it decodes after
+    them (off the fast path) is one.  A slice or a copy is a plain list (no promise).  Why a type
+    and not a flag: it travels with the events, and anything else handed the list sees a list."""
 
     __slots__ = ()
 
@@ -208,10 +207,6 @@ def make_decoder(
     check_time_unit(time_unit)
     factor = TIME_UNITS[time_unit]
     loads = orjson.loads
-    # the op field's name as it must appear in a line that has it (``decode_lines``' ``InsertBatch``
-    # test): a name of characters JSON escapes only as ``\u`` is that or has a ``\u`` (None: a
-    # name with a character of a short escape, ``"``, ``\``, ``/`` or a control: no test)
-    opkey = None if any(c in op_field for c in '"\\/') or not op_field.isprintable() else b'"' + op_field.encode() + b'"'
     JSONDecodeError = orjson.JSONDecodeError
 
     def decode_slow(pos: str, raw: Any) -> Event:
@@ -333,9 +328,10 @@ def make_decoder(
         bits: 19 digits or more; a literal with a fraction or an exponent is a float in both, the
         same double).  A string holding such bytes only sends its batch to the scan."""
         blob = b"".join(lines)
-        # no record of the batch has the op field (``InsertBatch``): its name is nowhere in the bytes
-        out: list[Event] = InsertBatch() if opkey is not None and opkey not in blob and b"\\u" not in blob else []
+        # an ``InsertBatch`` unless a record is a retraction (then a list: ``plus`` says which)
+        out: list[Event] = InsertBatch()
         append = out.append
+        plus = True
         marks = blob.translate(_digits, b" \t\r")
         if b"[" not in blob and b":{" not in marks and _run not in marks:
             for n, raw in enumerate(lines, first):
@@ -351,8 +347,10 @@ def make_decoder(
                 op = "+"
                 if op_field in rec:  # most records have none: no call
                     op = rec.pop(op_field)
-                    if op != "+" and op != "-":
-                        break
+                    if op != "+":
+                        if op != "-":
+                            break
+                        plus = False
                 ev = _ev()
                 ev.type = typ
                 ev.ts = ts
@@ -360,7 +358,7 @@ def make_decoder(
                 ev._n = n
                 ev.op = op
                 append(ev)
-            return out
+            return out if plus else list(out)
         for n, raw in enumerate(lines, first):  # the same, with the scan of the values
             try:
                 rec = loads(raw)
@@ -378,8 +376,10 @@ def make_decoder(
                 op = "+"
                 if op_field in rec:  # most records have none: no call
                     op = rec.pop(op_field)
-                    if op != "+" and op != "-":
-                        break
+                    if op != "+":
+                        if op != "-":
+                            break
+                        plus = False
                 ev = _ev()
                 ev.type = typ
                 ev.ts = ts
@@ -389,7 +389,7 @@ def make_decoder(
                 append(ev)
                 continue
             break
-        return out
+        return out if plus else list(out)
 
     decode.many = decode_many  # type: ignore[attr-defined]
     decode.lines = decode_lines  # type: ignore[attr-defined]
