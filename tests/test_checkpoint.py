@@ -200,3 +200,33 @@ def test_checkpoint_by_time(tmp_path, stream):
     header = orjson.loads(ck.read_bytes().split(b"\n", 1)[0])
     assert header["position"]["record"] == 512
     assert header["sizes"]["output"] <= out.stat().st_size
+
+
+def test_a_resumed_run_writes_the_bytes_of_an_uninterrupted_one_in_lines_mode(tmp_path, stream, monkeypatch):
+    """A run resumed from its checkpoint takes the engine's lines mode, as a fresh run does
+    (``Engine.loads(lines=True)``), and its file is byte for byte the uninterrupted run's."""
+    import io
+
+    import cep.commands.run as runner
+    from cep.runtime.engine import Engine
+
+    inp, _expected = stream
+    whole, out, ck = tmp_path / "whole.jsonl", tmp_path / "out.jsonl", tmp_path / "run.ckpt"
+    assert runner.run(runner.RunOptions(patterns=[CARD], input=str(inp), output=str(whole), quiet=True,
+                                        progress=False), io.StringIO()) == 0
+    assert runner.run(runner.RunOptions(patterns=[CARD], input=str(inp), output=str(out), quiet=True, progress=False,
+                                        checkpoint=str(ck), checkpoint_every=100, test_stop_after=1234),
+                      io.StringIO()) == 0
+    loaded: list[bool] = []
+    real = Engine.loads.__func__
+
+    def loads(cls, *args, **kwargs):
+        eng = real(cls, *args, **kwargs)
+        loaded.append(eng.lines)
+        return eng
+
+    monkeypatch.setattr(Engine, "loads", classmethod(loads))
+    assert runner.run(runner.RunOptions(patterns=[CARD], input=str(inp), output=str(out), quiet=True, progress=False,
+                                        checkpoint=str(ck)), io.StringIO()) == 0
+    assert loaded == [True]
+    assert out.read_bytes() == whole.read_bytes()

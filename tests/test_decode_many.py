@@ -133,3 +133,14 @@ def test_lines_skips_the_value_scan_only_when_the_bytes_allow_it(lines, at, key,
     _same_as_decode(decode, got, lines, 1, len(want))
     if len(got) > len(want):  # taken beyond decode.many: a big float from a fraction or an exponent
         assert type(value) is float and abs(value) >= 2.0**63
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_ANY_RECORD, max_size=12), st.integers(1, 10**6))
+def test_an_insert_batch_holds_no_retraction(lines, first):
+    """``decode.lines`` gives an ``InsertBatch`` (``cep run`` then lets the engine skip the op test)
+    exactly when none of the events it made is a retraction."""
+    from cep.io.readers import InsertBatch
+
+    out = make_decoder().lines(lines, first)
+    assert (type(out) is InsertBatch) == all(e.op == "+" for e in out)

@@ -23,7 +23,9 @@ def _handler_source(text: str, etype: str) -> str:
     Engine(compile_text(text))
     (src,) = [s for name, s in codegen.defined_since(mark) if name.startswith("<cep engine: push a batch (")]
     lines = src.splitlines()
-    (start,) = [i for i, line in enumerate(lines) if line.strip().endswith(f"_typ == {etype!r}:")]
+    # the first of the loop's two copies (an engine that owns its watermark); one type: ``e.type``
+    start = next(i for i, line in enumerate(lines) if line.strip().endswith((f"_typ == {etype!r}:",
+                                                                              f"e.type == {etype!r}:")))
     pad = len(lines[start]) - len(lines[start].lstrip())
     end = next(i for i in range(start + 1, len(lines)) if len(lines[i]) - len(lines[i].lstrip()) <= pad)
     return "\n".join(lines[start:end])
@@ -34,7 +36,7 @@ def test_the_card_testing_handler_reads_amount_once_and_builds_one_leaf_tuple():
     src = src[src.index("s = _serial"):]  # the insert (the inline expiry before it builds its own tuple)
     assert src.count("f.get('amount')") == 1  # three filters, one read
     assert src.count("< 100") == 1  # s1's and s2's filter is the same test
-    assert src.count("t = (") == 1  # s1, s2 and big share the tuple (ts, card, serial)
+    assert src.count(" = (ts, ") == 1  # s1, s2 and big share the tuple (ts, card, serial)
     assert src.count("ch = prop") == 3  # each atom's update path
 
 
@@ -171,3 +173,57 @@ def test_the_inline_expiry_of_an_entry_without_a_leaf_tuple_keeps_the_pushed_eve
     assert [(o.op, o.match) for o in outs] == [("+", {"x": 1, "bt": 4, "ct": 12})]
     assert outs[0].id == match_id("mixed", ("2", "3", "4"))
     assert eng.stats["expired"] == 1 and eng.retained_events == 3
+
+
+def test_no_watermark_and_no_highest_time_before_the_first_event():
+    """The batch loop's stand-ins for None (``NOWM``, ``NOMX``) never reach the engine: an empty batch
+    leaves both None; with a source-owned watermark only the highest time moves, and the late test
+    starts once the source moves the watermark."""
+    eng = Engine(compile_text(CARD))
+    assert eng.push_batch([]) == [] and eng.watermark is None and eng.max_ts is None
+    assert eng.dumps() == Engine(compile_text(CARD)).dumps()
+    src = Engine(compile_text(CARD), own_watermark=False)
+    src.push_batch([txn(1, 5, "c", 10), txn(2, 3, "c", 20)])
+    assert src.watermark is None and src.max_ts == 5
+    src.advance_watermark(4)
+    with pytest.raises(LateEventError):
+        src.push(txn(3, 3, "c", 30))
+    assert src.push(txn(4, 4, "c", 500)) == [] and src.max_ts == 5  # 3 < 4: not a match (s2 at 3 was before)
+
+
+@pytest.mark.parametrize("lateness", [0, 0.0, 2])
+def test_the_watermark_keeps_the_type_of_time_minus_lateness(lateness):
+    """A lateness of integer 0 makes the loop's watermark the time itself; 0.0 still makes it a float."""
+    eng = Engine(compile_text(CARD), lateness=lateness)
+    eng.push_batch([txn(1, 7, "c", 10)])
+    assert eng.watermark == 7 - lateness and type(eng.watermark) is type(7 - lateness)
+    assert eng.max_ts == 7 and type(eng.max_ts) is int
+
+
+def test_the_in_order_queue_holds_the_leaf_tuples_themselves():
+    """Card testing's window queue holds each kept event's leaf tuple (time, card, serial): no entry
+    tuple per event (``handler._entry_layout``); out-of-order events go to the heap as entries."""
+    from cep.runtime.handler import _entry_layout
+
+    eng = Engine(compile_text(CARD), lateness=10)
+    assert _entry_layout(eng, 0) == (0, 2, 3)
+    eng.push_batch([txn(1, 1, "c", 10), txn(2, 2, "d", 250), txn(3, 5, "c", 500), txn(4, 4, "c", 20)])
+    assert list(eng._in_order[0]) == [(1, "c", 0), (5, "c", 2)]
+    assert eng._expiry[0] == [(4, 3, (4, "c", 3))]
+    # a window of two event types whose tuples differ keeps entries
+    two = Engine(compile_text("PATTERN p SEQ(A a, B b) WHERE a.k = b.k WITHIN 5"))
+    two_layout = _entry_layout(two, 0)
+    two.push_batch([Event("A", 1, {"k": 1}, "1"), Event("B", 2, {"k": 1}, "2")])
+    assert all(len(x) == (3 if two_layout is None else two_layout[2]) for x in two._in_order[0])
+
+
+def test_an_event_with_a_null_join_value_is_not_kept_and_makes_no_leaf_tuple():
+    """``handler._fused_leaf``: the null test on the value read (before the tuple is made) keeps the
+    old behaviour: the event takes a serial, nothing holds it, the next event's match is unchanged."""
+    src = _handler_source(CARD, "Txn")
+    assert "if a1 is None:" in src and "t[1] is None" not in src
+    eng = Engine(compile_text(CARD))
+    outs = eng.push_batch([txn(1, 1, None, 10), txn(2, 2, "c", 10), Event("Txn", 3, {"amount": 20}, "3"),
+                           txn(4, 4, "c", 20), txn(5, 5, "c", 500)])
+    assert eng._serial == 5 and sorted(eng.events) == [1, 3, 4]
+    assert [o.id for o in outs] == [match_id("card_testing", ("2", "4", "5"))]

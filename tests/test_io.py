@@ -267,7 +267,7 @@ def test_engine_failure_names_the_record_and_keeps_output(tmp_path, monkeypatch)
     from cep.errors import BatchInterrupted
     from cep.runtime.handler import Handlers
 
-    def batch(events, outs):  # the generated batch function's contract: outputs appended, or
+    def batch(events, outs, inserts=False):  # the generated batch function's contract: outputs appended, or
         for i, e in enumerate(events):  # BatchInterrupted(index, outputs before it) from the error
             try:
                 if e.pos == "2":

@@ -327,3 +327,28 @@ def test_a_refused_record_in_a_batch_is_reported_with_its_own_line(tmp_path, mon
     assert (report["line"], report["pos"], report["record"]) == (4, "4", recs[3].decode())
     (out,) = [orjson.loads(x) for x in (tmp_path / "out.jsonl").read_bytes().splitlines()]
     assert out["match"] == {"card": "a", "first_ts": 1, "amount": 500}
+
+
+def test_cep_run_tells_the_engine_a_batch_of_inserts_only(tmp_path, monkeypatch):
+    """A batch whose lines have no op field is pushed with ``inserts=True`` (the engine's loop tests no
+    op); one with a retraction in it is not, and the retraction is applied (its ``-`` written)."""
+    seen: list[bool] = []
+    real = Engine.push_batch
+
+    def push_batch(self, events, inserts=False):
+        seen.append(inserts)
+        return real(self, events, inserts)
+
+    monkeypatch.setattr(Engine, "push_batch", push_batch)
+    card = CARD
+    rows = [{"type": "Txn", "ts": 1, "card": "c", "amount": 5}, {"type": "Txn", "ts": 2, "card": "c", "amount": 6},
+            {"type": "Txn", "ts": 3, "card": "c", "amount": 500}]
+    slow = {"type": "Txn", "ts": "3", "card": "c", "amount": 7}  # a time as a string: off the reader's fast path
+    for extra, want in (([], [True]), ([{**rows[2], "op": "-"}], [False]), ([slow, {**rows[2], "op": "-"}], [False])):
+        seen.clear()
+        inp, out = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
+        inp.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in rows + extra))
+        assert runner.run(runner.RunOptions(patterns=[card], input=str(inp), output=str(out), quiet=True,
+                                            progress=False), io.StringIO()) == 0
+        assert seen == want
+        assert [orjson.loads(x)["op"] for x in out.read_bytes().splitlines()] == ["+", *(["-"] if extra else [])]

@@ -52,6 +52,13 @@ _HEAD = struct.Struct("<cI")  # a control message: kind (b"E" stderr text, b"R" 
 _READ = 1 << 20
 
 
+def _lines(o: Any) -> bool:
+    """Whether the engines take the lines mode (``Engine(lines=True)``: the composite events of the
+    fused paths come back as their encoded lines): the workers write files, stdout or their pipes,
+    never a keyed sink (a Kafka output is refused, ``refusal``), as ``cep run``'s own engine does."""
+    return not o.output.startswith("kafka://")
+
+
 def refusal(o: Any) -> str | None:
     """Why ``--workers`` cannot run with these options (one line), or None."""
     if o.workers < 1:
@@ -174,7 +181,7 @@ def fewer(r: Any) -> str | None:
         return f"--workers {o.workers}: ran {busy} workers: {why} (each such pattern runs whole in one worker)"
     from cep.runtime.engine import Engine
 
-    r.engine = Engine(r.patterns, lateness=r.lateness, plans=r.plans)
+    r.engine = Engine(r.patterns, lateness=r.lateness, plans=r.plans, lines=_lines(r.o))
     r.start_counts = {k: dict(v) for k, v in r.engine.matches_emitted.items()}
     return f"--workers {o.workers}: ran in one process: {why} (such a pattern runs whole in one worker)"
 
@@ -219,7 +226,8 @@ def _worker(run: Any, me: int, workers: int, data_fd: int, ctl_fd: int, tty: boo
     run.sinks["output"] = StreamSink(os.fdopen(data_fd, "wb"), f"worker {me} pipe", close=True)
     try:
         if me != 0:  # worker 0's engine was built by the parent before the fork (``supervise``)
-            run.engine = Engine(run.patterns, lateness=run.lateness, plans=run.plans, share=(me, workers), shadow=shadow)
+            run.engine = Engine(run.patterns, lateness=run.lateness, plans=run.plans, share=(me, workers), shadow=shadow,
+                                lines=_lines(run.o))
         run.src = open_source(run.o.input, run.o.fmt)  # its own file offset
         with stream_gc():
             status = run.loop()
@@ -327,7 +335,8 @@ def supervise(r: Any, pool: Pool) -> int:
     # so the workers inherit them instead of each paying them again
     from cep.runtime.engine import Engine
 
-    r.engine = Engine(r.patterns, lateness=r.lateness, plans=r.plans, share=(0, workers), shadow=shadow)
+    r.engine = Engine(r.patterns, lateness=r.lateness, plans=r.plans, share=(0, workers), shadow=shadow,
+                      lines=_lines(o))
     for w in range(workers):
         pid, data_fd, ctl_fd = _fork(r, w, workers, tty, shadow)
         pool.pids.append(pid)

@@ -37,6 +37,7 @@ from cep.io.readers import (
     BadRow,
     BadSeek,
     CsvSource,
+    InsertBatch,
     JsonlSource,
     SourceError,
     csv_decoder,
@@ -208,7 +209,8 @@ class _Run:
         partitioned = o.input.startswith("kafka://")
         if state is not None:
             try:
-                self.engine = Engine.loads(state.state, patterns)
+                # a resumed run takes the lines mode as a fresh one does (below)
+                self.engine = Engine.loads(state.state, patterns, lines=not o.output.startswith("kafka://"))
             except Exception as e:  # noqa: BLE001 - StateError and any unreadable state
                 raise RunError(f"cannot restore checkpoint {o.checkpoint}: {e}") from None
             self.engine.own_watermark = not partitioned
@@ -308,9 +310,12 @@ class _Run:
             nonlocal nout
             start = 0
             rows = None
+            # no retraction among the events (``InsertBatch``, made by the reader): the engine's
+            # loop tests no op per event; the events after a failing one are inserts too
+            inserts = type(evs) is InsertBatch
             while start < len(evs):
                 try:
-                    nout += write(push_batch(evs[start:] if start else evs))
+                    nout += write(push_batch(evs[start:] if start else evs, inserts))
                     return None
                 except BatchInterrupted as bi:
                     nout += write(bi.outputs)
@@ -454,6 +459,9 @@ class _Run:
                                 return status
                         lo, n_lo = j, n - 1
                         nout += write(eng.advance_watermark(clock.low - lateness))
+                    if ev.op != "+" and type(evs) is InsertBatch:  # a retraction: no longer inserts only
+                        evs = list(evs)
+                        append = evs.append
                     append(ev)
                 if evs:
                     status = apply(evs, batch, lo, n_lo)

@@ -165,6 +165,16 @@ class LineEvent(Event):
         self._n = value
 
 
+class InsertBatch(list):
+    """The events ``decode.lines`` made from a batch of lines when none of them is a retraction
+    (op ``-``): ``cep run`` passes that on (``Engine.push_batch(inserts=True)``: the engine's loop
+    then tests no op per event), and turns it into a plain list when a record it decodes after
+    them (off the fast path) is one.  A slice or a copy is a plain list (no promise).  Why a type
+    and not a flag: it travels with the events, and anything else handed the list sees a list."""
+
+    __slots__ = ()
+
+
 def _check_scalars(rec: dict) -> None:
     for k, v in rec.items():
         if type(v) is dict or type(v) is list:
@@ -317,9 +327,11 @@ def make_decoder(
         only numbers orjson reads as a float other than ``json`` would are integers beyond 64
         bits: 19 digits or more; a literal with a fraction or an exponent is a float in both, the
         same double).  A string holding such bytes only sends its batch to the scan."""
-        out: list[Event] = []
-        append = out.append
         blob = b"".join(lines)
+        # an ``InsertBatch`` unless a record is a retraction (then a list: ``plus`` says which)
+        out: list[Event] = InsertBatch()
+        append = out.append
+        plus = True
         marks = blob.translate(_digits, b" \t\r")
         if b"[" not in blob and b":{" not in marks and _run not in marks:
             for n, raw in enumerate(lines, first):
@@ -335,8 +347,10 @@ def make_decoder(
                 op = "+"
                 if op_field in rec:  # most records have none: no call
                     op = rec.pop(op_field)
-                    if op != "+" and op != "-":
-                        break
+                    if op != "+":
+                        if op != "-":
+                            break
+                        plus = False
                 ev = _ev()
                 ev.type = typ
                 ev.ts = ts
@@ -344,7 +358,7 @@ def make_decoder(
                 ev._n = n
                 ev.op = op
                 append(ev)
-            return out
+            return out if plus else list(out)
         for n, raw in enumerate(lines, first):  # the same, with the scan of the values
             try:
                 rec = loads(raw)
@@ -362,8 +376,10 @@ def make_decoder(
                 op = "+"
                 if op_field in rec:  # most records have none: no call
                     op = rec.pop(op_field)
-                    if op != "+" and op != "-":
-                        break
+                    if op != "+":
+                        if op != "-":
+                            break
+                        plus = False
                 ev = _ev()
                 ev.type = typ
                 ev.ts = ts
@@ -373,7 +389,7 @@ def make_decoder(
                 append(ev)
                 continue
             break
-        return out
+        return out if plus else list(out)
 
     decode.many = decode_many  # type: ignore[attr-defined]
     decode.lines = decode_lines  # type: ignore[attr-defined]

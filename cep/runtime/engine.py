@@ -214,7 +214,9 @@ class Engine:
         # expiry order per pattern: entries (ts, serial, leaf tuple or None) in arrival order while
         # times do not decrease (a deque, the common case), a heap of them for the rest; the leaf
         # tuple is there when the atoms of the window that hold the event share it (the expiry
-        # deletes it without recomputing it from the event)
+        # deletes it without recomputing it from the event); where every type of the window's
+        # pattern has one leaf tuple holding the time and the serial, the in-order deque holds that
+        # tuple itself (``cep.runtime.handler._entry_layout``: no entry tuple per event)
         self._expiry: list[list[tuple[Any, int, tuple | None]]] = [[] for _ in self._windows]
         self._in_order: list[deque[tuple[Any, int, tuple | None]]] = [deque() for _ in self._windows]
         # per queue, a lower bound of the times of its events (inf: none): the generated handlers
@@ -287,16 +289,18 @@ class Engine:
             return outs
         raise cause  # outside the handler: the event's own error, as it was raised
 
-    def push_batch(self, events: Sequence[Event]) -> list[Output]:
+    def push_batch(self, events: Sequence[Event], inserts: bool = False) -> list[Output]:
         """Process events in order, as many ``push`` calls would; return their composite events.
 
         The entry point for what a source had ready at once (``cep run``): the outputs are exactly
         those of pushing the events one by one, in the same order.  When an event raises (a late
         event, an unknown retraction, Ctrl-C), ``BatchInterrupted`` carries its index and the
         outputs of the events before it (applied; the ones after it are not), its cause the error.
+        ``inserts``: the caller promises that every event's op is ``+`` (``cep run``'s reader saw no
+        op field in the batch's bytes, ``cep.io.readers.InsertBatch``): the loop tests no op.
         """
         outs: list[Output] = []
-        self._handlers.batch(events, outs)
+        self._handlers.batch(events, outs, inserts)
         return outs
 
     def _late(self, ts: Any, wm: Any) -> None:

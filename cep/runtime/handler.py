@@ -77,6 +77,11 @@ class _Source:
         # what a move calls reads them) or only when the loop hands over (``_handover``)
         self.old_local: int | None = None
         self.write_through = True
+        # the batch loop's copy for an engine that owns its watermark (True) or not (False): the
+        # loop is written once for each, so neither tests ``own_watermark`` per event (``_batch``)
+        self.own = True
+        self.inserts = False  # the batch loop's copy for a batch its caller says holds inserts only
+        self.made: dict[Any, Any] = {}  # functions made for the lines, by what they are (made once)
 
     def name(self, prefix: str, obj: Any) -> str:
         """A global name for ``obj`` (one name per object)."""
@@ -113,9 +118,50 @@ def _mark(src: _Source, indent: int) -> None:
 
 def _handover(src: _Source, indent: int) -> None:
     """Lines that write the batch loop's watermark and highest time to the engine (before a call
-    that may read them), when they are not written through at every move."""
+    that may read them), when they are not written through at every move (the loop's stand-ins
+    for None, ``_batch``, written back as None)."""
     if src.exit == "continue" and not src.write_through:
-        src.add(indent, "eng.watermark, eng.max_ts = wm, mx")
+        src.add(indent, _WRITE_BACK)
+
+
+# the batch loop's watermark and highest time written back to the engine: its stand-ins for
+# None (``NOWM``, ``NOMX``: ``_batch``) as None
+_WRITE_BACK = "eng.watermark, eng.max_ts = None if wm is NOWM else wm, None if mx is NOMX else mx"
+
+
+class _NoWatermark:
+    """The batch loop's watermark before there is one (``Engine.watermark`` None): no time is
+    below it, so the late test is one comparison (``ts < wm``) rather than a test for None first.
+    Compared only until the first event moves the watermark (a Python call each time)."""
+
+    __slots__ = ()
+
+    def __gt__(self, other: Any) -> bool:  # ``ts < NOWM``
+        return False
+
+    __ge__ = __gt__
+
+    def __lt__(self, other: Any) -> bool:  # ``NOWM > ts``
+        return False
+
+    __le__ = __lt__
+
+
+class _NoMax:
+    """The batch loop's highest time before there is one (``Engine.max_ts`` None): every time is
+    above it (``ts > mx`` holds), as ``mx is None or ts > mx`` did."""
+
+    __slots__ = ()
+
+    def __lt__(self, other: Any) -> bool:  # ``ts > NOMX``
+        return True
+
+    def __gt__(self, other: Any) -> bool:  # ``ts < NOMX``
+        return False
+
+
+NOWM = _NoWatermark()
+NOMX = _NoMax()
 
 
 def _watermark_move(src: _Source, eng: Engine, indent: int = 1) -> None:
@@ -128,18 +174,67 @@ def _watermark_move(src: _Source, eng: Engine, indent: int = 1) -> None:
     written through when they move, since what the move calls (decisions, ``_complete``) reads
     them from the engine."""
     wt = src.write_through
-    src.add(indent, "if mx is None or ts > mx:", "    mx = eng.max_ts = ts" if wt else "    mx = ts",
-            "    if _own:", "        wm = eng.watermark = ts - _lateness" if wt else "        wm = ts - _lateness")
+    src.add(indent, "if ts > mx:", "    mx = eng.max_ts = ts" if wt else "    mx = ts")
+    if not src.own:  # the source owns the watermark: nothing else moves
+        return
+    # a lateness of (integer) 0: the watermark is the time itself (``ts - 0`` is ``ts``)
+    lag = eng.lateness
+    wm = "ts" if type(lag) is int and lag == 0 else "ts - _lateness"
+    src.add(indent + 1, f"wm = eng.watermark = {wm}" if wt else f"wm = {wm}")
     if eng._decided:
-        src.add(indent + 2, "if wm > eng._decide_at or (wm == eng._decide_at and not eng._decide_strict):")
-        _mark(src, indent + 3)
-        src.add(indent + 3, "outs += eng._decide()")
+        src.add(indent + 1, "if wm > eng._decide_at or (wm == eng._decide_at and not eng._decide_strict):")
+        _mark(src, indent + 2)
+        src.add(indent + 2, "outs += eng._decide()")
     if len(eng._windowed) == 1 and not eng._gap_expiry:
-        _expire_inline(src, eng, indent + 2)
+        _expire_inline(src, eng, indent + 1)
         return
     due = _due_test(src, eng)
     if due is not None:
-        src.add(indent + 2, f"if {due}:", "    expire(wm)")
+        src.add(indent + 1, f"if {due}:", "    expire(wm)")
+
+
+def _entry_layout(eng: Engine, qi: int) -> tuple[int, int, int] | None:
+    """``(i, j, n)`` when window ``qi``'s in-order queue holds each event as its leaf tuple itself
+    (``n`` items: the time at ``i``, the serial at ``j``) rather than an entry ``(ts, serial, leaf
+    tuple)``; None when it holds entries.  The case: every event type of the window's pattern takes
+    ``_plain_insert`` (a whole engine, no gap index, one leaf-tuple shape per type), and those shapes
+    hold the time and the serial at the same places.  (The heap of out-of-order events keeps
+    entries: it is ordered by time, then serial.)
+
+    Why: an entry was one more tuple per kept event, made on insert and freed an hour of stream
+    later (cold memory), and unpacked when it left; the leaf tuple already holds both."""
+    if eng.share is not None:
+        return None
+    ri = eng._windowed[qi][1]
+    layout = None
+    for atom in eng.patterns[ri].atoms:
+        etype = atom.type
+        if etype in eng.gap_route:
+            return None
+        shapes = set()
+        for r, ai, *_x in eng.route.get(etype, ()):
+            lines, null, _env = eng.runtimes[r].leaf_source(ai, "ts")
+            shapes.add((*lines, str(null)))
+        if len(shapes) != 1:
+            return None
+        (*lines, _null), = shapes
+        last = lines[-1] if lines else ""
+        if not (last.startswith("t = (") and last.endswith(")")):
+            return None
+        items = [x for x in last[len("t = ("):-1].split(", ") if x]
+        if items.count("ts") != 1 or items.count("s") != 1:
+            return None
+        got = (items.index("ts"), items.index("s"), len(items))
+        if layout not in (None, got):
+            return None
+        layout = got
+    return layout
+
+
+def _unpack_entry(layout: tuple[int, int, int]) -> str:
+    """The targets that unpack a leaf tuple of ``layout`` (``_entry_layout``) into ``_ts`` and ``s``."""
+    i, j, n = layout
+    return ", ".join("_ts" if k == i else "s" if k == j else "_" for k in range(n))
 
 
 def _expire_inline(src: _Source, eng: Engine, indent: int) -> None:
@@ -161,9 +256,15 @@ def _expire_inline(src: _Source, eng: Engine, indent: int) -> None:
     src.add(indent, f"_lim = wm - {w!r}", "if _old < _lim:")
     src.add(indent + 1, f"if {heap} or not {q}:", *(f"    {x}" for x in call), "else:")
     # the head is due unless ``_old`` was below it (a lower bound): then it goes back untouched
-    src.add(indent + 2, f"_ts, s, t = {q}.popleft()", f"_old = {q}[0][0] if {q} else inf",
-            "if _ts >= _lim:", f"    {q}.appendleft((_ts, s, t))", "    _old = _ts", "else:")
-    _expire_entry(src, eng, ri, qmask, indent + 3, keep="e")
+    layout = _entry_layout(eng, qi)
+    if layout is None:
+        src.add(indent + 2, f"_ts, s, t = {q}.popleft()", f"_old = {q}[0][0] if {q} else inf",
+                "if _ts >= _lim:", f"    {q}.appendleft((_ts, s, t))", "    _old = _ts", "else:")
+    else:  # the queue holds leaf tuples (``_entry_layout``)
+        src.add(indent + 2, f"t = {q}.popleft()", f"{_unpack_entry(layout)} = t",
+                f"_old = {q}[0][{layout[0]}] if {q} else inf",
+                "if _ts >= _lim:", f"    {q}.appendleft(t)", "    _old = _ts", "else:")
+    _expire_entry(src, eng, ri, qmask, indent + 3, keep="e", known=layout is not None)
     # more due (a burst at one time, a jump of the watermark): the rest as ``expire``'s batch
     src.add(indent + 3, "if _old < _lim:", *(f"    {x}" for x in call))
 
@@ -294,7 +395,10 @@ def _emit_new(src: _Source, eng: Engine, ri: int, ai: int, indent: int) -> None:
         src.add(indent, f"eng._complete({ri}, {ai}, s, ch, outs)")
         return
     cp, rt = eng.patterns[ri], eng.runtimes[ri]
-    out = new_matches_fn(cp, rt, eng.events, eng._emitted[ri], ai, lines=eng.lines)
+    key = ("new", ri, ai)  # one function for both copies of the batch loop (``_batch``)
+    out = src.made.get(key, src)
+    if out is src:
+        out = src.made[key] = new_matches_fn(cp, rt, eng.events, eng._emitted[ri], ai, lines=eng.lines)
     if out is not None:
         src.add(indent, f"{src.name('new', out)}(ch, e, outs)  # {cp.name}: {cp.atoms[ai].alias}")
     else:
@@ -359,12 +463,15 @@ def _insert_body(src: _Source, eng: Engine, etype: str, emit: bool) -> None:
         # the entry carries the leaf tuple when this type's atoms of the window share one: the
         # expiry then deletes that very tuple (no recomputation from the event)
         shared = {tuple_of[j] for j, (*_x, bit) in enumerate(entries) if bit & qmask}
-        item = f"(ts, s, {shared.pop() if len(shared) == 1 else None})"
+        tv = shared.pop() if len(shared) == 1 else None
+        item = f"(ts, s, {tv})"
+        layout = _entry_layout(eng, qi)
+        assert layout is None or tv is not None  # (``_plain_insert``: one tuple for every atom of the type)
         # the in-order queue's times never decrease: in the batch loop an event at the highest
         # time seen (``mx``, moved for this event already) goes at its end; restoring
         # (``quiet_inserter``: events in serial order) compares with the queue's last entry
-        tail = "ts >= mx" if src.exit == "continue" else f"not {q} or {q}[-1][0] <= ts"
-        lines = [f"if {tail}:", f"    {q}.append({item})", "else:",
+        tail = "ts >= mx" if src.exit == "continue" else f"not {q} or {q}[-1][{0 if layout is None else layout[0]}] <= ts"
+        lines = [f"if {tail}:", f"    {q}.append({item if layout is None else tv})", "else:",
                  f"    heappush({heap}, {item})", f"if ts < {oldest}:", f"    {oldest} = ts"]
         if type_bits & ~qmask or etype in eng.gap_route:
             src.add(1, f"if mask & {held}:", *(f"    {line}" for line in lines))
@@ -374,6 +481,31 @@ def _insert_body(src: _Source, eng: Engine, etype: str, emit: bool) -> None:
         src.add(1, "_nins += 1", "n = len(E)", "if n > _peak:", "    _peak = n")
     else:
         src.add(1, "eng._n_inserted += 1", "n = len(E)", "if n > eng._peak_retained:", "    eng._peak_retained = n")
+
+
+def _fused_leaf(lines: list[str], null: str | None, tv: str) -> list[str] | None:
+    """A leaf tuple's lines (``PatternRuntime.leaf_source``: values read into locals, then ``t = (...)``,
+    and its null test ``t[i] is None or ...``) rewritten for ``_plain_insert``: the null test on the
+    locals, before the tuple is made (an event with a null join value makes none), and the tuple
+    made as ``tv`` (no copy of ``t``); the body's exit follows the null test as ``{exit}``.  None
+    when the lines are not of that form.  Why: the test read the tuple back (a subscript per
+    value) and the copy was one more store and load per kept event."""
+    last = lines[-1] if lines else ""
+    if not (last.startswith("t = (") and last.endswith(")")):
+        return None
+    items = [x for x in last[len("t = ("):-1].split(", ") if x]
+    tests = []
+    for part in null.split(" or ") if null else []:
+        if not (part.startswith("t[") and part.endswith("] is None") and part[2:-9].isdigit()):
+            return None
+        i = int(part[2:-9])
+        if i >= len(items) or not items[i].isidentifier():
+            return None
+        tests.append(f"{items[i]} is None")
+    out = list(lines[:-1])
+    if tests:
+        out += [f"if {' or '.join(tests)}:", "    {exit}"]
+    return [*out, f"{tv} = " + last[len("t = "):]]
 
 
 def _plain_insert(src: _Source, eng: Engine, entries: list, conds: list[str | None], shapes: dict,
@@ -389,10 +521,15 @@ def _plain_insert(src: _Source, eng: Engine, entries: list, conds: list[str | No
     removal of an event no atom takes, a mask built bit by bit and tested), not the update paths."""
     ((*lines, _null), (tv, _users)), = shapes.items()
     null = null_of[tv]
-    src.add(1, *lines)
-    if null:
-        src.add(1, f"if {null}:", f"    {src.exit}")  # no atom can take it: it only took a serial
-    src.add(1, f"{tv} = t", "E[s] = e")
+    fused = _fused_leaf(lines, null, tv)
+    if fused is not None:  # the null test on the values read, then the tuple made as ``tv`` itself
+        src.add(1, *(line.replace("{exit}", src.exit) for line in fused))
+    else:
+        src.add(1, *lines)
+        if null:
+            src.add(1, f"if {null}:", f"    {src.exit}")  # no atom can take it: it only took a serial
+        src.add(1, f"{tv} = t")
+    src.add(1, "E[s] = e")
     groups: list[tuple[str | None, list[int]]] = []  # atoms in a row under one test share its ``if``
     for j in range(len(entries)):
         if groups and groups[-1][0] == conds[j]:
@@ -508,16 +645,20 @@ def _push_body(src: _Source, eng: Engine, etype: str | None) -> None:
     retraction (refused before its time moves the watermark) or the insert, each after the
     watermark move.  ``_nc`` is the event refused (late or an unknown retraction): every other
     event is counted (``_batch`` counts them from the loop's index)."""
-    src.add(1, "ts = e.ts", "if wm is not None and ts < wm:", "    _nc = _i", "    eng._late(ts, wm)")
+    # the late test: in the loop of an engine that owns its watermark, ``wm`` is never None
+    # (``NOWM`` stands in for it); with a source's watermark it stays None until the source moves it
+    late = "ts < wm" if src.own else "wm is not None and ts < wm"
+    src.add(1, "ts = e.ts", f"if {late}:", "    _nc = _i", "    eng._late(ts, wm)")
     # the check may switch the fingerprint index on (its first retraction): the loop's copy of
     # the switch follows at once, since the expiry this move runs must take events out of it
-    src.add(1, "if e.op != '+':", "    _nc = _i", "    eng._check_retraction(e)", "    _nc = -1",
-            "    _fp = eng._fp_enabled")
-    _watermark_move(src, eng, 2)
-    _handover(src, 2)
-    _mark(src, 2)
-    # a retraction may switch on the fingerprint index: the batch loop's copy of the switch follows
-    src.add(2, "outs += eng._retract(e)", "_fp = eng._fp_enabled", "continue")
+    if not src.inserts:  # (the loop for a batch of inserts only tests no op: ``_batch``)
+        src.add(1, "if e.op != '+':", "    _nc = _i", "    eng._check_retraction(e)", "    _nc = -1",
+                "    _fp = eng._fp_enabled")
+        _watermark_move(src, eng, 2)
+        _handover(src, 2)
+        _mark(src, 2)
+        # a retraction may switch on the fingerprint index: the batch loop's copy of the switch follows
+        src.add(2, "outs += eng._retract(e)", "_fp = eng._fp_enabled", "continue")
     _watermark_move(src, eng, 1)
     src.add(1, "s = _serial", "_serial = s + 1")
     if etype is not None:  # else kept by nothing: it only takes a serial (as every inserted event does)
@@ -537,13 +678,17 @@ def _batch(eng: Engine, expire: Any) -> Any:
     ``_push_body``), the fingerprint switch and the single window's oldest time; they are written
     back when it ends, when it raises, and before a call that reads them (``_handover``)."""
     src = _Source(eng)
-    src.env.update(expire=expire, BatchInterrupted=BatchInterrupted)
+    src.env.update(expire=expire, BatchInterrupted=BatchInterrupted, NOWM=NOWM, NOMX=NOMX)
     src.write_through = bool(eng._decided)
     inline = len(eng._windowed) == 1 and not eng._gap_expiry
     src.old_local = eng._windowed[0][0] if inline else None
     state = {"_serial": "_serial", "_nins": "_n_inserted", "_peak": "_peak_retained"}
-    src.add(0, "def batch(events, outs):", "    _i = _ke = _nc = -1", "    _k0 = _nexp = 0",
-            "    wm, mx = eng.watermark, eng.max_ts", "    _own, _lateness = eng.own_watermark, eng.lateness",
+    # the watermark and the highest time before the first event: None on the engine, stand-ins in
+    # the loop (``NOMX``: every time is above it; ``NOWM``, for an engine that owns its watermark:
+    # no time is below it), so the per-event tests are one comparison each
+    src.add(0, "def batch(events, outs, inserts=False):", "    _i = _ke = _nc = -1", "    _k0 = _nexp = 0",
+            "    wm, mx = eng.watermark, eng.max_ts", "    if mx is None:", "        mx = NOMX",
+            "    _lateness = eng.lateness",
             "    _nev = eng._n_events", *(f"    {local} = eng.{attr}" for local, attr in state.items()),
             "    _fp = eng._fp_enabled")
     back = [f"eng.{attr} = {local}" for local, attr in state.items()]
@@ -553,19 +698,36 @@ def _batch(eng: Engine, expire: Any) -> Any:
         src.add(1, f"_old = {oldest}")
         back.append(f"{oldest} = _old")
     if not src.write_through:
-        back.append("eng.watermark, eng.max_ts = wm, mx")
-    src.add(1, "try:", "    for _i, e in enumerate(events):")
+        back.append(_WRITE_BACK)
+    src.add(1, "try:")
     src.exit = "continue"
     types = sorted({*eng.route, *eng.gap_route})
-    if types:
-        src.add(3, "_typ = e.type")
-    for j, etype in enumerate([*types, None]):
-        src.base = 2
-        if types:
-            src.add(1, "else:" if etype is None else f"elif _typ == {etype!r}:" if j else f"if _typ == {etype!r}:")
-            src.base = 3
-        src.add(1, f"# {etype if etype is not None else 'an event of another type'}")
-        _push_body(src, eng, etype)
+    # the loop three times: for an engine that owns its watermark (the events move it) and for one
+    # whose source moves it (``Engine.own_watermark``, read once per batch, not tested per event);
+    # the first, again for a batch its caller says holds inserts only (``inserts``: no op tested
+    # per event; ``Engine.push_batch``)
+    for own, inserts in ((True, True), (True, False), (False, False)):
+        src.own, src.inserts = own, inserts
+        src.base = 0
+        if own and inserts:
+            src.add(2, "if eng.own_watermark:", "    if wm is None:", "        wm = NOWM", "    if inserts:")
+        elif own:
+            src.add(3, "else:")
+        else:
+            src.add(2, "else:")
+        top = 4 if own else 3  # the loop's indent
+        src.add(top, "for _i, e in enumerate(events):")
+        if len(types) > 1:
+            src.add(top + 1, "_typ = e.type")
+        for j, etype in enumerate([*types, None]):
+            src.base = top
+            if types:
+                test = "e.type" if len(types) == 1 else "_typ"
+                src.add(1, "else:" if etype is None else f"elif {test} == {etype!r}:" if j else f"if {test} == {etype!r}:")
+                src.base = top + 1
+            src.add(1, f"# {etype if etype is not None else 'an event of another type'}")
+            _push_body(src, eng, etype)
+    src.own, src.inserts = True, False
     src.base = 0
     src.add(1, "except BaseException as x:  # what the failing event emitted is dropped, as with one push",
             "    if _ke == _i:", "        del outs[_k0:]", "    eng._n_events = _nev + _i + (_nc != _i)",
@@ -598,11 +760,15 @@ def _expiry(eng: Engine) -> Any:
         src.add(1, f"# {eng.patterns[ri].name}: WITHIN {eng._windows[qi]}", f"limit = wm - {eng._windows[qi]!r}",
                 f"if {oldest}[{qi}] < limit:")
         src.add(2, "one = due = None")
-        for pop, has in ((f"{q}.popleft()", f"{q} and {q}[0][0] < limit"), (f"heappop({heap})", f"{heap} and {heap}[0][0] < limit")):
-            src.add(2, f"while {has}:", f"    x = {pop}", "    if one is None:", "        one = x", "    elif due is None:",
-                    "        due = [one, x]", "    else:", "        due.append(x)")
+        layout = _entry_layout(eng, qi)
+        at = 0 if layout is None else layout[0]
+        # a queue of leaf tuples (``_entry_layout``): each popped one made an entry here
+        popq = f"{q}.popleft()" if layout is None else f"{q}.popleft()\n    x = (x[{layout[0]}], x[{layout[1]}], x)"
+        for pop, has in ((popq, f"{q} and {q}[0][{at}] < limit"), (f"heappop({heap})", f"{heap} and {heap}[0][0] < limit")):
+            src.add(2, f"while {has}:", *f"    x = {pop}".split("\n"), "    if one is None:", "        one = x",
+                    "    elif due is None:", "        due = [one, x]", "    else:", "        due.append(x)")
         held = qmask | qmask << eng._shift if eng._shadowed else qmask  # with the shadow bits
-        src.add(2, f"old = {q}[0][0] if {q} else inf", f"if {heap} and {heap}[0][0] < old:", f"    old = {heap}[0][0]",
+        src.add(2, f"old = {q}[0][{at}] if {q} else inf", f"if {heap} and {heap}[0][0] < old:", f"    old = {heap}[0][0]",
                 f"{oldest}[{qi}] = old",
                 "if due is not None:", f"    eng._expire_serials({ri}, {held}, [x[1] for x in due])", "elif one is not None:",
                 "    _ts, s, t = one")
@@ -614,7 +780,8 @@ def _expiry(eng: Engine) -> Any:
     return src.define(f"engine: expiry ({_names(eng)})", "expire")
 
 
-def _expire_entry(src: _Source, eng: Engine, ri: int, qmask: int, indent: int, keep: str | None = None) -> None:
+def _expire_entry(src: _Source, eng: Engine, ri: int, qmask: int, indent: int, keep: str | None = None,
+                  known: bool = False) -> None:
     """Lines that expire the queue entry just popped (serial ``s``, leaf tuple ``t`` or None) of
     pattern ``ri``'s window (atoms ``qmask``): out of the atoms holding it (in a worker, only the
     pairs it owns are in its indexes), then its holder bits cleared and the event forgotten when
@@ -627,9 +794,9 @@ def _expire_entry(src: _Source, eng: Engine, ri: int, qmask: int, indent: int, k
     src.add(indent, "m = H.pop(s, 0)", f"if m & {held}:")
     if held != qmask:  # a worker: only the pairs it owns are in its indexes
         src.add(indent + 1, f"if m & {qmask}:")
-        _expire_one(src, eng, ri, qmask, indent + 2, keep)
+        _expire_one(src, eng, ri, qmask, indent + 2, keep, known)
     else:
-        _expire_one(src, eng, ri, qmask, indent + 1, keep)
+        _expire_one(src, eng, ri, qmask, indent + 1, keep, known)
     forget = [f"if {'_fp' if loop else 'eng._fp_enabled'}:", "    eng._unindex_fp(s, E[s])", "del E[s]",
               "_nexp += 1" if loop else "eng._n_expired += 1"]
     every = (1 << eng._shift) - 1
@@ -642,7 +809,8 @@ def _expire_entry(src: _Source, eng: Engine, ri: int, qmask: int, indent: int, k
         src.add(indent + 1, *forget)
 
 
-def _expire_one(src: _Source, eng: Engine, ri: int, qmask: int, indent: int, keep: str | None = None) -> None:
+def _expire_one(src: _Source, eng: Engine, ri: int, qmask: int, indent: int, keep: str | None = None,
+                known: bool = False) -> None:
     """Lines that take the event of serial ``s`` (holder mask ``m``, its queue entry's leaf tuple
     ``t`` or None) out of every atom of pattern ``ri`` holding it: the entry's tuple when it has
     one (the atoms holding the event share it), else each leaf-tuple shape computed (inline) once;
@@ -656,18 +824,22 @@ def _expire_one(src: _Source, eng: Engine, ri: int, qmask: int, indent: int, kee
         tv, bits, _lines = shapes.get((*lines, str(null)), (f"t{len(shapes)}", 0, lines))
         shapes[(*lines, str(null))] = (tv, bits | 1 << j, lines)
     tuple_of = {}
-    src.add(indent, "if t is None:", *([f"    _kept = {keep}"] if keep else []), "    e = E[s]", "    f = e.fields")
+    if not known:
+        src.add(indent, "if t is None:", *([f"    _kept = {keep}"] if keep else []), "    e = E[s]", "    f = e.fields")
     for tv, bits, lines in shapes.values():
-        if bits == qmask:  # every atom of the window has this shape: the event holds one of them
+        if known:
+            pass
+        elif bits == qmask:  # every atom of the window has this shape: the event holds one of them
             src.add(indent + 1, *lines, f"{tv} = t")
         else:
             src.add(indent + 1, f"if m & {bits}:", *(f"    {line}" for line in lines), f"    {tv} = t")
         for j, _ai in atoms:
             if bits >> j & 1:
                 tuple_of[j] = tv
-    if keep:
+    if keep and not known:
         src.add(indent + 1, f"{keep} = _kept")
-    src.add(indent, "else:", "    " + " = ".join(tv for tv, _b, _l in shapes.values()) + " = t")
+    # ``known``: the entry is the leaf tuple itself (a queue of leaf tuples, ``_entry_layout``)
+    src.add(indent, *([] if known else ["else:"]), ("" if known else "    ") + " = ".join(tv for tv, _b, _l in shapes.values()) + " = t")
     # the atoms in the reverse of the order an insert updates them (``_insert_body``), so the
     # deletions mirror the insert: with shared storage (card testing's s1 and s2), the atom that
     # owns it deletes the tuple first, and the others' probes no longer find the event itself
