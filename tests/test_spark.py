@@ -137,6 +137,14 @@ def test_route_step_packs_one_row_per_group_and_the_state_step_unpacks_it():
     assert {(g, k): list(S._unpack([rows])) for (g, k), rows in whole[0].groupby(["g", "kg"])} == {
         (0, kg[1]): [("/d/f:1", values[0]), ("/d/f:3", values[1])], (0, kg[2]): [("/d/f:5", values[2])],
         (1, 0): [("/d/f:1", values[0]), ("/d/f:5", values[2]), ("/d/f:7", values[4])]}
+    # two files in one task: a group's records of both in one row, under the common prefix of their paths
+    two = list(S._route_batches(spec, whole_files=True)(iter([pd.DataFrame(
+        {"pos": ["/d/f", "/d/g"], "value": [text, "\n".join([values[4], values[0]])]})])))[0]
+    assert two[two.g == 1].value.tolist() == [
+        "5 /d/\nf:1\nf:5\nf:7\ng:1\ng:2\n" + "\n".join(values[i] for i in (0, 2, 4, 4, 0))]
+    assert list(S._unpack([two[two.g == 1]])) == [
+        ("/d/f:1", values[0]), ("/d/f:5", values[2]), ("/d/f:7", values[4]), ("/d/g:1", values[4]),
+        ("/d/g:2", values[0])]
     # a late record is late in each pattern that uses its type; its text rides on its first pattern's row
     from bench.spark_state import FakeGroupState
 
