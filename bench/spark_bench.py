@@ -10,6 +10,12 @@ local-cluster every executor JVM compiles its own; ``bench.spark_profile`` count
 input events / wall time of the timed query (startup excluded). The CLI Kafka figure is the wall time of one
 ``cep run -i kafka://...&until=end -o kafka://...`` process (Python start included), next to the same run on files.
 
+Per core against ``cep run``: the runs are interleaved, a slot of ``cep run`` runs before every Spark run and one
+after the last (``schedule``), and each Spark run's steady events per CPU s is divided by the ``cep run`` figure of
+its two neighbouring slots (``pair_ratios``); the table at the end gives every pair's ratio and their median per
+master. ``--rounds N`` runs every master N times (the masters' order turned each round); ``--baseline-root`` runs
+another checkout's Spark and ``cep run`` beside this one's, each run paired with its own checkout's ``cep run``.
+
     python -m bench.spark_bench                       # default: 60 000 events, local[1]/local[2] x 2/8 partitions
     python -m bench.spark_bench --events 20000 --cores 2 --partitions 4
 """
@@ -199,13 +205,13 @@ def spark_child(args: argparse.Namespace) -> None:
     spark.stop()
 
 
-def _timed_cli(args: list[str], root: Path) -> tuple[float, str]:
-    """Wall time and stderr of one ``cep`` process run from the checkout ``root``."""
+def _timed_cli(args: list[str], root: Path, python: str = sys.executable) -> tuple[float, str]:
+    """Wall time and stderr of one ``cep`` process run from the checkout ``root`` (by ``python``)."""
     env = {**os.environ, "PYTHONPATH": str(root) + os.pathsep + os.environ.get("PYTHONPATH", "")}
     import resource
 
     t0, ru0 = time.perf_counter(), resource.getrusage(resource.RUSAGE_CHILDREN)
-    r = subprocess.run([sys.executable, "-m", "cep.cli", *args], check=True, cwd=root, env=env,
+    r = subprocess.run([python, "-m", "cep.cli", *args], check=True, cwd=root, env=env,
                        capture_output=True, text=True)
     ru1 = resource.getrusage(resource.RUSAGE_CHILDREN)
     CLI_CPU[:] = [ru1.ru_utime + ru1.ru_stime - ru0.ru_utime - ru0.ru_stime]
@@ -223,27 +229,28 @@ def _late(stderr: str) -> int | None:
 
 
 def cli_rows(events: list[dict], work: Path, broker, tin: str, lateness: str, root: Path = ROOT,
-             tag: str = "") -> list[dict]:
+             tag: str = "", python: str = sys.executable) -> list[dict]:
     """``cep run`` file->file, Kafka->file and Kafka->Kafka; ``root``: the checkout whose cep runs."""
     rows = []
     inp = work / "cli-input.jsonl"
     inp.write_text("".join(json.dumps(e) + "\n" for e in events))
     el, err = _timed_cli(["run", PATTERN, "-i", str(inp), "-o", str(work / "cli.out"), "--lateness", lateness],
-                         root)
+                         root, python)
     outs = sum(1 for _ in open(work / "cli.out"))
     rows.append({"path": f"cep run file->file{tag}", "events": len(events), "outputs": outs, "late": _late(err),
                  "seconds": round(el, 2), "events_per_s": round(len(events) / el),
-                 "cpu_s": round(CLI_CPU[0], 1), "events_per_cpu_s": round(len(events) / CLI_CPU[0])})
+                 "cpu_s": round(CLI_CPU[0], 1), "events_per_cpu_s": round(len(events) / CLI_CPU[0]),
+                 "cpu_s_exact": CLI_CPU[0]})
     if broker is not None:
         src = f"kafka://{broker.bootstrap}/{tin}?from=earliest&until=end"
         el, err = _timed_cli(["run", PATTERN, "-i", src, "-o", str(work / "cli-kafka.out"), "--lateness", lateness],
-                             root)
+                             root, python)
         outs = sum(1 for _ in open(work / "cli-kafka.out"))
         rows.append({"path": f"cep run kafka->file{tag}", "events": len(events), "outputs": outs,
                      "late": _late(err), "seconds": round(el, 2), "events_per_s": round(len(events) / el)})
         tout = broker.create_topic(f"bench-cli-out-{uuid.uuid4().hex[:6]}")
         el, err = _timed_cli(["run", PATTERN, "-i", src, "-o", f"kafka://{broker.bootstrap}/{tout}",
-                              "--lateness", lateness], root)
+                              "--lateness", lateness], root, python)
         rows.append({"path": f"cep run kafka->kafka{tag}", "events": len(events), "late": _late(err),
                      "seconds": round(el, 2), "events_per_s": round(len(events) / el)})
     return rows
@@ -266,6 +273,79 @@ def start_broker(events: list[dict], work: Path, partitions: int = 3):
                     "events_per_s": round(len(events) / prod)}
 
 
+def schedule(masters: list[str], partitions: list[str], rounds: int, roots: int, repeat: int) -> list[tuple]:
+    """The order of the runs: ``("cli", i)`` (the i-th slot of ``cep run`` runs) and ``("spark", master,
+    partitions, root index, round)``, a slot before every Spark run and one after the last.
+
+    Why interleaved: on a shared machine either side of the per-core ratio moves by a third within minutes (the
+    same ``cep run`` read 38.7k and 59.7k events per CPU s in two quiet runs ten minutes apart), so a Spark figure
+    is compared with the ``cep run`` figures measured just before and just after it, not with runs minutes away.
+    Each round turns the order of the masters (and of the checkouts) by one, so no master always follows another.
+    ``repeat``: at least this many ``cep run`` figures in all, spread over the slots.
+    """
+    spark = []
+    for rnd in range(rounds):
+        ms = masters[rnd % len(masters):] + masters[:rnd % len(masters)]
+        rs = list(range(roots))
+        rs = rs[rnd % roots:] + rs[:rnd % roots]
+        spark += [("spark", m, p, r, rnd) for m in ms for p in partitions for r in rs]
+    slots = len(spark) + 1
+    per_slot = max(1, -(-repeat // slots))
+    order: list[tuple] = []
+    for i, run in enumerate(spark):
+        order += [("cli", i)] * per_slot + [run]
+    return order + [("cli", len(spark))] * per_slot
+
+
+def _median(xs: list[float]) -> float:
+    xs = sorted(xs)
+    n = len(xs)
+    return xs[n // 2] if n % 2 else (xs[n // 2 - 1] + xs[n // 2]) / 2
+
+
+def pair_ratios(results: list[dict]) -> list[dict]:
+    """Each Spark run's steady events per CPU s over ``cep run``'s in the slots just before and just after it
+    (same checkout): events / the mean of those runs' CPU seconds (the mean cost, not the mean rate)."""
+    out = []
+    for r in results:
+        if "steady_events_per_cpu_s" not in r or "slot" not in r:
+            continue
+        near = [c for c in results if c.get("path", "").startswith("cep run file->file")
+                and c.get("root") == r["root"] and c.get("slot") in (r["slot"], r["slot"] + 1)]
+        if not near:
+            continue
+        cpu = sum(c["cpu_s_exact"] for c in near) / len(near)
+        cli = near[0]["events"] / cpu
+        out.append({"cores": r["cores"], "partitions": r["partitions"], "root": r["root"], "round": r["round"],
+                    "spark": r["steady_events_per_cpu_s"], "cep_run": round(cli),
+                    "cep_run_each": [c["events_per_cpu_s"] for c in near],
+                    "ratio": round(100 * r["steady_events_per_cpu_s"] / cli, 1)})
+    return out
+
+
+def ratio_report(pairs: list[dict], roots: list[str]) -> str:
+    """Per-pair ratios and their medians, per master and checkout (markdown)."""
+    lines = ["", "Per core, each Spark run against the `cep run` runs just before and after it (same checkout):", "",
+             "| master | state partitions | checkout | round | spark steady events per CPU s | cep run (before, after) "
+             "| ratio |", "|---|---|---|---|---|---|---|"]
+    for q in pairs:
+        lines.append(f"| {q['cores']} | {q['partitions']} | {roots[q['root']]} | {q['round'] + 1} | {q['spark']:,} | "
+                     f"{q['cep_run']:,} ({' / '.join(f'{x:,}' for x in q['cep_run_each'])}) | {q['ratio']} % |")
+    lines += ["", "| master | state partitions | checkout | pairs | ratio per pair | median ratio |",
+              "|---|---|---|---|---|---|"]
+    seen: dict[tuple, list[float]] = {}
+    for q in pairs:
+        seen.setdefault((q["cores"], q["partitions"], q["root"]), []).append(q["ratio"])
+    for (c, p, root), rs in seen.items():
+        lines.append(f"| {c} | {p} | {roots[root]} | {len(rs)} | {' / '.join(f'{x} %' for x in rs)} | "
+                     f"**{_median(rs):.1f} %** |")
+    for root in sorted({q["root"] for q in pairs}):
+        rs = [q["ratio"] for q in pairs if q["root"] == root]
+        lines.append(f"| all | | {roots[root]} | {len(rs)} | min {min(rs)} %, max {max(rs)} % | "
+                     f"**{_median(rs):.1f} %** |")
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench.spark_bench", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -279,10 +359,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-spark", action="store_true")
     ap.add_argument("--no-kafka", action="store_true")
     ap.add_argument("--lateness", default="120", help="--lateness of the cep run rows (default 120 s)")
-    ap.add_argument("--repeat", type=int, default=1, help="repeat the cep run rows")
+    ap.add_argument("--repeat", type=int, default=1,
+                    help="at least this many cep run rows, spread over the slots between the Spark runs")
+    ap.add_argument("--rounds", type=int, default=1,
+                    help="Spark runs per master (and per checkout), each between two cep run slots")
     ap.add_argument("--topic-partitions", type=int, default=3, help="partitions of the input topic")
     ap.add_argument("--baseline-root", default=None,
-                    help="a checkout of another cep version: its cep run rows are run interleaved with these")
+                    help="a checkout of another cep version (with its own .venv, else this interpreter): its "
+                         "cep run rows and Spark runs are interleaved with these")
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--work", help=argparse.SUPPRESS)
     ap.add_argument("--bootstrap", help=argparse.SUPPRESS)
@@ -292,6 +376,13 @@ def main(argv: list[str] | None = None) -> int:
         args.partitions = int(args.partitions)
         spark_child(args)
         return 0
+
+    roots = [ROOT] + ([Path(args.baseline_root).resolve()] if args.baseline_root else [])
+    names = ["this checkout"] + ([f"baseline {roots[1]}"] if args.baseline_root else [])
+
+    def python_of(root: Path) -> str:
+        venv = root / ".venv" / "bin" / "python"
+        return str(venv) if root != ROOT and venv.exists() else sys.executable
 
     events = make_events(args.events, args.keys)
     results = []
@@ -303,51 +394,71 @@ def main(argv: list[str] | None = None) -> int:
             results.append(row)
             print(json.dumps(row), flush=True)
         try:
-            if not args.no_spark:
+            masters = args.cores.split(";") if ";" in args.cores or "[" in args.cores else args.cores.split(",")
+            if args.no_spark:
+                order = [("cli", 0)] * args.repeat
+            else:
+                order = schedule(masters, args.partitions.split(","), args.rounds, len(roots), args.repeat)
                 write_dir(work / "in", events, args.files)
                 warm = args.events // args.files * args.files_per_batch if args.files_per_batch else 2000
                 write_dir(work / "warm", make_events(warm, args.keys, seed=2), 1)
-                env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
-                kafka_args = ["--bootstrap", broker.bootstrap, "--topic", tin] if broker else []
-                masters = args.cores.split(";") if ";" in args.cores or "[" in args.cores else \
-                    args.cores.split(",")
-                for c in masters:
-                    for p in args.partitions.split(","):
-                        r = subprocess.run([sys.executable, "-m", "bench.spark_bench", "--child", "--cores", c,
-                                            "--partitions", p, "--events", str(args.events), "--work", str(work),
-                                            "--files-per-batch", str(args.files_per_batch), "--files", str(args.files),
-                                            *kafka_args],
-                                           cwd=ROOT, env=env, capture_output=True, text=True)
-                        lines = [ln for ln in r.stdout.splitlines() if ln.startswith("{")]
-                        if r.returncode != 0 or not lines:
-                            print(r.stderr[-3000:], file=sys.stderr)
-                            return 1
-                        for ln in lines:
-                            results.append(json.loads(ln))
-                            print(ln, flush=True)
-            for rep in range(args.repeat):
-                runs = [(ROOT, "")]
-                if args.baseline_root:  # interleaved with the candidate: ratios within one run
-                    runs.insert(0, (Path(args.baseline_root), " (baseline)"))
-                for root, tag in runs:
-                    for row in cli_rows(events, work, broker, tin, args.lateness, root, tag):
-                        row["repeat"] = rep
-                        results.append(row)
-                        print(json.dumps(row), flush=True)
+            kafka_args = ["--bootstrap", broker.bootstrap, "--topic", tin] if broker else []
+            n_spark = 0  # Spark runs so far: the i-th Spark run sits between cep run slots i and i + 1
+            for step in order:
+                if step[0] == "cli":
+                    for ri, root in enumerate(roots):
+                        tag = "" if ri == 0 else " (baseline)"
+                        for row in cli_rows(events, work, broker, tin, args.lateness, root, tag,
+                                            python_of(root)):
+                            row.update(slot=step[1], root=ri, load=os.getloadavg()[0])
+                            results.append(row)
+                            print(json.dumps(row), flush=True)
+                    continue
+                _, c, p, ri, rnd = step
+                root = roots[ri]
+                env = {**os.environ, "PYTHONPATH": str(root) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+                load = os.getloadavg()[0]
+                # each run its own checkpoints and outputs (a run of the same master must not resume the last)
+                run_dir = work / f"run{n_spark}"
+                run_dir.mkdir()
+                for d in ("in", "warm"):
+                    (run_dir / d).symlink_to(work / d)
+                r = subprocess.run([python_of(root), "-m", "bench.spark_bench", "--child", "--cores", c,
+                                    "--partitions", p, "--events", str(args.events), "--work", str(run_dir),
+                                    "--files-per-batch", str(args.files_per_batch), "--files", str(args.files),
+                                    *kafka_args],
+                                   cwd=root, env=env, capture_output=True, text=True)
+                lines = [ln for ln in r.stdout.splitlines() if ln.startswith("{")]
+                if r.returncode != 0 or not lines:
+                    print(r.stderr[-3000:], file=sys.stderr)
+                    return 1
+                for ln in lines:
+                    row = json.loads(ln)
+                    if row.get("path") == "spark files->files":
+                        row.update(slot=n_spark, root=ri, round=rnd, load=load)
+                        if ri:
+                            row["path"] += " (baseline)"
+                    results.append(row)
+                    print(json.dumps(row), flush=True)
+                n_spark += 1
         finally:
             if broker is not None:
                 broker.stop()
     print("\n| path | master | state partitions | micro-batches | events | outputs | late | seconds | events/s | "
-          "CPU s | events per CPU s |\n|---|---|---|---|---|---|---|---|---|---|---|")
+          "CPU s | events per CPU s | load |\n|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in results:
+        load = f"{r['load']:.1f}" if "load" in r else "-"
         if "steady_events_per_s" in r:
             print(f"| {r['path']} (steady state, median batch {r['median_batch_s']} s) | {r['cores']} | "
                   f"{r['partitions']} | {len(r['batch_ms']) - 1} | - | - | - | - | {r['steady_events_per_s']:,} | "
-                  f"{r.get('steady_cpu_s', '-')} | {r.get('steady_events_per_cpu_s', '-')} |")
+                  f"{r.get('steady_cpu_s', '-')} | {r.get('steady_events_per_cpu_s', '-')} | {load} |")
         print(f"| {r['path']} | {r.get('cores', '-')} | {r.get('partitions', '-')} | {r.get('batches', '-')} | "
               f"{r['events']} | {r.get('outputs', '-') if r.get('outputs', -1) >= 0 else '-'} | "
               f"{r.get('late', '-')} | {r['seconds']} | {r['events_per_s']:,} | {r.get('cpu_s', '-')} | "
-              f"{r.get('events_per_cpu_s', '-')} |")
+              f"{r.get('events_per_cpu_s', '-')} | {load} |")
+    pairs = pair_ratios(results)
+    if pairs:
+        print(ratio_report(pairs, names))
     return 0
 
 

@@ -94,6 +94,8 @@ def _stub(*args: Any, __cep_compile__: Callable[[tuple, dict], Any], **kwargs: A
 # the stub's code, its ``return`` on line 1: a traceback through a first call shows the ``def`` line
 _STUB_CODE = _stub.__code__.replace(co_firstlineno=0)
 _HAS_QUALNAME = hasattr(_STUB_CODE, "co_qualname")  # (Python 3.11)
+# (file name, entry) -> the stub's code under that name: an engine per Spark key group defines the same functions again
+_stub_codes: dict[tuple[str, str], CodeType] = {}
 
 
 def _lazy(source: str, filename: str, entry: str, namespace: dict[str, Any]) -> Callable:
@@ -104,8 +106,13 @@ def _lazy(source: str, filename: str, entry: str, namespace: dict[str, Any]) -> 
     the source, executes it in ``namespace`` (default values are evaluated then) and
     moves the real code and defaults onto this same function object.
     """
-    names = {"co_name": entry, "co_qualname": entry} if _HAS_QUALNAME else {"co_name": entry}
-    fn = FunctionType(_STUB_CODE.replace(co_filename=filename, **names), namespace, entry)
+    stub = _stub_codes.get((filename, entry))
+    if stub is None:
+        if len(_stub_codes) >= _MAX_KEPT:
+            _stub_codes.clear()
+        names = {"co_name": entry, "co_qualname": entry} if _HAS_QUALNAME else {"co_name": entry}
+        stub = _stub_codes[filename, entry] = _STUB_CODE.replace(co_filename=filename, **names)
+    fn = FunctionType(stub, namespace, entry)
     fn.__kwdefaults__ = {"__cep_compile__": _Pending(fn, source, filename, entry, namespace)}
     namespace[entry] = fn
     return fn
@@ -246,6 +253,10 @@ def _compiled(source: str, filename: str) -> CodeType:
 def _remember(filename: str, label: str, source: str) -> None:
     if filename in _registry:
         _registry.move_to_end(filename)
+        if _registry[filename][2] == source and filename in linecache.cache:
+            # the same source again (an engine per Spark key group, a resumed run): only its number moves
+            _registry[filename] = (next(_numbers), label, source)
+            return
     _registry[filename] = (next(_numbers), label, source)
     # mtime None: linecache.checkcache keeps the entry (there is no file to compare with)
     linecache.cache[filename] = (len(source), None, source.splitlines(keepends=True), filename)

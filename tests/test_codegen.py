@@ -55,6 +55,21 @@ def test_define_registers_the_source_and_keeps_different_sources_apart():
     assert codegen.defined_since(mark) == [(h.__code__.co_filename, "def h():\n    return 7\n")]
 
 
+def test_the_same_source_defined_again_keeps_its_name_its_lines_and_its_place_in_the_listing():
+    src = "def f(x):\n    return x * 3\n"
+    first = codegen.define("test: again", src, "f")
+    mark = codegen.mark()
+    linecache.clearcache()  # (what a user's code may do between two engines)
+    again = codegen.define("test: again", src, "f")  # an engine per key group: the same sources again
+    assert again is not first and (first(2), again(2)) == (6, 6)
+    assert again.__code__.co_filename == first.__code__.co_filename == "<cep test: again>"
+    assert linecache.getline("<cep test: again>", 2).strip() == "return x * 3"
+    assert codegen.defined_since(mark) == [("<cep test: again>", src)]
+    with pytest.raises(TypeError) as info:
+        again(None)  # its traceback still prints the generated line
+    assert "return x * 3" in "".join(traceback.format_exception(info.value))
+
+
 def test_a_generated_function_is_compiled_at_its_first_call(monkeypatch):
     compiled: list[str] = []
     real_compile = codegen._compile_once.__wrapped__

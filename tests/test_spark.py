@@ -427,6 +427,46 @@ def test_the_session_commits_rocksdb_state_as_changelogs(spark):
         assert spark.conf.get(k) == v, k
 
 
+def test_local_checkpoints_go_through_the_file_system_api_and_resume_either_way(spark, data, tmp_path):
+    """On a local master make_session has Spark write checkpoint files through Hadoop's FileSystem API (no
+    ``readlink`` process per rename); a query's own setting still wins, and a checkpoint written through
+    FileContext (Spark's default) resumes through the FileSystem API with nothing lost."""
+    from cep.connectors.spark import CHECKPOINT_FILE_MANAGER, FS_CHECKPOINT_FILE_MANAGER
+    from cep.connectors.spark_cli import start_query
+
+    def manager(path: Path) -> str:  # the manager Spark picks for a checkpoint path under the session's settings
+        jvm = spark.sparkContext._jvm
+        conf = spark._jsparkSession.sessionState().newHadoopConf()
+        fm = jvm.org.apache.spark.sql.execution.streaming.checkpointing.CheckpointFileManager.create(
+            jvm.org.apache.hadoop.fs.Path(str(path)), conf)
+        return fm.getClass().getName()
+
+    assert spark.conf.get(CHECKPOINT_FILE_MANAGER) == FS_CHECKPOINT_FILE_MANAGER
+    assert manager(tmp_path / "x") == FS_CHECKPOINT_FILE_MANAGER
+    events, ref = data
+    half = len(events) // 2
+    inp, out, ck = tmp_path / "in", tmp_path / "out", tmp_path / "ck"
+    inp.mkdir()
+    write_jsonl(inp / "a.jsonl", events[:half])
+    file_context = FS_CHECKPOINT_FILE_MANAGER.replace("FileSystemBased", "FileContextBased")
+    spark.conf.set(CHECKPOINT_FILE_MANAGER, file_context)
+    try:
+        assert manager(ck) == file_context
+        q = start_query(spark, cli_args("-i", str(inp), "-o", str(out), "--checkpoint", str(ck), "--available-now"))
+        q.awaitTermination()
+        assert q.exception() is None
+    finally:
+        spark.conf.set(CHECKPOINT_FILE_MANAGER, FS_CHECKPOINT_FILE_MANAGER)
+    first = read_dir_output(out)
+    write_jsonl(inp / "b.jsonl", events[half:])
+    q = start_query(spark, cli_args("-i", str(inp), "-o", str(out), "--checkpoint", str(ck), "--available-now"))
+    q.awaitTermination()
+    assert q.exception() is None
+    got = read_dir_output(out)
+    assert 0 < len(first) < len(got)
+    assert content(got) == content(ref)
+
+
 def test_files_to_files_matches_cep_run(spark, data, tmp_path):
     from cep.connectors.spark_cli import query_spec, start_query
 
