@@ -137,6 +137,14 @@ def test_route_step_packs_one_row_per_group_and_the_state_step_unpacks_it():
     assert {(g, k): list(S._unpack([rows])) for (g, k), rows in whole[0].groupby(["g", "kg"])} == {
         (0, kg[1]): [("/d/f:1", values[0]), ("/d/f:3", values[1])], (0, kg[2]): [("/d/f:5", values[2])],
         (1, 0): [("/d/f:1", values[0]), ("/d/f:5", values[2]), ("/d/f:7", values[4])]}
+    # two files in one task: a group's records of both in one row, under the common prefix of their paths
+    two = list(S._route_batches(spec, whole_files=True)(iter([pd.DataFrame(
+        {"pos": ["/d/f", "/d/g"], "value": [text, "\n".join([values[4], values[0]])]})])))[0]
+    assert two[two.g == 1].value.tolist() == [
+        "5 /d/\nf:1\nf:5\nf:7\ng:1\ng:2\n" + "\n".join(values[i] for i in (0, 2, 4, 4, 0))]
+    assert list(S._unpack([two[two.g == 1]])) == [
+        ("/d/f:1", values[0]), ("/d/f:5", values[2]), ("/d/f:7", values[4]), ("/d/g:1", values[4]),
+        ("/d/g:2", values[0])]
     # a late record is late in each pattern that uses its type; its text rides on its first pattern's row
     from bench.spark_state import FakeGroupState
 
@@ -230,12 +238,15 @@ def test_route_row_time_is_the_largest_record_time_in_us():
     assert got == times and len(got) > 4 and (S.BAD_ROW_GROUP, 0) in got
 
 
-def test_batched_route_and_state_steps_equal_one_record_at_a_time():
-    """The route step decodes with ``decode.many`` and caches key groups, the state step pushes a group's
+@pytest.mark.parametrize("frac", [0, 0.0004])
+def test_batched_route_and_state_steps_equal_one_record_at_a_time(frac):
+    """The route step decodes with ``decode.lines`` and caches key groups, the state step pushes a group's
     records in one ``push_batch``: over a mixed stream longer than a decode chunk (records off the fast path:
     ISO times, retractions, numeric and boolean keys, bad and blank lines; late records and unknown retractions
-    in the middle of a group's batch) the packs, side rows and composite events are those of decoding, routing
-    and pushing one record at a time."""
+    in the middle of a group's batch) the packs, side rows, composite events and the state at the end of the
+    step are those of decoding, routing and pushing one record at a time under Spark's watermark.
+    With whole-second times the engine moves its own watermark with the records from where it passes Spark's
+    (``_own_watermark_from``); with times finer than Spark's milliseconds (``frac``) it holds Spark's."""
     import random
 
     import pandas as pd
@@ -251,10 +262,10 @@ def test_batched_route_and_state_steps_equal_one_record_at_a_time():
     rnd = random.Random(5)
     values, recs = [], []
     for i in range(3 * S.DECODE_CHUNK):
-        r = {"type": rnd.choice("ABCZ"), "ts": 1000 + i // 3 - rnd.randrange(8),
+        r = {"type": rnd.choice("ABCZ"), "ts": 1000 + i // 3 - rnd.randrange(8) + frac,
              "k": rnd.choice(["x", "y", "z", 1, 1.0, 2, True])}
         if rnd.random() < 0.03:
-            r["ts"] = f"1970-01-01T00:{r['ts'] // 60:02d}:{r['ts'] % 60:02d}Z"  # off the fast path
+            r["ts"] = f"1970-01-01T00:{int(r['ts']) // 60:02d}:{int(r['ts']) % 60:02d}Z"  # off the fast path
         line = json.dumps(r)
         recs.append(r)
         if rnd.random() < 0.04:
@@ -305,11 +316,50 @@ def test_batched_route_and_state_steps_equal_one_record_at_a_time():
                     ref_side.append((None, "error", ev.pos, None, None, S.error_report(
                         ev.pos, "retraction of an event that was never inserted (or was already retracted or "
                         "expired)", v.encode())))
+        top = max(ev.ts for ev, _v in evs if ev.ts >= wm)
+        # the engine's own watermark moved with the records (whole seconds), or Spark's held (finer times)
+        assert eng.watermark == (top if not frac else wm)
         assert side == ref_side
         assert [(o.pattern, o.op, o.id) for o in outs] == [(o.pattern, o.op, o.id) for o in ref_outs]
-        assert eng.dumps() == ref.dumps()
+        # the state step's move to the watermark Spark will compute from the group's records
+        ahead = S.engine_watermark(spec, S.spark_watermark_after(spec, eng.max_ts))
+        assert ahead == int(top)  # Spark's milliseconds: the fraction below them is lost
+        eng.advance_watermark(ahead)
+        ref.advance_watermark(ahead)
+        # the same state, but for the peak of retained events: lower when the watermark moves with the records
+        mine, theirs = (json.loads(e.dumps().split(b"\n", 1)[1]) for e in (eng, ref))
+        peaks = mine["stats"].pop("peak_retained"), theirs["stats"].pop("peak_retained")
+        assert mine == theirs and (peaks[0] < peaks[1] if not frac else peaks[0] == peaks[1])
         sides += side
     assert {r[1] for r in sides} == {"late", "error"}
+
+
+def test_the_engine_moves_its_own_watermark_only_where_it_is_spark_s():
+    """``_own_watermark_from``: the index of a group's time-ordered records from which the engine may move its
+    watermark with them: where time - lateness reaches the engine's watermark (never back), and only when the
+    largest time - lateness is exactly the watermark Spark will compute (its milliseconds, its range)."""
+    from types import SimpleNamespace as NS
+
+    from cep.connectors import spark as S
+
+    def at(times, wm=100, mx=None, lateness=5, unit="s", spec_lateness=None):
+        spec = S.pattern_spec("PATTERN p SEQ(A a, B b) WITHIN 10", time_unit=unit,
+                              lateness=lateness if spec_lateness is None else spec_lateness)
+        return S._own_watermark_from(NS(lateness=lateness, max_ts=mx, watermark=wm), [NS(ts=t) for t in times],
+                                     spec)
+
+    times = [90, 100, 104, 105, 110]
+    assert at(times) == 3  # 105 - 5 reaches the watermark 100: the records before it hold it
+    assert at(times, mx=120) == 0 and at(times, wm=None) == 0  # already there; no watermark yet
+    assert at(times, mx=103) == 3  # the group's earlier records were below it
+    assert at([], wm=100) is None
+    assert at([*times[:-1], 110.0004]) is None  # finer than Spark's milliseconds
+    assert at([*times[:-1], 110.5]) == 3  # whole milliseconds
+    assert at([90_000, 105_000], wm=100_000, lateness=5_000, unit="ms") == 1
+    assert at([90_000, 105_001], wm=100_000, lateness=5_000, unit="us") is None
+    assert at([90_000, 105_000], wm=100_000, lateness=5_000, unit="us") == 1
+    assert at([90, 10**10], wm=100) is None  # beyond the range of Spark's time column
+    assert at(times, lateness=5.0, spec_lateness=5) is None  # a float watermark where Spark's is an integer
 
 
 def test_progress_reads_the_recent_reports_only_when_a_new_one_came():
