@@ -16,6 +16,8 @@ from __future__ import annotations
 import os
 import sys
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from bench.engine_instructions import cachegrind_count
@@ -38,18 +40,26 @@ def instructions(checkout: str, mode: str, pattern: str, data: str) -> int:
     return cachegrind_count(checkout, _CHILD, mode, pattern, data)
 
 
+@contextmanager
+def head_and_empty(data: str, n: int) -> Iterator[tuple[Path, Path]]:
+    """Two temporary JSON lines files: the first ``n`` records of ``data`` (or all) and none. A count over the
+    first minus the count over the second is the records' own part (start-up, imports and compilation cancel)."""
+    with tempfile.TemporaryDirectory() as d:
+        head, empty = Path(d) / "head.jsonl", Path(d) / "empty.jsonl"
+        with open(data, "rb") as f, head.open("wb") as g:
+            for _i, line in zip(range(n), f, strict=False):
+                g.write(line)
+        empty.write_bytes(b"")
+        yield head, empty
+
+
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if len(args) < 4:
         print(__doc__.strip().splitlines()[-2], file=sys.stderr)
         return 2
     pattern, data, n = os.path.abspath(args[0]), os.path.abspath(args[1]), int(args[2])
-    with tempfile.TemporaryDirectory() as d:
-        head, empty = Path(d) / "head.jsonl", Path(d) / "empty.jsonl"
-        with open(data, "rb") as f, head.open("wb") as g:
-            for _i, line in zip(range(n), f, strict=False):  # the first n lines (or all)
-                g.write(line)
-        empty.write_bytes(b"")
+    with head_and_empty(data, n) as (head, empty):
         for checkout in args[3:]:
             got = {mode: (instructions(checkout, mode, pattern, str(head))
                           - instructions(checkout, mode, pattern, str(empty))) / n for mode in ("floor", "loop")}

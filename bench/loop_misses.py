@@ -22,10 +22,8 @@ import os
 import re
 import subprocess
 import sys
-import tempfile
-from pathlib import Path
 
-from bench.loop_instructions import _CHILD
+from bench.loop_instructions import _CHILD, head_and_empty
 
 # cachegrind's summary lines -> our names
 _EVENTS = {"I": r"I\s+refs:\s+([\d,]+)", "I1 miss": r"I1\s+misses:\s+([\d,]+)",
@@ -55,12 +53,7 @@ def main(argv: list[str] | None = None) -> int:
         print(__doc__.strip().splitlines()[-2], file=sys.stderr)
         return 2
     pattern, data, n = os.path.abspath(args[0]), os.path.abspath(args[1]), int(args[2])
-    with tempfile.TemporaryDirectory() as d:
-        head, empty = Path(d) / "head.jsonl", Path(d) / "empty.jsonl"
-        with open(data, "rb") as f, head.open("wb") as g:
-            for _i, line in zip(range(n), f, strict=False):  # the first n lines (or all)
-                g.write(line)
-        empty.write_bytes(b"")
+    with head_and_empty(data, n) as (head, empty):
         print(f"per record (N={n}) | " + " | ".join(_EVENTS))
         for checkout in args[3:]:
             for mode in ("floor", "loop"):
