@@ -218,7 +218,7 @@ def test_the_in_order_queue_holds_the_leaf_tuples_themselves():
 
 
 def test_an_event_with_a_null_join_value_is_not_kept_and_makes_no_leaf_tuple():
-    """``handler._fused_leaf``: the null test on the value read (before the tuple is made) keeps the
+    """``handler._plain_insert``: the null test on the value read (before the tuple is made) keeps the
     old behaviour: the event takes a serial, nothing holds it, the next event's match is unchanged."""
     src = _handler_source(CARD, "Txn")
     assert "if a1 is None:" in src and "t[1] is None" not in src

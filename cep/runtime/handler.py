@@ -42,6 +42,7 @@ from cep import codegen
 from cep.errors import BatchInterrupted
 from cep.lang.expr import inline_conditions
 from cep.lang.gcq import TIME_ATTR
+from cep.runtime.iedyn import leaf_tuple_line
 from cep.runtime.output import new_matches_fn
 
 if TYPE_CHECKING:  # the engine builds its handlers; this module only reads its structures
@@ -99,12 +100,14 @@ class _Source:
         return codegen.define(label, "\n".join(self.lines) + "\n", entry, self.env)
 
 
-def _leaf_shape(src: _Source, eng: Engine, ri: int, ai: int, ts: str = "e.ts") -> tuple[list[str], str | None]:
+def _leaf_shape(src: _Source, eng: Engine, ri: int, ai: int,
+                ts: str = "e.ts") -> tuple[list[str], list[str], str | None]:
     """The lines setting ``t`` to atom ``ai``'s leaf tuple of event ``e`` (fields ``f``, serial
-    ``s``, time ``ts``) and the condition under which it is not inserted (a null join value)."""
-    lines, null, env = eng.runtimes[ri].leaf_source(ai, ts)
+    ``s``, time ``ts``), the tuple's items, and the condition (on the values read, before the
+    tuple is made) under which it is not inserted (a null join value)."""
+    reads, items, null, env = eng.runtimes[ri].leaf_source(ai, ts)
     src.env.update(env)
-    return lines, null
+    return [*reads, leaf_tuple_line("t", items)], items, null
 
 
 def _mark(src: _Source, indent: int) -> None:
@@ -213,15 +216,10 @@ def _entry_layout(eng: Engine, qi: int) -> tuple[int, int, int] | None:
             return None
         shapes = set()
         for r, ai, *_x in eng.route.get(etype, ()):
-            lines, null, _env = eng.runtimes[r].leaf_source(ai, "ts")
-            shapes.add((*lines, str(null)))
+            reads, items, null, _env = eng.runtimes[r].leaf_source(ai, "ts")
+            shapes.add((*reads, leaf_tuple_line("t", items), str(null)))
         if len(shapes) != 1:
             return None
-        (*lines, _null), = shapes
-        last = lines[-1] if lines else ""
-        if not (last.startswith("t = (") and last.endswith(")")):
-            return None
-        items = [x for x in last[len("t = ("):-1].split(", ") if x]
         if items.count("ts") != 1 or items.count("s") != 1:
             return None
         got = (items.index("ts"), items.index("s"), len(items))
@@ -437,15 +435,17 @@ def _insert_body(src: _Source, eng: Engine, etype: str, emit: bool) -> None:
     # each distinct leaf-tuple shape once, when one of its atoms passes its filter
     shapes: dict[tuple[str, ...], tuple[str, list[int]]] = {}
     null_of: dict[str, str | None] = {}
+    items_of: dict[str, list[str]] = {}
     for j, (ri, ai, *_rest) in enumerate(entries):
-        lines, null = _leaf_shape(src, eng, ri, ai, "ts")  # the body's local: the event's time
+        lines, items, null = _leaf_shape(src, eng, ri, ai, "ts")  # the body's local: the event's time
         got = shapes.setdefault((*lines, str(null)), (f"t{len(shapes)}", []))
         got[1].append(j)
         null_of[got[0]] = null
+        items_of[got[0]] = items
     tuple_of: dict[int, str] = {}
     fp = "_fp" if src.exit == "continue" else "eng._fp_enabled"  # the batch loop holds it in a local
     if eng.share is None and etype not in eng.gap_route and len(shapes) == 1:
-        _plain_insert(src, eng, entries, conds, shapes, null_of, emit, tuple_of)
+        _plain_insert(src, eng, entries, conds, shapes, null_of, items_of, emit, tuple_of)
     else:
         if etype not in eng.gap_route:
             src.add(1, "E[s] = e", "mask = 0")
@@ -483,33 +483,9 @@ def _insert_body(src: _Source, eng: Engine, etype: str, emit: bool) -> None:
         src.add(1, "eng._n_inserted += 1", "n = len(E)", "if n > eng._peak_retained:", "    eng._peak_retained = n")
 
 
-def _fused_leaf(lines: list[str], null: str | None, tv: str) -> list[str] | None:
-    """A leaf tuple's lines (``PatternRuntime.leaf_source``: values read into locals, then ``t = (...)``,
-    and its null test ``t[i] is None or ...``) rewritten for ``_plain_insert``: the null test on the
-    locals, before the tuple is made (an event with a null join value makes none), and the tuple
-    made as ``tv`` (no copy of ``t``); the body's exit follows the null test as ``{exit}``.  None
-    when the lines are not of that form.  Why: the test read the tuple back (a subscript per
-    value) and the copy was one more store and load per kept event."""
-    last = lines[-1] if lines else ""
-    if not (last.startswith("t = (") and last.endswith(")")):
-        return None
-    items = [x for x in last[len("t = ("):-1].split(", ") if x]
-    tests = []
-    for part in null.split(" or ") if null else []:
-        if not (part.startswith("t[") and part.endswith("] is None") and part[2:-9].isdigit()):
-            return None
-        i = int(part[2:-9])
-        if i >= len(items) or not items[i].isidentifier():
-            return None
-        tests.append(f"{items[i]} is None")
-    out = list(lines[:-1])
-    if tests:
-        out += [f"if {' or '.join(tests)}:", "    {exit}"]
-    return [*out, f"{tv} = " + last[len("t = "):]]
-
-
 def _plain_insert(src: _Source, eng: Engine, entries: list, conds: list[str | None], shapes: dict,
-                  null_of: dict[str, str | None], emit: bool, tuple_of: dict[int, str]) -> None:
+                  null_of: dict[str, str | None], items_of: dict[str, list[str]], emit: bool,
+                  tuple_of: dict[int, str]) -> None:
     """``_insert_body``'s lines for a whole engine (no worker share) and a type of no gap index whose
     atoms share one leaf-tuple shape (card testing's s1, s2 and big): the tuple is computed once
     the filters let the event in (``_insert_body``'s ``passed``), an event with a null join value
@@ -521,15 +497,12 @@ def _plain_insert(src: _Source, eng: Engine, entries: list, conds: list[str | No
     removal of an event no atom takes, a mask built bit by bit and tested), not the update paths."""
     ((*lines, _null), (tv, _users)), = shapes.items()
     null = null_of[tv]
-    fused = _fused_leaf(lines, null, tv)
-    if fused is not None:  # the null test on the values read, then the tuple made as ``tv`` itself
-        src.add(1, *(line.replace("{exit}", src.exit) for line in fused))
-    else:
-        src.add(1, *lines)
-        if null:
-            src.add(1, f"if {null}:", f"    {src.exit}")  # no atom can take it: it only took a serial
-        src.add(1, f"{tv} = t")
-    src.add(1, "E[s] = e")
+    # the null test on the values read, before the tuple is made (an event with a null join value
+    # makes none: no atom can take it, it only took a serial), then the tuple made as ``tv`` itself
+    src.add(1, *lines[:-1])
+    if null:
+        src.add(1, f"if {null}:", f"    {src.exit}")
+    src.add(1, leaf_tuple_line(tv, items_of[tv]), "E[s] = e")
     groups: list[tuple[str | None, list[int]]] = []  # atoms in a row under one test share its ``if``
     for j in range(len(entries)):
         if groups and groups[-1][0] == conds[j]:
@@ -820,7 +793,7 @@ def _expire_one(src: _Source, eng: Engine, ri: int, qmask: int, indent: int, kee
     atoms = [(j, ai) for j, (r, ai) in enumerate(eng._slots) if r == ri and qmask >> j & 1]
     shapes: dict[tuple[str, ...], tuple[str, int, list[str]]] = {}
     for j, ai in atoms:
-        lines, null = _leaf_shape(src, eng, ri, ai)
+        lines, _items, null = _leaf_shape(src, eng, ri, ai)
         tv, bits, _lines = shapes.get((*lines, str(null)), (f"t{len(shapes)}", 0, lines))
         shapes[(*lines, str(null))] = (tv, bits | 1 << j, lines)
     tuple_of = {}

@@ -28,7 +28,7 @@ negative deltas through a path of its own (``_compile_drop``) and enumerates not
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from itertools import accumulate
 from typing import Any
 
@@ -646,6 +646,10 @@ def _group_delta(n: _Node, d: dict[tuple, int]) -> dict[Any, list[tuple]]:
     return groups
 
 
+def leaf_tuple_line(target: str, items: Sequence[str]) -> str:
+    """The line that makes a leaf tuple of ``items`` (``PatternRuntime.leaf_source``) as ``target``."""
+    return f"{target} = (" + "".join(f"{x}, " for x in items) + ")"
+
 class PatternRuntime:
     """Executes one pattern's physical plan: its (T, N)-representation and operations."""
 
@@ -795,11 +799,13 @@ class PatternRuntime:
 
     @staticmethod
     def _leaf_tuple(atom, leaf_vars: tuple[str, ...], var_atoms: dict[str, int],
-                    ts: str = "e.ts") -> tuple[list[str], str | None]:
-        """Source lines that set ``t`` to the leaf tuple of event ``e`` (fields ``f``) with
-        serial ``s``, and the condition under which it is not inserted (a join value is
-        null), if any.  A field value is read once and canonicalized only when it is of a
-        type that needs it (``_canon_scalar``: booleans, lists, dicts)."""
+                    ts: str = "e.ts") -> tuple[list[str], list[str], str | None]:
+        """The leaf tuple of event ``e`` (fields ``f``) with serial ``s``, as source: the lines that
+        read its values into locals, its items (expressions over them, ``s`` and ``ts``: the tuple
+        is ``(items...)``, ``leaf_tuple_line``), and the condition under which it is not inserted
+        (a join value is null), if any, on those locals.  A field value is read once and
+        canonicalized only when it is of a type that needs it (``_canon_scalar``: booleans, lists,
+        dicts)."""
         lines = []
         items = []
         joins = []
@@ -815,9 +821,8 @@ class PatternRuntime:
                 items.append(x)
                 if var_atoms.get(v, 0) > 1:
                     joins.append(i)
-        lines.append("t = (" + "".join(f"{x}, " for x in items) + ")")
         # the join values' own variables (not ``t[i]``: no subscript per event)
-        return lines, (" or ".join(f"{items[i]} is None" for i in joins) or None)
+        return lines, items, (" or ".join(f"{items[i]} is None" for i in joins) or None)
 
     def _compile_leaf(self, atom: int, leaf: int, var_atoms: dict[str, int]) -> tuple[Callable, Callable]:
         """The atom's extractor (event, serial -> leaf tuple or None) and its insert
@@ -825,7 +830,8 @@ class PatternRuntime:
         and update path in one call)."""
         a = self.pattern.atoms[atom]
         pn = self.plan.nodes[leaf]
-        body, null = self._leaf_tuple(a, pn.vars, var_atoms)
+        reads, items, null = self._leaf_tuple(a, pn.vars, var_atoms)
+        body = [*reads, leaf_tuple_line("t", items)]
         name = self.pattern.name
         head = ["    f = e.fields"] + [f"    {line}" for line in body]
         env: dict[str, Any] = {"canon": _canon_scalar, "ODD": _ODD}
@@ -865,19 +871,21 @@ class PatternRuntime:
             return None
         return S.groups, list(S.probe_key_pos)
 
-    def leaf_source(self, atom: int, ts: str = "e.ts") -> tuple[list[str], str | None, dict[str, Any]]:
+    def leaf_source(self, atom: int, ts: str = "e.ts") -> tuple[list[str], list[str], str | None, dict[str, Any]]:
         """Atom ``atom``'s leaf tuple as source, for code generated elsewhere (the engine's
-        per-type handlers, ``cep.runtime.handler``): unindented lines setting ``t`` from event
-        ``e`` (fields ``f``, time ``ts``: an expression, a local where the caller has one) and
-        serial ``s``, the condition under which the tuple is not inserted (None: always
-        inserted), and the names the lines use."""
+        per-type handlers, ``cep.runtime.handler``), from event ``e`` (fields ``f``, time ``ts``:
+        an expression, a local where the caller has one) and serial ``s``: unindented lines that
+        read its values into locals, its items (``leaf_tuple_line`` makes the tuple of them, under
+        the caller's name), the condition on those locals under which the tuple is not inserted
+        (None: always inserted), and the names the lines use.  Items rather than a finished line:
+        the caller places the time and the serial by them (``handler._entry_layout``)."""
         var_atoms: dict[str, int] = {}
         for a in self.pattern.atoms:
             for v in a.vars:
                 var_atoms[v] = var_atoms.get(v, 0) + 1
-        lines, null = self._leaf_tuple(self.pattern.atoms[atom], self.plan.nodes[self._leaf_of_atom[atom]].vars,
-                                       var_atoms, ts)
-        return lines, null, {"canon": _canon_scalar, "ODD": _ODD}
+        reads, items, null = self._leaf_tuple(self.pattern.atoms[atom], self.plan.nodes[self._leaf_of_atom[atom]].vars,
+                                              var_atoms, ts)
+        return reads, items, null, {"canon": _canon_scalar, "ODD": _ODD}
 
     # ----------------------------------------------------------------- updates
 
