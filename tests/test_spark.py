@@ -360,6 +360,9 @@ def test_the_engine_moves_its_own_watermark_only_where_it_is_spark_s():
     assert at([90_000, 105_000], wm=100_000, lateness=5_000, unit="us") == 1
     assert at([90, 10**10], wm=100) is None  # beyond the range of Spark's time column
     assert at(times, lateness=5.0, spec_lateness=5) is None  # a float watermark where Spark's is an integer
+    # event times at or below zero (Spark's time column takes them): the same rule
+    assert at([-30, -20, -16, -15, -10], wm=-20) == 3 and at([-30, -20, -16, -15, 0], wm=-20) == 3
+    assert at([-3, -1], wm=None) == 0
 
 
 def test_progress_reads_the_recent_reports_only_when_a_new_one_came():
