@@ -61,6 +61,7 @@ from cep.units import check_time_unit, parse_duration
 
 TICK = 256  # records between housekeeping checks
 LINES = True  # JSON lines files and stdin take the raw-lines path (``_Run.loop``; tests compare it with the pairs path)
+FUSED = True  # ... and their plain batches the engine's own decoding loop (``Engine.push_lines``; tests compare)
 
 
 
@@ -347,6 +348,39 @@ class _Run:
                     raise RunError(f"{where_}: internal error: {type(cause).__name__}: {cause}") from None
             return None
 
+        def apply_lines(batch: list[bytes], first: int) -> tuple[int, int | None]:
+            """``apply`` for raw lines the engine decodes itself (``Engine.push_lines``; the batch
+            passed ``decode.plain``): how many lines it took (it stops at the first its loop does
+            not decode; the caller decodes that one and the rest) and an exit status to stop with.
+            A late record goes to the late output, anything else an event raises stops the run, as
+            in ``apply`` (there is no retraction in such a batch)."""
+            nonlocal nout
+            start = 0
+            end = len(batch)
+            while start < end:
+                try:
+                    took, outs = push_lines(batch[start:] if start else batch, first + start, tf, tsf)
+                except BatchInterrupted as bi:
+                    nout += write(bi.outputs)
+                    i = start + bi.index
+                    start = i + 1
+                    cause = bi.__cause__
+                    if isinstance(cause, LateEventError):
+                        self.late += 1
+                        if late_sink is not None:
+                            late_sink.write(raw_line(batch[i]), None)
+                        continue
+                    self.records = n + i + 1
+                    if not isinstance(cause, Exception) or os.environ.get("CEP_DEBUG"):
+                        flush()  # Ctrl-C: what the events before it completed is written first
+                        raise cause from None
+                    line = self._line_of(str(first + i))
+                    where_ = f"input line {line}" if line is not None else f"input record {first + i}"
+                    raise RunError(f"{where_}: internal error: {type(cause).__name__}: {cause}") from None
+                nout += write(outs)
+                return start + took, None
+            return end, None
+
         # a partitioned source (Kafka): per-partition event time, the engine's watermark is the minimum
         # over the active partitions minus the lateness; ticks (batch None) say a partition went idle
         clock = None
@@ -356,14 +390,22 @@ class _Run:
         # strings, no pairs: made only for what goes off the fast path)
         take_lines = src.take_lines if type(src) is JsonlSource and o.fmt != "csv" and LINES else None
         many_lines = decode.lines if take_lines is not None else None
+        # plain batches of such lines: the engine's loop decodes them (``Engine.push_lines``); not
+        # with a watermark a source or the wall clock moves (below), nor with a decoder or an engine
+        # that has no such path (a wrapped decoder times each record: bench.where_time_goes)
+        plain = getattr(decode, "plain", None)
+        push_lines = getattr(eng, "push_lines", None) if take_lines is not None and FUSED and plain else None
+        tf, tsf = o.type_field, o.time_field
         first: int | None = None
         if eng.own_watermark:
             if self.idle is not None:  # a quiet input's watermark follows the wall clock
                 batches = _with_idle(take, BATCH, self.idle, self._idle_advance)
+                push_lines = None
             else:
                 batches = None
         else:
             batches = src.partitioned_batches()
+            push_lines = None
             clock = src.clock
             many = no_fast_path  # each record's time moves its partition's clock: one at a time
             observe = clock.observe
@@ -414,10 +456,23 @@ class _Run:
                                 flush()
                         continue
                 n0 = nout
+                if push_lines is not None and first is not None and plain(batch):
+                    took, status = apply_lines(batch, first)
+                    n += took
+                    if status is not None:
+                        self.outputs = nout
+                        return status
+                    if took < len(batch):  # a line the engine's loop does not decode: the rest as below
+                        batch = batch[took:]
+                        first += took
+                    else:
+                        batch = None
                 lo, n_lo = 0, n  # where the run of events ``evs`` starts in the batch (``apply``)
                 # the leading records of the decoder's fast path in one call (``decode.many``);
                 # the first other record (slow path, bad, blank) and those after it one at a time
-                if first is not None:
+                if batch is None:  # taken whole by the engine's own decoding loop
+                    evs, batch, k = [], (), 0
+                elif first is not None:
                     evs = many_lines(batch, first)
                     k = len(evs)
                     if k < len(batch):  # a record off the fast path: the pairs, for what follows

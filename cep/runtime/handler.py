@@ -38,8 +38,11 @@ import heapq
 import math
 from typing import TYPE_CHECKING, Any
 
+from orjson import loads as orjson_loads
+
 from cep import codegen
 from cep.errors import BatchInterrupted
+from cep.event import LineEvent
 from cep.lang.expr import inline_conditions
 from cep.lang.gcq import TIME_ATTR
 from cep.runtime.iedyn import leaf_tuple_line
@@ -82,6 +85,11 @@ class _Source:
         # loop is written once for each, so neither tests ``own_watermark`` per event (``_batch``)
         self.own = True
         self.inserts = False  # the batch loop's copy for a batch its caller says holds inserts only
+        # the batch loop's copy over raw JSON lines (``Engine.push_lines``): the record is decoded in
+        # the loop (the dict ``f``, ``typ``, ``ts``) and its Event made only when something reads it
+        # (``_make_event``: ``has_e``, per type's body)
+        self.fused = False
+        self.has_e = True
         self.made: dict[Any, Any] = {}  # functions made for the lines, by what they are (made once)
 
     def name(self, prefix: str, obj: Any) -> str:
@@ -108,6 +116,16 @@ def _leaf_shape(src: _Source, eng: Engine, ri: int, ai: int,
     reads, items, null, env = eng.runtimes[ri].leaf_source(ai, ts)
     src.env.update(env)
     return [*reads, leaf_tuple_line("t", items)], items, null
+
+
+def _make_event(src: _Source, indent: int = 1) -> None:
+    """In the batch loop's copy over raw lines (``src.fused``), the lines that make the record's
+    Event ``e`` (a ``LineEvent``: its position is the line number ``_i``) before the first line of
+    the type's body that reads it (a filter call, ``E[s] = e``); nothing when it is made already.
+    Why: an event no atom keeps (card testing: an amount between 100 and 400) never needs one."""
+    if src.fused and not src.has_e:
+        src.add(indent, "e = LE()", "e.type = typ", "e.ts = ts", "e.fields = f", "e._n = _i", "e.op = '+'")
+        src.has_e = True
 
 
 def _mark(src: _Source, indent: int) -> None:
@@ -262,7 +280,9 @@ def _expire_inline(src: _Source, eng: Engine, indent: int) -> None:
         src.add(indent + 2, f"t = {q}.popleft()", f"{_unpack_entry(layout)} = t",
                 f"_old = {q}[0][{layout[0]}] if {q} else inf",
                 "if _ts >= _lim:", f"    {q}.appendleft(t)", "    _old = _ts", "else:")
-    _expire_entry(src, eng, ri, qmask, indent + 3, keep="e", known=layout is not None)
+    # an expired event read from ``E`` goes into ``e`` and ``f``: the loop's own is kept and restored
+    # (over raw lines the record's dict ``f``: its Event is made after the expiry, ``_make_event``)
+    _expire_entry(src, eng, ri, qmask, indent + 3, keep="f" if src.fused else "e", known=layout is not None)
     # more due (a burst at one time, a jump of the watermark): the rest as ``expire``'s batch
     src.add(indent + 3, "if _old < _lim:", *(f"    {x}" for x in call))
 
@@ -301,6 +321,7 @@ def _filters(src: _Source, entries: list[tuple[int, int, Any, int]], eng: Engine
         inlined = inline_conditions([x for _j, x in exprs], access, f"_c{src.bodies}_")
     out: list[str | None] = [None] * len(atoms)
     if inlined is None:
+        _make_event(src)
         for j, _x in exprs:
             out[j] = f"p{j}"
             src.add(1, f"p{j} = {src.name('flt', atoms[j].filter)}(e)")
@@ -408,7 +429,8 @@ def _insert_body(src: _Source, eng: Engine, etype: str, emit: bool) -> None:
     type ``etype`` it qualifies for, emit (``emit``) what that completes, and keep it (holders,
     expiry queues, counters) when something holds it."""
     entries = eng.route.get(etype, [])
-    src.add(1, "f = e.fields")
+    if not src.fused:  # (over raw lines ``f`` is the record's dict already)
+        src.add(1, "f = e.fields")
     early = eng.share is not None and not eng._shadowed
     owns: dict[int, str] = {}
     if early:  # a worker without shadows: an event it owns for no pattern is not even filtered
@@ -422,6 +444,7 @@ def _insert_body(src: _Source, eng: Engine, etype: str, emit: bool) -> None:
     conds = _filters(src, entries, eng)
     passed = None  # the test every kept event passed already
     if etype in eng.gap_route:
+        _make_event(src)
         src.add(1, "E[s] = e", "mask = 0")
         if not early:
             owns = _owners(src, eng, etype)
@@ -448,6 +471,7 @@ def _insert_body(src: _Source, eng: Engine, etype: str, emit: bool) -> None:
         _plain_insert(src, eng, entries, conds, shapes, null_of, items_of, emit, tuple_of)
     else:
         if etype not in eng.gap_route:
+            _make_event(src)
             src.add(1, "E[s] = e", "mask = 0")
         _general_insert(src, eng, entries, conds, passed, shapes, null_of, emit, owns, tuple_of)
         src.add(1, "if not mask:", "    del E[s]", f"    {src.exit}", "H[s] = mask")
@@ -502,7 +526,9 @@ def _plain_insert(src: _Source, eng: Engine, entries: list, conds: list[str | No
     src.add(1, *lines[:-1])
     if null:
         src.add(1, f"if {null}:", f"    {src.exit}")
-    src.add(1, leaf_tuple_line(tv, items_of[tv]), "E[s] = e")
+    src.add(1, leaf_tuple_line(tv, items_of[tv]))
+    _make_event(src)
+    src.add(1, "E[s] = e")
     groups: list[tuple[str | None, list[int]]] = []  # atoms in a row under one test share its ``if``
     for j in range(len(entries)):
         if groups and groups[-1][0] == conds[j]:
@@ -621,7 +647,10 @@ def _push_body(src: _Source, eng: Engine, etype: str | None) -> None:
     # the late test: in the loop of an engine that owns its watermark, ``wm`` is never None
     # (``NOWM`` stands in for it); with a source's watermark it stays None until the source moves it
     late = "ts < wm" if src.own else "wm is not None and ts < wm"
-    src.add(1, "ts = e.ts", f"if {late}:", "    _nc = _i", "    eng._late(ts, wm)")
+    src.has_e = not src.fused  # over raw lines the Event is made where the body first reads it
+    if not src.fused:
+        src.add(1, "ts = e.ts")
+    src.add(1, f"if {late}:", "    _nc = _i", "    eng._late(ts, wm)")
     # the check may switch the fingerprint index on (its first retraction): the loop's copy of
     # the switch follows at once, since the expiry this move runs must take events out of it
     if not src.inserts:  # (the loop for a batch of inserts only tests no op: ``_batch``)
@@ -651,7 +680,8 @@ def _batch(eng: Engine, expire: Any) -> Any:
     ``_push_body``), the fingerprint switch and the single window's oldest time; they are written
     back when it ends, when it raises, and before a call that reads them (``_handover``)."""
     src = _Source(eng)
-    src.env.update(expire=expire, BatchInterrupted=BatchInterrupted, NOWM=NOWM, NOMX=NOMX)
+    src.env.update(expire=expire, BatchInterrupted=BatchInterrupted, NOWM=NOWM, NOMX=NOMX, LE=LineEvent,
+                   loads=orjson_loads)
     src.write_through = bool(eng._decided)
     inline = len(eng._windowed) == 1 and not eng._gap_expiry
     src.old_local = eng._windowed[0][0] if inline else None
@@ -659,7 +689,10 @@ def _batch(eng: Engine, expire: Any) -> Any:
     # the watermark and the highest time before the first event: None on the engine, stand-ins in
     # the loop (``NOMX``: every time is above it; ``NOWM``, for an engine that owns its watermark:
     # no time is below it), so the per-event tests are one comparison each
-    src.add(0, "def batch(events, outs, inserts=False):", "    _i = _ke = _nc = -1", "    _k0 = _nexp = 0",
+    # ``first``: ``events`` are raw JSON lines, the first one line ``first`` (``Engine.push_lines``);
+    # the loop's index ``_i`` counts from it (0 for Events), and the loop returns how many it took
+    src.add(0, "def batch(events, outs, inserts=False, first=0, TF='type', TSF='ts'):", "    _i = first - 1",
+            "    _ke = _nc = -1", "    _k0 = _nexp = 0",
             "    wm, mx = eng.watermark, eng.max_ts", "    if mx is None:", "        mx = NOMX",
             "    _lateness = eng.lateness",
             "    _nev = eng._n_events", *(f"    {local} = eng.{attr}" for local, attr in state.items()),
@@ -675,38 +708,64 @@ def _batch(eng: Engine, expire: Any) -> Any:
     src.add(1, "try:")
     src.exit = "continue"
     types = sorted({*eng.route, *eng.gap_route})
-    # the loop three times: for an engine that owns its watermark (the events move it) and for one
+    # the loop four times: for an engine that owns its watermark (the events move it) and for one
     # whose source moves it (``Engine.own_watermark``, read once per batch, not tested per event);
     # the first, again for a batch its caller says holds inserts only (``inserts``: no op tested
-    # per event; ``Engine.push_batch``)
-    for own, inserts in ((True, True), (True, False), (False, False)):
-        src.own, src.inserts = own, inserts
+    # per event; ``Engine.push_batch``), and for raw JSON lines of inserts only (``first``: the
+    # decoding fused into the loop, ``_fused_head``; ``Engine.push_lines``)
+    for own, inserts, fused in ((True, True, True), (True, True, False), (True, False, False), (False, False, False)):
+        src.own, src.inserts, src.fused = own, inserts, fused
         src.base = 0
-        if own and inserts:
-            src.add(2, "if eng.own_watermark:", "    if wm is None:", "        wm = NOWM", "    if inserts:")
+        if fused:
+            src.add(2, "if eng.own_watermark:", "    if wm is None:", "        wm = NOWM", "    if first:")
+        elif own and inserts:
+            src.add(3, "elif inserts:")
         elif own:
             src.add(3, "else:")
         else:
             src.add(2, "else:")
         top = 4 if own else 3  # the loop's indent
-        src.add(top, "for _i, e in enumerate(events):")
-        if len(types) > 1:
-            src.add(top + 1, "_typ = e.type")
+        if fused:
+            _fused_head(src, top)
+        else:
+            src.add(top, "for _i, e in enumerate(events):")
+            if len(types) > 1:
+                src.add(top + 1, "_typ = e.type")
         for j, etype in enumerate([*types, None]):
             src.base = top
             if types:
-                test = "e.type" if len(types) == 1 else "_typ"
+                test = "typ" if fused else "e.type" if len(types) == 1 else "_typ"
                 src.add(1, "else:" if etype is None else f"elif {test} == {etype!r}:" if j else f"if {test} == {etype!r}:")
                 src.base = top + 1
             src.add(1, f"# {etype if etype is not None else 'an event of another type'}")
+            if fused:  # the record's own checks (``decode.lines``'), after the type's test
+                number = "type(ts) is not int and type(ts) is not float"
+                bad = number if etype is not None else f"type(typ) is not str or not typ or {number}"
+                src.add(1, f"if {bad}:  # not for this loop: the caller decodes it", "    _i -= 1", "    break")
             _push_body(src, eng, etype)
-    src.own, src.inserts = True, False
+    src.own, src.inserts, src.fused = True, False, False
     src.base = 0
     src.add(1, "except BaseException as x:  # what the failing event emitted is dropped, as with one push",
-            "    if _ke == _i:", "        del outs[_k0:]", "    eng._n_events = _nev + _i + (_nc != _i)",
-            *(f"    {line}" for line in back), "    raise BatchInterrupted(_i, outs) from x",
-            "eng._n_events = _nev + _i + 1", *back)
+            "    if _ke == _i:", "        del outs[_k0:]", "    eng._n_events = _nev + _i - first + (_nc != _i)",
+            *(f"    {line}" for line in back), "    raise BatchInterrupted(_i - first, outs) from x",
+            "eng._n_events = _nev + _i - first + 1", *back, "return _i - first + 1")
     return src.define(f"engine: push a batch ({_names(eng)})", "batch")
+
+
+def _fused_head(src: _Source, top: int) -> None:
+    """The head of the batch loop's copy over raw JSON lines (``Engine.push_lines``): each line
+    decoded as ``decode.lines`` does (``cep.io.readers``), into the record's dict ``f``, its type
+    ``typ`` and time ``ts``; a line that is not for this loop (not a JSON object with a type and a
+    numeric time: the type's body tests the rest) ends it before it changes anything (``_i`` is
+    then the number of lines taken, minus one, as after the last).  The caller gives only lines
+    that need no more (``decode.plain``: no nested value, no big integer, no op field).
+
+    Why: decoding into Events and then looping over them was two loops per batch, and an Event
+    made (and its slots set) for every record, also for the many no atom keeps (card testing's
+    amounts between 100 and 400); here the Event is made where the body first reads it."""
+    src.add(top, "for _i, raw in enumerate(events, first):", "    try:", "        f = loads(raw)",
+            "        typ = f[TF]", "        ts = f[TSF]", "    except Exception:  # the caller's decoder says why",
+            "        _i -= 1", "        break")
 
 
 def quiet_inserter(eng: Engine, etype: str) -> Any:
