@@ -249,8 +249,14 @@ def _entry_layout(eng: Engine, qi: int) -> tuple[int, int, int] | None:
 
 def _unpack_entry(layout: tuple[int, int, int]) -> str:
     """The targets that unpack a leaf tuple of ``layout`` (``_entry_layout``) into ``_ts`` and ``s``."""
+    return ", ".join(_entry_items(layout))
+
+
+def _entry_items(layout: tuple[int, int, int]) -> list[str]:
+    """The locals a leaf tuple of ``layout`` is unpacked into: ``_ts`` (its time), ``s`` (its serial),
+    ``_u<k>`` (item ``k``, read by an expiry guard without a subscript, ``_guarded``)."""
     i, j, n = layout
-    return ", ".join("_ts" if k == i else "s" if k == j else "_" for k in range(n))
+    return ["_ts" if k == i else "s" if k == j else f"_u{k}" for k in range(n)]
 
 
 def _expire_inline(src: _Source, eng: Engine, indent: int) -> None:
@@ -282,7 +288,8 @@ def _expire_inline(src: _Source, eng: Engine, indent: int) -> None:
                 "if _ts >= _lim:", f"    {q}.appendleft(t)", "    _old = _ts", "else:")
     # an expired event read from ``E`` goes into ``e`` and ``f``: the loop's own is kept and restored
     # (over raw lines the record's dict ``f``: its Event is made after the expiry, ``_make_event``)
-    _expire_entry(src, eng, ri, qmask, indent + 3, keep="f" if src.fused else "e", known=layout is not None)
+    _expire_entry(src, eng, ri, qmask, indent + 3, keep="f" if src.fused else "e",
+                  known=None if layout is None else _entry_items(layout))
     # more due (a burst at one time, a jump of the watermark): the rest as ``expire``'s batch
     src.add(indent + 3, "if _old < _lim:", *(f"    {x}" for x in call))
 
@@ -389,7 +396,7 @@ def _gap_pattern(eng: Engine, ix: Any) -> int:
     return next(ri for ri, c in enumerate(eng.checks) if c is not None and any(x is ix for x in c.indexes))
 
 
-def _guarded(src: _Source, eng: Engine, ri: int, ai: int, tv: str) -> str | None:
+def _guarded(src: _Source, eng: Engine, ri: int, ai: int, tv: str, items: list[str] | None = None) -> str | None:
     """The test under which atom ``ai``'s update path can change something for leaf tuple ``tv``
     (``PatternRuntime.entry_guard``: its sibling's index has the tuple's key), or None when it
     must always be called.  Why: card testing's s1 stores nothing itself, and on a sparse stream
@@ -398,10 +405,9 @@ def _guarded(src: _Source, eng: Engine, ri: int, ai: int, tv: str) -> str | None
     if guard is None:
         return None
     groups, positions = guard
-    if len(positions) == 1:
-        key = f"{tv}[{positions[0]}]"
-    else:
-        key = "(" + "".join(f"{tv}[{p}], " for p in positions) + ")"
+    # the tuple's items where the caller has them in locals (the insert: no subscript per event)
+    at = [items[p] if items is not None else f"{tv}[{p}]" for p in positions]
+    key = at[0] if len(at) == 1 else "(" + "".join(f"{x}, " for x in at) + ")"
     return f"{src.name('GG', groups)}.get({key}) is not None"
 
 
@@ -548,7 +554,7 @@ def _plain_insert(src: _Source, eng: Engine, entries: list, conds: list[str | No
             src.add(ind, f"# {eng.patterns[ri].name}: {eng.patterns[ri].atoms[ai].alias}")
             prop = src.name("prop", eng.runtimes[ri]._prop_of_atom[ai])
             at = ind
-            guard = _guarded(src, eng, ri, ai, tv)
+            guard = _guarded(src, eng, ri, ai, tv, items_of[tv])
             if guard is not None:
                 src.add(ind, f"if {guard}:")
                 at = ind + 1
@@ -813,7 +819,7 @@ def _expiry(eng: Engine) -> Any:
 
 
 def _expire_entry(src: _Source, eng: Engine, ri: int, qmask: int, indent: int, keep: str | None = None,
-                  known: bool = False) -> None:
+                  known: list[str] | None = None) -> None:
     """Lines that expire the queue entry just popped (serial ``s``, leaf tuple ``t`` or None) of
     pattern ``ri``'s window (atoms ``qmask``): out of the atoms holding it (in a worker, only the
     pairs it owns are in its indexes), then its holder bits cleared and the event forgotten when
@@ -823,7 +829,11 @@ def _expire_entry(src: _Source, eng: Engine, ri: int, qmask: int, indent: int, k
     loop = src.exit == "continue"  # in the batch loop: the switch and the counter are its locals
     # the event's holder bits leave with it (one dict operation, not a get and a del); bits of
     # other holders (another pattern's atoms, a gap index, another worker's shadows) go back
-    src.add(indent, "m = H.pop(s, 0)", f"if m & {held}:")
+    every = (1 << eng._shift) - 1
+    if eng._shadowed:
+        every |= every << eng._shift
+    # ``H`` holds no 0: when no other holder can share the event, a mask is 0 or all within ``held``
+    src.add(indent, "m = H.pop(s, 0)", f"if m & {held}:" if every & ~held else "if m:")
     if held != qmask:  # a worker: only the pairs it owns are in its indexes
         src.add(indent + 1, f"if m & {qmask}:")
         _expire_one(src, eng, ri, qmask, indent + 2, keep, known)
@@ -831,9 +841,6 @@ def _expire_entry(src: _Source, eng: Engine, ri: int, qmask: int, indent: int, k
         _expire_one(src, eng, ri, qmask, indent + 1, keep, known)
     forget = [f"if {'_fp' if loop else 'eng._fp_enabled'}:", "    eng._unindex_fp(s, E[s])", "del E[s]",
               "_nexp += 1" if loop else "eng._n_expired += 1"]
-    every = (1 << eng._shift) - 1
-    if eng._shadowed:
-        every |= every << eng._shift
     if every & ~held:
         src.add(indent + 1, f"m &= {~held}", "if m:", "    H[s] = m", "else:", *(f"    {x}" for x in forget))
         src.add(indent, "elif m:", "    H[s] = m")
@@ -842,12 +849,14 @@ def _expire_entry(src: _Source, eng: Engine, ri: int, qmask: int, indent: int, k
 
 
 def _expire_one(src: _Source, eng: Engine, ri: int, qmask: int, indent: int, keep: str | None = None,
-                known: bool = False) -> None:
+                known: list[str] | None = None) -> None:
     """Lines that take the event of serial ``s`` (holder mask ``m``, its queue entry's leaf tuple
     ``t`` or None) out of every atom of pattern ``ri`` holding it: the entry's tuple when it has
     one (the atoms holding the event share it), else each leaf-tuple shape computed (inline) once;
     each atom's expiry path (``PatternRuntime._drop_of_atom``).  ``keep``: a variable holding
-    another event (the batch loop's ``e``), restored after the expired event is read into ``e``."""
+    another event (the batch loop's ``e``), restored after the expired event is read into ``e``.
+    ``known``: the entry is the leaf tuple ``t`` itself, its items unpacked into these locals
+    (``_expire_inline``, ``_entry_items``)."""
     rt = eng.runtimes[ri]
     atoms = [(j, ai) for j, (r, ai) in enumerate(eng._slots) if r == ri and qmask >> j & 1]
     shapes: dict[tuple[str, ...], tuple[str, int, list[str]]] = {}
@@ -855,23 +864,25 @@ def _expire_one(src: _Source, eng: Engine, ri: int, qmask: int, indent: int, kee
         lines, _items, null = _leaf_shape(src, eng, ri, ai)
         tv, bits, _lines = shapes.get((*lines, str(null)), (f"t{len(shapes)}", 0, lines))
         shapes[(*lines, str(null))] = (tv, bits | 1 << j, lines)
-    tuple_of = {}
-    if not known:
-        src.add(indent, "if t is None:", *([f"    _kept = {keep}"] if keep else []), "    e = E[s]", "    f = e.fields")
+    tuple_of: dict[int, str] = {}
+    if known is not None:  # every atom holding the event holds ``t`` itself
+        for j, ai in reversed(atoms):
+            guard = _guarded(src, eng, ri, ai, "t", known)
+            src.add(indent, f"if m & {1 << j}{'' if guard is None else ' and ' + guard}:",
+                    f"    {src.name('drop', rt._drop_of_atom[ai])}(t)")
+        return
+    src.add(indent, "if t is None:", *([f"    _kept = {keep}"] if keep else []), "    e = E[s]", "    f = e.fields")
     for tv, bits, lines in shapes.values():
-        if known:
-            pass
-        elif bits == qmask:  # every atom of the window has this shape: the event holds one of them
+        if bits == qmask:  # every atom of the window has this shape: the event holds one of them
             src.add(indent + 1, *lines, f"{tv} = t")
         else:
             src.add(indent + 1, f"if m & {bits}:", *(f"    {line}" for line in lines), f"    {tv} = t")
         for j, _ai in atoms:
             if bits >> j & 1:
                 tuple_of[j] = tv
-    if keep and not known:
+    if keep:
         src.add(indent + 1, f"{keep} = _kept")
-    # ``known``: the entry is the leaf tuple itself (a queue of leaf tuples, ``_entry_layout``)
-    src.add(indent, *([] if known else ["else:"]), ("" if known else "    ") + " = ".join(tv for tv, _b, _l in shapes.values()) + " = t")
+    src.add(indent, "else:", "    " + " = ".join(tv for tv, _b, _l in shapes.values()) + " = t")
     # the atoms in the reverse of the order an insert updates them (``_insert_body``), so the
     # deletions mirror the insert: with shared storage (card testing's s1 and s2), the atom that
     # owns it deletes the tuple first, and the others' probes no longer find the event itself
