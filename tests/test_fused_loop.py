@@ -249,3 +249,29 @@ def test_cep_run_with_and_without_the_fused_loop_writes_the_same(case, odd, batc
             runner.FUSED = old
         got.append((*r[:4], re.sub(r"in [0-9.]+ s, [0-9,]+ events/s", "", r[4])))
     assert got[0] == got[1]
+
+
+def test_push_lines_makes_its_events_of_the_class_it_is_given():
+    """``push_lines(event=...)``: the kept and emitted events are of that class (a ``LineEvent``
+    subclass whose ``pos`` is a path and the line number), so the composite events' ids are those of
+    pushing Events with those positions."""
+    from cep.event import Event, LineEvent
+
+    class PathEvent(LineEvent):
+        __slots__ = ()
+
+        @property
+        def pos(self) -> str:
+            return "f.jsonl:" + str(self._n)
+
+    recs = [b'{"type":"Txn","ts":1,"card":"a","amount":10}\n', b'{"type":"Txn","ts":2,"card":"a","amount":20}\n',
+            b'{"type":"Txn","ts":3,"card":"a","amount":150}\n', b'{"type":"Txn","ts":4,"card":"a","amount":500}\n']
+    patterns = compile_text(open(CARD).read())
+    eng = Engine(patterns, lateness=0)
+    took, outs = eng.push_lines(recs, 5, event=PathEvent)
+    assert took == 4 and len(outs) == 1
+    assert {type(e) for e in eng.events.values()} == {PathEvent}
+    assert sorted(e.pos for e in eng.events.values()) == ["f.jsonl:5", "f.jsonl:6", "f.jsonl:8"]  # (150: kept by none)
+    ref = Engine(patterns, lateness=0)
+    want = ref.push_batch([Event("Txn", r["ts"], r, f"f.jsonl:{n}") for n, r in enumerate(map(orjson.loads, recs), 5)])
+    assert outs == want

@@ -304,7 +304,7 @@ class Engine:
         return outs
 
     def push_lines(self, lines: Sequence[bytes], first: int, type_field: str = "type",
-                   time_field: str = "ts") -> tuple[int, list[Output]]:
+                   time_field: str = "ts", event: type | None = None) -> tuple[int, list[Output]]:
         """``push_batch`` over raw JSON lines, line ``first + i`` being ``lines[i]``: each is decoded
         in the engine's loop (``cep.runtime.handler._fused_head``), its Event made (a ``LineEvent``,
         position its line number) only when the engine keeps or emits it.  Returns how many lines it
@@ -313,13 +313,18 @@ class Engine:
         decoder takes it from there).  The caller promises what ``cep.io.readers``' ``decode.plain``
         checks: no line has a nested value, an integer beyond 64 bits or an op field.  An event
         that raises: ``BatchInterrupted`` as ``push_batch``'s, its index counted from ``lines[0]``.
+        ``event``: the class of the Events made, ``cep.event.LineEvent`` (None) or a subclass of it
+        with no more slots (made without arguments, its slots ``type``, ``ts``, ``fields``, ``_n``
+        and ``op`` set): a position other than the line number's string is its ``pos``'s business.
         Only for an engine that owns its watermark (``cep run`` over a file or stdin)."""
         if not self.own_watermark:
             raise RuntimeError("push_lines needs an engine that owns its watermark")
         outs: list[Output] = []
         if not lines:
             return 0, outs
-        return self._handlers.batch(lines, outs, True, first, type_field, time_field), outs
+        if event is None:
+            return self._handlers.batch(lines, outs, True, first, type_field, time_field), outs
+        return self._handlers.batch(lines, outs, True, first, type_field, time_field, event), outs
 
     def _late(self, ts: Any, wm: Any) -> None:
         """Refuse an event below the watermark (counted)."""

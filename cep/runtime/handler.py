@@ -122,9 +122,10 @@ def _make_event(src: _Source, indent: int = 1) -> None:
     """In the batch loop's copy over raw lines (``src.fused``), the lines that make the record's
     Event ``e`` (a ``LineEvent``: its position is the line number ``_i``) before the first line of
     the type's body that reads it (a filter call, ``E[s] = e``); nothing when it is made already.
+    (``EV``: the class, the batch function's argument, ``LineEvent`` or a subclass of it.)
     Why: an event no atom keeps (card testing: an amount between 100 and 400) never needs one."""
     if src.fused and not src.has_e:
-        src.add(indent, "e = LE()", "e.type = typ", "e.ts = ts", "e.fields = f", "e._n = _i", "e.op = '+'")
+        src.add(indent, "e = EV()", "e.type = typ", "e.ts = ts", "e.fields = f", "e._n = _i", "e.op = '+'")
         src.has_e = True
 
 
@@ -697,7 +698,7 @@ def _batch(eng: Engine, expire: Any) -> Any:
     # no time is below it), so the per-event tests are one comparison each
     # ``first``: ``events`` are raw JSON lines, the first one line ``first`` (``Engine.push_lines``);
     # the loop's index ``_i`` counts from it (0 for Events), and the loop returns how many it took
-    src.add(0, "def batch(events, outs, inserts=False, first=0, TF='type', TSF='ts'):", "    _i = first - 1",
+    src.add(0, "def batch(events, outs, inserts=False, first=0, TF='type', TSF='ts', EV=LE):", "    _i = first - 1",
             "    _ke = _nc = -1", "    _k0 = _nexp = 0",
             "    wm, mx = eng.watermark, eng.max_ts", "    if mx is None:", "        mx = NOMX",
             "    _lateness = eng.lateness",
