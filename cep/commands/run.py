@@ -3,7 +3,8 @@
 Why it is one flat loop over batches: the per-record path is measured (bench/).  The source
 hands out what it has ready (``Source.take``: one read's complete lines, at most ``BATCH``
 records, never past the next tick); each record costs one decode, the batch one
-``Engine.push_batch`` and, only when it completed matches, their encoding and one flush, so
+``Engine.push_batch`` (a plain batch of JSON lines: one ``Engine.push_lines``, which decodes the
+records in the engine's own loop) and, only when it completed matches, their encoding and one flush, so
 every composite event is written before the reader waits for more input (docs/language.md
 section 4) and a busy input costs one write per batch, not per record.  Everything else
 (checkpoints, the progress bar, the test hook's stop) runs on a "tick" every few hundred

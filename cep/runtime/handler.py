@@ -26,6 +26,11 @@ every event) goes through its atoms' update paths with the entry's leaf tuple (r
 shape only when the atoms holding it have different shapes); several go as one batch per atom
 (``Engine._expire_serials``).
 
+The loop is written four times (``_batch``): for an engine that owns its watermark, again for a
+batch of inserts only, again for raw JSON lines of inserts only (``Engine.push_lines``: each line
+decoded in the loop, its Event made only when the engine keeps or emits it, ``_fused_head``), and
+for an engine whose source owns the watermark.
+
 Everything rare stays in ``Engine``'s plain methods: retractions, decided matches of patterns
 with gap elements (``_complete``/``_decide``), gap-index expiry, batch expiry.  The sources
 are made with ``cep.codegen.define``, so a traceback shows the generated line and
