@@ -53,7 +53,7 @@ class LineEvent(Event):
     ``pos`` only for the events of a match or a bad record, and get the same string as before.
     Made without arguments (``LineEvent()``: no ``__init__`` frame, cheaper than
     ``object.__new__``), its slots set one by one; assigning ``pos`` stores the given value.
-    The engine's own loop over raw lines (``Engine.push_lines``) makes them too, only for the
+    The engine's own loop over parsed records (``Engine.push_records``) makes them too, only for the
     records it keeps or emits."""
 
     __slots__ = ("_n",)

@@ -1,5 +1,5 @@
-"""The engine's loop over raw JSON lines (``Engine.push_lines``: the decoding fused into the batch
-loop, ``cep.runtime.handler._fused_head``) against decoding first and pushing the Events.
+"""The engine's loop over parsed JSON records (``Engine.push_records``: the record's checks fused into
+the batch loop, ``cep.runtime.handler._fused_head``) against decoding first and pushing the Events.
 
 Checked here:
 
@@ -10,7 +10,7 @@ Checked here:
   record at a time; the loop stops exactly at the first line it does not decode;
 * ``decode.plain`` (which batches may take that loop) says no to a batch with an op field, a
   ``\\u`` escape, a nested value or a big integer, yes to plain records;
-* ``cep run`` takes a plain batch through ``push_lines`` (and not a batch with a retraction), and
+* ``cep run`` takes a plain batch through ``push_records`` (and not a batch with a retraction), and
   its output, late output and error reports equal those of the path without it.
 """
 
@@ -35,14 +35,14 @@ from cep.runtime.engine import Engine
 
 CARD = str(PATTERNS / "card_testing.pattern")
 
-# lines ``push_lines`` leaves to the caller's decoder: bad ones and ones its slow path takes
+# lines ``push_records`` leaves to the caller's decoder: bad ones and ones its slow path takes
 _ODD_LINES = [b'{"type": "A", "ts": \n', b"\n", b"[1]\n", b'"x"\n', b"5\n", b'{"ts": 1}\n', b'{"type": 7, "ts": 1}\n',
               b'{"type": "", "ts": 1}\n', b'{"type": "A", "ts": "3"}\n', b'{"type": "A", "ts": null}\n',
               b'{"type": "A", "ts": true}\n', b'{"type": "B", "ts": "x"}\n']
 
 
 def _lines(case, odd: list[tuple[int, int]]) -> list[bytes]:
-    """The case's inserts as JSON lines (its retractions dropped: ``push_lines`` takes none), odd
+    """The case's inserts as JSON lines (its retractions dropped: ``push_records`` takes none), odd
     lines inserted at the given places."""
     lines = [orjson.dumps({k: v for k, v in r.items() if k != "op"}) + b"\n" for r in case.records
              if r.get("op", "+") == "+"]
@@ -79,9 +79,9 @@ def _decoded_one_at_a_time(case, lines: list[bytes]) -> tuple:
 
 
 def _fused(case, lines: list[bytes], cuts: list[int], first: int = 1) -> tuple:
-    """``push_lines`` over batches of ``lines`` (``cuts``), a line it stops at decoded and pushed as
+    """``push_records`` over batches of ``lines`` (``cuts``), a line it stops at decoded and pushed as
     ``cep run`` does: the same results, and each stop is at a line ``decode.lines`` would not take
-    on its fast path or that ``push_lines`` does not take (a time or type it leaves to ``decode``)."""
+    on its fast path or that ``push_records`` does not take (a time or type it leaves to ``decode``)."""
     decode = make_decoder(time_field=case.time_field, time_unit=case.time_unit)
     eng = _engine(case)
     outs, late, bad = [], [], []
@@ -90,7 +90,21 @@ def _fused(case, lines: list[bytes], cuts: list[int], first: int = 1) -> tuple:
         batch = lines[start:start + cuts[k % len(cuts)]]
         k += 1
         try:
-            took, got = eng.push_lines(batch, first + start, "type", case.time_field)
+            recs = decode.plain(batch)
+            if recs is None:  # not a plain batch (a bad or blank line among them): the usual way
+                for n, raw in enumerate(batch, first + start):
+                    try:
+                        ev = decode(str(n), raw)
+                    except BadRecord:
+                        bad.append(n)
+                        continue
+                    try:
+                        outs += eng.push(ev)
+                    except LateEventError:
+                        late.append(n)
+                start += len(batch)
+                continue
+            took, got = eng.push_records(recs, first + start, "type", case.time_field)
         except BatchInterrupted as bi:
             assert isinstance(bi.__cause__, LateEventError), bi.__cause__
             outs += bi.outputs
@@ -124,49 +138,50 @@ _ODD = st.lists(st.tuples(st.integers(0, 30), st.integers(0, len(_ODD_LINES) - 1
 
 @_PROPS
 @given(cases(), _CUTS, _ODD)
-def test_push_lines_equals_decode_and_push_v1(case, cuts, odd):
+def test_push_records_equals_decode_and_push_v1(case, cuts, odd):
     lines = _lines(case, odd)
     assert _fused(case, lines, cuts) == _decoded_one_at_a_time(case, lines)
 
 
 @_PROPS
 @given(gap_cases(), _CUTS, _ODD)
-def test_push_lines_equals_decode_and_push_not(case, cuts, odd):
+def test_push_records_equals_decode_and_push_not(case, cuts, odd):
     lines = _lines(case, odd)
     assert _fused(case, lines, cuts) == _decoded_one_at_a_time(case, lines)
 
 
 @_PROPS
 @given(kleene_cases(), _CUTS, _ODD)
-def test_push_lines_equals_decode_and_push_kleene(case, cuts, odd):
+def test_push_records_equals_decode_and_push_kleene(case, cuts, odd):
     lines = _lines(case, odd)
     assert _fused(case, lines, cuts) == _decoded_one_at_a_time(case, lines)
 
 
-def test_push_lines_stops_before_a_line_it_does_not_decode_and_changes_nothing_for_it():
+def test_push_records_stops_before_a_line_it_does_not_decode_and_changes_nothing_for_it():
     eng = Engine(compile_text(open(CARD).read()), lateness=0)
     recs = [b'{"type":"Txn","ts":1,"card":"a","amount":10}\n', b'{"type":"Txn","ts":2,"card":"a","amount":20}\n',
             b'{"type":"Txn","ts":"3","card":"a","amount":500}\n', b'{"type":"Txn","ts":4,"card":"a","amount":500}\n']
-    took, outs = eng.push_lines(recs, 7)
+    recs = [orjson.loads(x) for x in recs]
+    took, outs = eng.push_records(recs, 7)
     assert (took, outs) == (2, [])
     assert eng.stats["events"] == 2 and eng.max_ts == 2 and sorted(e.pos for e in eng.events.values()) == ["7", "8"]
-    took, outs = eng.push_lines(recs[3:], 10)
+    took, outs = eng.push_records(recs[3:], 10)
     assert took == 1 and len(outs) == 1
     assert outs[0].match == {"card": "a", "first_ts": 1, "amount": 500}
     # a late line: its index, and the lines before it applied
     with pytest.raises(BatchInterrupted) as bi:
-        eng.push_lines([recs[3], recs[0]], 11)
+        eng.push_records([recs[3], recs[0]], 11)
     assert bi.value.index == 1 and isinstance(bi.value.__cause__, LateEventError)
     assert eng.stats["events"] == 4 and eng.stats["late"] == 1
     # an engine whose source moves its watermark does not take raw lines
     eng.own_watermark = False
     with pytest.raises(RuntimeError):
-        eng.push_lines(recs, 1)
+        eng.push_records(recs, 1)
 
 
 @settings(max_examples=200, deadline=None)
 @given(st.lists(st.fixed_dictionaries({"type": st.sampled_from(["A", "B"]), "ts": st.integers(0, 10**6),
-                                       "x": st.one_of(st.integers(-10**6, 10**6), st.text("ab ,:{}", max_size=4))}), max_size=5),
+                                       "x": st.one_of(st.integers(-10**6, 10**6), st.text("ab ,:}", max_size=4))}), max_size=5),
        st.sampled_from([None, '"op":"+"', '"op": "-"', '"x":"\\u006fp"', '"x":[1]', '"x":{"a":1}',
                         '"x":12345678901234567890', '"x":"op"', '"op"']))
 @example(recs=[], extra=None)
@@ -174,7 +189,7 @@ def test_plain_says_which_batches_the_engine_may_decode(recs, extra):
     lines = [orjson.dumps(r) for r in recs]
     if extra is not None:
         lines.append(b'{"type":"A","ts":1,' + extra.encode() + b"}")
-    plain = make_decoder().plain(lines)
+    plain = make_decoder().plain(lines) is not None
     if extra is None:
         assert plain
     elif extra in ('"x":12345678901234567890', '"x":[1]', '"x":{"a":1}', '"op":"+"', '"op": "-"', '"x":"\\u006fp"',
@@ -193,17 +208,18 @@ def test_plain_says_which_batches_the_engine_may_decode(recs, extra):
 
 def test_plain_looks_for_the_op_field_it_is_given():
     lines = [b'{"type":"A","ts":1,"kind":"-"}']
-    assert make_decoder().plain(lines)
-    assert not make_decoder(op_field="kind").plain(lines)
+    assert make_decoder().plain(lines) == [orjson.loads(lines[0])]
+    assert make_decoder(op_field="kind").plain(lines) is None
+    assert make_decoder().plain([lines[0], b"\n"]) is None  # a blank line: not valid JSON
 
 
 def test_cep_run_takes_a_plain_batch_through_the_engines_own_decoding(tmp_path, monkeypatch):
-    """A batch of plain lines goes to ``Engine.push_lines`` (not ``push_batch``); one with a
+    """A batch of plain lines goes to ``Engine.push_records`` (not ``push_batch``); one with a
     retraction in it does not; the output is the same with the fused path switched off."""
     calls: list[str] = []
-    real_lines, real_batch = Engine.push_lines, Engine.push_batch
+    real_lines, real_batch = Engine.push_records, Engine.push_batch
 
-    def push_lines(self, *a):
+    def push_records(self, *a):
         calls.append("lines")
         return real_lines(self, *a)
 
@@ -211,7 +227,7 @@ def test_cep_run_takes_a_plain_batch_through_the_engines_own_decoding(tmp_path, 
         calls.append("batch")
         return real_batch(self, *a)
 
-    monkeypatch.setattr(Engine, "push_lines", push_lines)
+    monkeypatch.setattr(Engine, "push_records", push_records)
     monkeypatch.setattr(Engine, "push_batch", push_batch)
     rows = [{"type": "Txn", "ts": 1, "card": "c", "amount": 5}, {"type": "Txn", "ts": 2, "card": "c", "amount": 6},
             {"type": "Txn", "ts": 3, "card": "c", "amount": 500}]
@@ -251,8 +267,8 @@ def test_cep_run_with_and_without_the_fused_loop_writes_the_same(case, odd, batc
     assert got[0] == got[1]
 
 
-def test_push_lines_makes_its_events_of_the_class_it_is_given():
-    """``push_lines(event=...)``: the kept and emitted events are of that class (a ``LineEvent``
+def test_push_records_makes_its_events_of_the_class_it_is_given():
+    """``push_records(event=...)``: the kept and emitted events are of that class (a ``LineEvent``
     subclass whose ``pos`` is a path and the line number), so the composite events' ids are those of
     pushing Events with those positions."""
     from cep.event import Event, LineEvent
@@ -268,7 +284,7 @@ def test_push_lines_makes_its_events_of_the_class_it_is_given():
             b'{"type":"Txn","ts":3,"card":"a","amount":150}\n', b'{"type":"Txn","ts":4,"card":"a","amount":500}\n']
     patterns = compile_text(open(CARD).read())
     eng = Engine(patterns, lateness=0)
-    took, outs = eng.push_lines(recs, 5, event=PathEvent)
+    took, outs = eng.push_records([orjson.loads(x) for x in recs], 5, event=PathEvent)
     assert took == 4 and len(outs) == 1
     assert {type(e) for e in eng.events.values()} == {PathEvent}
     assert sorted(e.pos for e in eng.events.values()) == ["f.jsonl:5", "f.jsonl:6", "f.jsonl:8"]  # (150: kept by none)
