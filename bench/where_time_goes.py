@@ -244,8 +244,9 @@ def instrumented(pattern: Path, path: Path, output: str = "/dev/null") -> dict:
             "loop_own_ns": loop_ns}
 
 
-CHUNK = 4096  # records per paired chunk (a multiple of ``cep.commands.run.TICK``: the loop's batches stay as they are)
-BLOCK = 4  # chunks per block of the per-block ratios
+CHUNK = 8192  # records per paired chunk (a multiple of ``cep.commands.run.TICK``: the loop's batches stay as they are)
+WARM = 2048  # records at the start of each chunk timed apart, on both sides: the switch's warm-up
+BLOCK = 1  # chunks per block of the per-block ratios
 
 
 class _Clock:
@@ -288,26 +289,69 @@ class _Paired:
     Installed as the ``take_lines`` of the source the real loop reads (``_Run.src``): before the loop
     gets the first line of each chunk of ``chunk`` records, the parse-only pass reads and decodes that
     same chunk from a second source on the same file, timed by ``clock``; its time is kept in
-    ``floor`` and taken out of the loop's. The loop's batches never cross a chunk boundary (a
-    multiple of the loop's tick, where its batches end anyway). Per chunk: ``floors[i]`` (the floor's
-    time), ``loops[i]`` (the loop's: from the end of the floor's pass to the start of the next one
-    or the end of the input), ``sizes[i]`` (records)."""
+    ``floor`` and taken out of the loop's. The loop's batches never cross a chunk boundary, nor the
+    end of a chunk's first ``warm`` records (multiples of the loop's tick, where its batches end
+    anyway).
 
-    def __init__(self, path: Path, chunk: int, clock) -> None:
+    Why ``warm``: each switch costs a warm-up (caches and branch predictors hold the other side's
+    work), a cost no real run has, and it falls on the floor's small pass (measured on the dense
+    stream: the floor's first 512-record batch after the loop costs ~1.4x its later ones, fading over
+    a thousand or two records; the loop's first records cost what its later ones do), so timed whole
+    the ratio fell with the chunk: 4.7x at 1,024 records, 5.5x at 4,096, 6.3x at 16,384 and 65,536
+    (6 interleaved rounds, bench/results/dense.md 2026-11-28e). So the first ``warm`` records of
+    each chunk are timed apart on both sides (``floor_warm``, ``loop_warm``) and the ratio is taken
+    over the rest (the steady part): then 6.1x at 4,096 (warm 2,048) as at 16,384 (warm 4,096).
+
+    Per chunk: ``floors[i]``, ``loops[i]`` (the steady parts' times: the loop's from its take of
+    record ``warm`` of the chunk to the start of the next chunk's floor pass or the end of the input)
+    and ``sizes[i]`` (their records), for chunks with a steady part."""
+
+    def __init__(self, path: Path, chunk: int, warm: int, clock) -> None:
         from cep.io.readers import make_decoder, open_source
 
+        if not 0 <= warm < chunk:
+            raise ValueError(f"the warm-up ({warm}) must be shorter than the chunk ({chunk})")
         self.src = open_source(str(path))
         self.decode = make_decoder()  # `cep run`'s defaults, as the loop's (RunOptions)
-        self.chunk = chunk
+        self.chunk, self.warm = chunk, warm
         self.clock = clock
-        self.floor = 0.0
+        self.floor = 0.0  # all of the floor's time (taken out of the loop's clock)
+        self.floor_warm = 0.0
+        self.loop_warm = 0.0
+        self.records = 0
         self.floors: list[float] = []
         self.loops: list[float] = []
         self.sizes: list[int] = []
-        self.served = 0
-        self.boundary = 0
-        self.since = None  # the clock when the current chunk's loop time started
+        self.served = 0  # records handed to the loop
+        self.boundary = 0  # where the next chunk starts
+        self.steady_at = 0  # where this chunk's steady part starts
+        self.since = None  # the clock when this chunk's steady loop time started
+        self.start = 0.0  # the clock when this chunk's loop time started
         self.done = False
+
+    def _switch(self) -> None:
+        """The end of a chunk (the loop's time of its steady part) and the floor's pass over the next."""
+        clock, take = self.clock, self.src.take_lines
+        t0 = clock()
+        if self.since is not None:
+            self.loops.append(t0 - self.since)
+        elif self.boundary:  # a chunk all warm-up (a short last one)
+            self.loop_warm += t0 - self.start
+        kw = parse_chunk(take, self.decode, self.warm)
+        t1 = clock()
+        k = parse_chunk(take, self.decode, self.chunk - self.warm) if kw == self.warm else 0
+        t2 = clock()
+        self.floor += t2 - t0
+        self.floor_warm += t1 - t0
+        if k:
+            self.floors.append(t2 - t1)
+            self.sizes.append(k)
+        self.records += kw + k
+        self.steady_at = self.boundary + kw if k else -1
+        self.boundary += kw + k
+        self.since = None
+        self.done = not (kw + k)
+        self.start = clock()
 
     def attach(self, src) -> None:
         from cep.io.readers import JsonlSource
@@ -315,24 +359,18 @@ class _Paired:
         if type(src) is not JsonlSource:
             raise SystemExit("floor_and_loop: the paired floor reads JSON lines files only")
         take = src.take_lines
-        clock = self.clock
 
         def take_lines(limit: int):
-            if self.served >= self.boundary and not self.done:
-                t0 = clock()
-                if self.since is not None:
-                    self.loops.append(t0 - self.since)
-                k = parse_chunk(self.src.take_lines, self.decode, self.chunk)
-                t1 = clock()
-                self.floor += t1 - t0
-                if k:
-                    self.floors.append(t1 - t0)
-                    self.sizes.append(k)
-                    self.boundary += k
-                else:  # the end: the loop's last take finds nothing either
-                    self.done = True
-                self.since = clock()
-            first, lines = take(min(limit, self.boundary - self.served) if not self.done else limit)
+            if not self.done:
+                if self.served >= self.boundary:
+                    self._switch()
+                if self.served == self.steady_at:
+                    t = self.clock()
+                    self.loop_warm += t - self.start
+                    self.since = t
+                end = self.steady_at if self.served < self.steady_at else self.boundary
+                limit = min(limit, end - self.served) if end > self.served else limit
+            first, lines = take(limit)
             self.served += len(lines)
             return first, lines
 
@@ -342,17 +380,19 @@ class _Paired:
         self.src.close()
 
 
-def floor_and_loop(pattern: Path, path: Path, chunk: int = CHUNK, clock=None, output: str = "/dev/null") -> dict:
+def floor_and_loop(pattern: Path, path: Path, chunk: int = CHUNK, clock=None, output: str = "/dev/null",
+                   warm: int = WARM) -> dict:
     """The real `cep run` loop (``_Run.loop``, timed by the command itself) and the parse-only pass,
     paired: the floor's pass over each chunk of ``chunk`` records runs inside the loop, just before
     the loop reads that chunk (``_Paired``), so both see the same machine state; its time is taken out
     of the loop's. Both in ``clock`` (default ``time.perf_counter``; ``bench.floor_loop``:
-    ``time.process_time``). Returns the records, the totals ``floor_s`` and ``loop_s`` and, per chunk,
-    ``floors``, ``loops`` and ``sizes``."""
+    ``time.process_time``). Returns ``records``; ``floor_s`` and ``loop_s``, the steady parts' totals
+    (the first ``warm`` records of each chunk apart: ``_Paired``) over ``steady_records``;
+    ``floor_all_s`` and ``loop_all_s`` over every record; per chunk ``floors``, ``loops``, ``sizes``."""
     import cep.commands.run as runner
 
     clock = clock or time.perf_counter
-    paired = _Paired(path, chunk, clock)
+    paired = _Paired(path, chunk, warm, clock)
     took: list[float] = []
     loop = runner._Run.loop
 
@@ -373,10 +413,14 @@ def floor_and_loop(pattern: Path, path: Path, chunk: int = CHUNK, clock=None, ou
         runner._Run.loop = loop
         runner.time = was
         paired.close()
-    n = sum(paired.sizes)
+    n = paired.records
     if paired.served != n or len(paired.loops) != len(paired.floors):
         raise SystemExit(f"floor_and_loop: the loop read {paired.served} records, the floor {n}")
-    return {"records": n, "floor_s": paired.floor, "loop_s": took[0] - paired.floor, "chunk": chunk,
+    loop_all = took[0] - paired.floor
+    return {"records": n, "steady_records": sum(paired.sizes), "chunk": chunk, "warm": warm,
+            "floor_s": sum(paired.floors), "loop_s": sum(paired.loops),
+            "floor_all_s": paired.floor, "loop_all_s": loop_all,
+            "floor_warm_s": paired.floor_warm, "loop_warm_s": paired.loop_warm,
             "floors": paired.floors, "loops": paired.loops, "sizes": paired.sizes}
 
 
@@ -641,6 +685,7 @@ def main(argv: list[str] | None = None) -> int:
     data = _prefix(path, args.limit)
     fl = [floor_and_loop(pattern, data) for _ in range(args.repeat)]
     n = fl[0]["records"]
+    ns = fl[0]["steady_records"]
     floors = sorted(r["floor_s"] for r in fl)
     loops = sorted(r["loop_s"] for r in fl)
     ph = min((instrumented(pattern, data) for _ in range(args.repeat)), key=lambda r: r["total_ns"])
@@ -659,8 +704,8 @@ def main(argv: list[str] | None = None) -> int:
          f"load average {load}; `--repeat {args.repeat}`).", "",
          "## Loop against its parse-only floor", "",
          "| | best s | median s | µs/record (best) |", "|---|---|---|---|",
-         f"| parse-only floor (`parse_chunk`: `cep.io.readers.parse_only`'s reader + decoder, paired per chunk inside the loop) | {floors[0]:.2f} | {floors[len(floors) // 2]:.2f} | {floors[0] / n * 1e6:.2f} |",
-         f"| `cep run` loop (`cep.commands.run`, timed by the command, the floor's passes taken out) | {loops[0]:.2f} | {loops[len(loops) // 2]:.2f} | {loops[0] / n * 1e6:.2f} |",
+         f"| parse-only floor (`parse_chunk`: `cep.io.readers.parse_only`'s reader + decoder, paired per chunk inside the loop) | {floors[0]:.2f} | {floors[len(floors) // 2]:.2f} | {floors[0] / ns * 1e6:.2f} |",
+         f"| `cep run` loop (`cep.commands.run`, timed by the command, the floor's passes taken out) | {loops[0]:.2f} | {loops[len(loops) // 2]:.2f} | {loops[0] / ns * 1e6:.2f} |",
          f"| ratio | {loops[0] / floors[0]:.1f}x | {loops[len(loops) // 2] / floors[len(floors) // 2]:.1f}x | |",
          ""]
     if ab is not None:
