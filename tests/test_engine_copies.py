@@ -245,3 +245,28 @@ def test_copies_agree_with_built_engines(case) -> None:
 @given(st.one_of(gap_cases(), kleene_cases()))
 def test_copies_with_gaps_and_repetition_agree_with_built_engines(case) -> None:
     _copies_agree(case)
+
+
+def test_what_holds_state_follows_it():
+    """A built-in method bound to a state dict, a bound method, a closure over a state list: the
+    copy's are bound to the copy's own objects."""
+    from cep.runtime.handler import Handlers
+
+    d: dict = {}
+    lst: list = []
+    inner = Handlers(lst, None)
+
+    def append(x):
+        lst.append(x)
+
+    h = Handlers(d.setdefault, (append, inner.__init__, d))
+    recipe = skeleton.take(h, [])
+    new = object.__new__(Handlers)
+    recipe.make(new)
+    setdefault, (app, init, d2) = new.batch, new.expire
+    assert d2 is not d and setdefault.__self__ is d2
+    setdefault("k", 1)
+    assert d == {} and d2 == {"k": 1}
+    app(5)
+    assert lst == [] and app.__closure__[0].cell_contents == [5]
+    assert init.__self__ is not inner and init.__self__.batch is app.__closure__[0].cell_contents
