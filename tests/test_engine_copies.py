@@ -9,10 +9,15 @@ shared one mutable object with another engine would mix their streams.
 
 from __future__ import annotations
 
+import math
 import random
 
 import pytest
 from cephelp import PATTERNS
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from strategies import cases, gap_cases, kleene_cases
+from test_engine_properties import PROFILE
 
 from cep import codegen
 from cep.event import Event
@@ -188,10 +193,80 @@ def test_a_copy_lists_and_names_its_generated_functions():
     assert linecache.getline(code.co_filename, 1).startswith("def batch(")
 
 
-def test_recipes_are_bounded():
-    text = (PATTERNS / "card_testing.pattern").read_text()
-    for _ in range(skeleton.MAX_RECIPES + 5):
+def test_recipes_are_bounded(monkeypatch):
+    monkeypatch.setattr(skeleton, "MAX_RECIPES", 4)
+    text = "PATTERN p SEQ(A a, B b) PARTITION BY k WITHIN 10\n"
+    kept = []
+    for _ in range(7):
         cps = compile_text(text)
+        kept.append(cps)
         for _ in range(2):
             Engine(cps)
-    assert len(skeleton.recipes()) <= skeleton.MAX_RECIPES
+        assert len(skeleton.recipes()) <= 4
+    assert _recipes_of(kept[-1]) and not _recipes_of(kept[0])  # the oldest went first
+
+
+def _run_pair(case, cps_a: list, cps_b: list, records_b: list) -> tuple:
+    """Two engines of ``cps_a`` and ``cps_b`` (the same text), fed the case's records and ``records_b``
+    in turns, a record each; per engine: what each record gave (or its error), the end of input
+    (the watermark to +inf) and what it holds at the end."""
+    from test_engine_properties import to_event
+
+    engines = [Engine(cps_a, lateness=case.lateness), Engine(cps_b, lateness=case.lateness)]
+    logs: list[list] = [[], []]
+    for i in range(max(len(case.records), len(records_b))):
+        for j, recs in enumerate((case.records, records_b)):
+            if i < len(recs):
+                try:
+                    logs[j].append(engines[j].push(to_event(recs[i], i + 1, case.time_field)))
+                except Exception as x:  # noqa: BLE001 - a late record: the same error in both
+                    logs[j].append(type(x).__name__)
+    return tuple((log, eng.advance_watermark(math.inf), final(eng)) for log, eng in zip(logs, engines, strict=True))
+
+
+def _copies_agree(case) -> None:
+    """Two copies of a pristine engine (the third and fourth engines of the same compiled patterns),
+    fed the case's records and the same records without their first half, in turns, give what two
+    engines built the usual way give."""
+    cps = compile_text(case.text, time_unit=case.time_unit)
+    built = _run_pair(case, cps, cps, case.records[len(case.records) // 2:])  # the first two: built
+    assert _recipes_of(cps)
+    copies = _run_pair(case, cps, cps, case.records[len(case.records) // 2:])
+    assert copies == built
+
+
+@settings(settings.get_profile(PROFILE), max_examples=max(20, settings.get_profile(PROFILE).max_examples // 6))
+@given(cases())
+def test_copies_agree_with_built_engines(case) -> None:
+    _copies_agree(case)
+
+
+@settings(settings.get_profile(PROFILE), max_examples=max(20, settings.get_profile(PROFILE).max_examples // 6))
+@given(st.one_of(gap_cases(), kleene_cases()))
+def test_copies_with_gaps_and_repetition_agree_with_built_engines(case) -> None:
+    _copies_agree(case)
+
+
+def test_what_holds_state_follows_it():
+    """A built-in method bound to a state dict, a bound method, a closure over a state list: the
+    copy's are bound to the copy's own objects."""
+    from cep.runtime.handler import Handlers
+
+    d: dict = {}
+    lst: list = []
+    inner = Handlers(lst, None)
+
+    def append(x):
+        lst.append(x)
+
+    h = Handlers(d.setdefault, (append, inner.__init__, d))
+    recipe = skeleton.take(h, [])
+    new = object.__new__(Handlers)
+    recipe.make(new)
+    setdefault, (app, init, d2) = new.batch, new.expire
+    assert d2 is not d and setdefault.__self__ is d2
+    setdefault("k", 1)
+    assert d == {} and d2 == {"k": 1}
+    app(5)
+    assert lst == [] and app.__closure__[0].cell_contents == [5]
+    assert init.__self__ is not inner and init.__self__.batch is app.__closure__[0].cell_contents

@@ -172,6 +172,9 @@ class Engine:
         a process: the third on are copies of a pristine one (``cep.runtime.skeleton``), with
         their own state and the same generated code.
         """
+        patterns = list(patterns)  # (any iterable, read once)
+        if plans is not None:
+            plans = list(plans)
         key = _recipe_key(patterns, lateness, own_watermark, plans, share, shadow, lines, type(self))
         if key is not None:
             recipe = skeleton.lookup(key)

@@ -161,6 +161,14 @@ def take(root: Any, sources: list[tuple[str, str]]) -> Recipe:
             continue
         objs[i] = o
         t = type(o)
+        if t is BuiltinFunctionType and (type(o.__self__) in (dict, list, set, deque) or (
+                (getattr(type(o.__self__), "__module__", "") or "").startswith(_OWN_MODULES))):
+            # a method of a built-in type bound to a container (``d.get``): it follows its object
+            # (bound to anything else, a module, a type, a hash's prefix state: shared as before)
+            kind[i] = "bmethod"
+            refs[i] = [o.__self__]
+            stack.append(o.__self__)
+            continue
         if o is not root and (isinstance(o, _ATOMS) or i in module_dicts or i in module_values
                               or i in _shared_for_test):
             kind[i] = "atom"
@@ -270,8 +278,10 @@ class _Program:
                 R[i] = FunctionType(R[a[0]], R[a[1]], a[2], R[a[3]], R[a[4]])
             elif op == 3:  # a bound method
                 R[i] = MethodType(R[a[0]], R[a[1]])
-            else:  # a cell
+            elif op == 4:  # a cell
                 R[i] = CellType(R[a])
+            else:  # a built-in method, bound to its object
+                R[i] = getattr(R[a[0]], a[1])
         for i, keys, values in self.dicts:
             R[i].update(zip(map(get, keys), map(get, values), strict=True))
         for i, values in self.seqs:
@@ -358,6 +368,8 @@ def _fill_function(root: Any, objs: dict[int, Any], kind: dict[int, str], refs: 
             steps.append((3, n, (at(o.__func__), at(o.__self__))))
         elif k == "cell":
             steps.append((4, n, at(o.cell_contents)))
+        elif k == "bmethod":
+            steps.append((5, n, (at(o.__self__), o.__name__)))
         visiting.discard(i)
         made.add(i)
 
