@@ -34,8 +34,9 @@ from bench.spark_bench import PATTERN, ProgressMarks, make_events, spark_home_fo
 KINDS = ("driver python", "driver JVM", "cluster master+worker JVMs", "executor JVMs", "python workers")
 
 
-def _processes() -> dict[int, tuple[int, str, float, float]]:
-    """pid -> (parent pid, command line, user and system CPU seconds of itself and its reaped children)."""
+def _processes(faults: dict[int, int] | None = None) -> dict[int, tuple[int, str, float, float]]:
+    """pid -> (parent pid, command line, user and system CPU seconds of itself and its reaped children);
+    ``faults``, if given, gets pid -> minor page faults (of itself and its reaped children)."""
     tick = os.sysconf("SC_CLK_TCK")
     out = {}
     for d in os.listdir("/proc"):
@@ -48,6 +49,8 @@ def _processes() -> dict[int, tuple[int, str, float, float]]:
             continue
         f = raw[raw.rindex(")") + 2:].split()  # after "pid (comm) ": state ppid ... utime stime cutime cstime
         out[int(d)] = (int(f[1]), cmd, (int(f[11]) + int(f[13])) / tick, (int(f[12]) + int(f[14])) / tick)
+        if faults is not None:
+            faults[int(d)] = int(f[7]) + int(f[8])
     return out
 
 
@@ -85,16 +88,19 @@ def python_workers(root: int) -> dict[int, float]:
             if _kind(pid, root, procs[pid][1]) == "python workers"}
 
 
-def cpu_by_kind(root: int) -> dict[str, tuple[float, float]]:
-    """User and system CPU seconds of ``root``'s process tree by kind of process (``KINDS``)."""
-    procs = _processes()
-    totals = {k: [0.0, 0.0] for k in KINDS}
+def cpu_by_kind(root: int) -> dict[str, tuple[float, float, int]]:
+    """User and system CPU seconds and minor page faults of ``root``'s process tree by kind of process
+    (``KINDS``)."""
+    faults: dict[int, int] = {}
+    procs = _processes(faults)
+    totals = {k: [0.0, 0.0, 0] for k in KINDS}
     for pid in _tree(root, procs):
         _ppid, cmd, user, system = procs[pid]
         t = totals[_kind(pid, root, cmd)]
         t[0] += user
         t[1] += system
-    return {k: (u, s) for k, (u, s) in totals.items()}
+        t[2] += faults[pid]
+    return {k: (u, s, n) for k, (u, s, n) in totals.items()}
 
 
 # JVM work by the operator nearest the sampled frame (first rule that matches, scanning from the leaf)
@@ -241,9 +247,11 @@ def child(args: argparse.Namespace) -> None:
     data = [m for m in marks if m["rows"] > 0]
     # per kind: [user, system] CPU seconds of the steady micro-batches
     steady = {k: [round(data[-1]["cpu"][k][i] - data[0]["cpu"][k][i], 2) for i in (0, 1)] for k in KINDS}
+    faults = {k: data[-1]["cpu"][k][2] - data[0]["cpu"][k][2] for k in KINDS}
     out = {"master": args.master, "partitions": args.partitions, "key_groups": args.key_groups, "conf": args.conf,
            "batch_events": args.events // args.files, "steady_batches": len(data) - 1,
            "steady_cpu_user_sys": steady, "steady_cpu_total": round(sum(sum(v) for v in steady.values()), 2),
+           "steady_minor_faults": faults,
            "durationMs": [m["durationMs"] for m in data],
            # live Python worker pids at the end of each steady micro-batch: new pids = workers started anew
            "python_workers": [m["workers"] for m in data],
@@ -281,6 +289,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--jfr", action="store_true", help="JVM profile (Java Flight Recorder)")
     ap.add_argument("--py-spy", action="store_true", help="Python worker profile (needs py-spy on PATH)")
     ap.add_argument("--top", type=int, default=25)
+    ap.add_argument("--keep", help="copy the py-spy stacks (collapsed) to this file")
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--work", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
@@ -302,6 +311,8 @@ def main(argv: list[str] | None = None) -> int:
             print(text[-6000:], file=sys.stderr)
             return 1
         print(lines[-1])
+        if args.keep and (work / "pyspy-all.txt").is_file():
+            Path(args.keep).write_text((work / "pyspy-all.txt").read_text())
     return 0
 
 

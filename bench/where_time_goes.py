@@ -2,7 +2,8 @@
 candidates would save, measured outside the engine on the same stream in one process.
 
 Why: issue 15 asks for a per-event cost that is a small multiple of parsing. Before the runtime is
-changed, this measures (1) the `cep run` loop against its parse-only floor, (2) a breakdown by phase
+changed, this measures (1) the `cep run` loop against its parse-only floor (paired: the floor's pass over each chunk
+runs inside the loop, just before the loop reads that chunk, ``floor_and_loop``), (2) a breakdown by phase
 (read, decode, push, expiry, insert, update path per atom, output building, encode, write) of the real
 command: ``cep.commands.run.run`` with the functions listed in ``PHASES`` wrapped by a clock (own time
 per function, the wrappers' cost calibrated and subtracted), so the table measures the code that runs
@@ -243,32 +244,195 @@ def instrumented(pattern: Path, path: Path, output: str = "/dev/null") -> dict:
             "loop_own_ns": loop_ns}
 
 
-def floor_and_loop(pattern: Path, path: Path) -> dict:
-    """The parse-only pass (``cep.io.readers.parse_only``) and the real `cep run` loop (``_Run.loop``,
-    timed by the command itself), each in this process."""
-    import cep.commands.run as runner
-    from cep.io.readers import parse_only
+CHUNK = 8192  # records per paired chunk (a multiple of ``cep.commands.run.TICK``: the loop's batches stay as they are)
+WARM = 2048  # records at the start of each chunk timed apart, on both sides: the switch's warm-up
+BLOCK = 1  # chunks per block of the per-block ratios
 
-    gc.collect()
-    t0 = time.perf_counter()
-    n = parse_only(str(path))
-    floor = time.perf_counter() - t0
+
+class _Clock:
+    """``time`` for ``cep.commands.run`` with ``perf_counter`` replaced by ``clock`` (the loop's own
+    clock: ``_Run.t0`` and ``_Run.elapsed``)."""
+
+    def __init__(self, clock) -> None:
+        self.perf_counter = clock
+
+    def __getattr__(self, name: str):
+        return getattr(time, name)
+
+
+def parse_chunk(take_lines, decode, limit: int) -> int:
+    """The parse-only pass (``cep.io.readers.parse_only``'s JSON lines path: batches of ``BATCH``
+    lines, ``decode.lines``, the records off its fast path one at a time) over the next ``limit``
+    records of a source; returns how many it read (good or not), 0 at the end."""
+    from cep.io.readers import BATCH, BadRecord, line_pairs
+
+    many_lines = decode.lines
+    got = 0
+    while got < limit:
+        first, lines = take_lines(min(BATCH, limit - got))
+        if not lines:
+            break
+        got += len(lines)
+        k = len(many_lines(lines, first))
+        if k < len(lines):
+            for pos, raw in line_pairs(first + k, lines[k:]):
+                try:
+                    decode(pos, raw)
+                except BadRecord:
+                    continue
+    return got
+
+
+class _Paired:
+    """The loop's reader, paired with a parse-only pass over the same records.
+
+    Installed as the ``take_lines`` of the source the real loop reads (``_Run.src``): before the loop
+    gets the first line of each chunk of ``chunk`` records, the parse-only pass reads and decodes that
+    same chunk from a second source on the same file, timed by ``clock``; its time is kept in
+    ``floor`` and taken out of the loop's. The loop's batches never cross a chunk boundary, nor the
+    end of a chunk's first ``warm`` records (multiples of the loop's tick, where its batches end
+    anyway).
+
+    Why ``warm``: each switch costs a warm-up (caches and branch predictors hold the other side's
+    work), a cost no real run has, and it falls on the floor's small pass (measured on the dense
+    stream: the floor's first 512-record batch after the loop costs ~1.4x its later ones, fading over
+    a thousand or two records; the loop's first records cost what its later ones do), so timed whole
+    the ratio fell with the chunk: 4.7x at 1,024 records, 5.5x at 4,096, 6.3x at 16,384 and 65,536
+    (6 interleaved rounds, bench/results/dense.md 2026-11-28e). So the first ``warm`` records of
+    each chunk are timed apart on both sides (``floor_warm``, ``loop_warm``) and the ratio is taken
+    over the rest (the steady part): then 6.1x at 4,096 (warm 2,048) as at 16,384 (warm 4,096).
+
+    Per chunk: ``floors[i]``, ``loops[i]`` (the steady parts' times: the loop's from its take of
+    record ``warm`` of the chunk to the start of the next chunk's floor pass or the end of the input)
+    and ``sizes[i]`` (their records), for chunks with a steady part."""
+
+    def __init__(self, path: Path, chunk: int, warm: int, clock) -> None:
+        from cep.io.readers import make_decoder, open_source
+
+        if not 0 <= warm < chunk:
+            raise ValueError(f"the warm-up ({warm}) must be shorter than the chunk ({chunk})")
+        self.src = open_source(str(path))
+        self.decode = make_decoder()  # `cep run`'s defaults, as the loop's (RunOptions)
+        self.chunk, self.warm = chunk, warm
+        self.clock = clock
+        self.floor = 0.0  # all of the floor's time (taken out of the loop's clock)
+        self.floor_warm = 0.0
+        self.loop_warm = 0.0
+        self.records = 0
+        self.floors: list[float] = []
+        self.loops: list[float] = []
+        self.sizes: list[int] = []
+        self.served = 0  # records handed to the loop
+        self.boundary = 0  # where the next chunk starts
+        self.steady_at = 0  # where this chunk's steady part starts
+        self.since = None  # the clock when this chunk's steady loop time started
+        self.start = 0.0  # the clock when this chunk's loop time started
+        self.done = False
+
+    def _switch(self) -> None:
+        """The end of a chunk (the loop's time of its steady part) and the floor's pass over the next."""
+        clock, take = self.clock, self.src.take_lines
+        t0 = clock()
+        if self.since is not None:
+            self.loops.append(t0 - self.since)
+        elif self.boundary:  # a chunk all warm-up (a short last one)
+            self.loop_warm += t0 - self.start
+        kw = parse_chunk(take, self.decode, self.warm)
+        t1 = clock()
+        k = parse_chunk(take, self.decode, self.chunk - self.warm) if kw == self.warm else 0
+        t2 = clock()
+        self.floor += t2 - t0
+        self.floor_warm += t1 - t0
+        if k:
+            self.floors.append(t2 - t1)
+            self.sizes.append(k)
+        self.records += kw + k
+        self.steady_at = self.boundary + kw if k else -1
+        self.boundary += kw + k
+        self.since = None
+        self.done = not (kw + k)
+        self.start = clock()
+
+    def attach(self, src) -> None:
+        from cep.io.readers import JsonlSource
+
+        if type(src) is not JsonlSource:
+            raise SystemExit("floor_and_loop: the paired floor reads JSON lines files only")
+        take = src.take_lines
+
+        def take_lines(limit: int):
+            if not self.done:
+                if self.served >= self.boundary:
+                    self._switch()
+                if self.served == self.steady_at:
+                    t = self.clock()
+                    self.loop_warm += t - self.start
+                    self.since = t
+                end = self.steady_at if self.served < self.steady_at else self.boundary
+                limit = min(limit, end - self.served) if end > self.served else limit
+            first, lines = take(limit)
+            self.served += len(lines)
+            return first, lines
+
+        src.take_lines = take_lines  # the instance's: the loop looks it up once, after ``type(src) is JsonlSource``
+
+    def close(self) -> None:
+        self.src.close()
+
+
+def floor_and_loop(pattern: Path, path: Path, chunk: int = CHUNK, clock=None, output: str = "/dev/null",
+                   warm: int = WARM) -> dict:
+    """The real `cep run` loop (``_Run.loop``, timed by the command itself) and the parse-only pass,
+    paired: the floor's pass over each chunk of ``chunk`` records runs inside the loop, just before
+    the loop reads that chunk (``_Paired``), so both see the same machine state; its time is taken out
+    of the loop's. Both in ``clock`` (default ``time.perf_counter``; ``bench.floor_loop``:
+    ``time.process_time``). Returns ``records``; ``floor_s`` and ``loop_s``, the steady parts' totals
+    (the first ``warm`` records of each chunk apart: ``_Paired``) over ``steady_records``;
+    ``floor_all_s`` and ``loop_all_s`` over every record; per chunk ``floors``, ``loops``, ``sizes``."""
+    import cep.commands.run as runner
+
+    clock = clock or time.perf_counter
+    paired = _Paired(path, chunk, warm, clock)
     took: list[float] = []
     loop = runner._Run.loop
 
     def timed_loop(self):
+        paired.attach(self.src)
         try:
             return loop(self)
         finally:
             took.append(self.elapsed)
 
     runner._Run.loop = timed_loop
+    was = runner.time
+    runner.time = _Clock(clock)
     try:
         gc.collect()
-        _run_command(pattern, path)
+        _run_command(pattern, path, output)
     finally:
         runner._Run.loop = loop
-    return {"records": n, "floor_s": floor, "loop_s": took[0]}
+        runner.time = was
+        paired.close()
+    n = paired.records
+    if paired.served != n or len(paired.loops) != len(paired.floors):
+        raise SystemExit(f"floor_and_loop: the loop read {paired.served} records, the floor {n}")
+    loop_all = took[0] - paired.floor
+    return {"records": n, "steady_records": sum(paired.sizes), "chunk": chunk, "warm": warm,
+            "floor_s": sum(paired.floors), "loop_s": sum(paired.loops),
+            "floor_all_s": paired.floor, "loop_all_s": loop_all,
+            "floor_warm_s": paired.floor_warm, "loop_warm_s": paired.loop_warm,
+            "floors": paired.floors, "loops": paired.loops, "sizes": paired.sizes}
+
+
+def block_ratios(r: dict, block: int = BLOCK) -> list[float]:
+    """The loop/floor ratio per block of ``block`` consecutive chunks (a shorter last block joins the
+    one before it)."""
+    fl, lo = r["floors"], r["loops"]
+    cuts = list(range(0, len(fl), block))
+    if len(cuts) > 1 and len(fl) - cuts[-1] < block:
+        cuts.pop()
+    ends = cuts[1:] + [len(fl)]
+    return [sum(lo[a:b]) / sum(fl[a:b]) for a, b in zip(cuts, ends, strict=True) if sum(fl[a:b]) > 0]
 
 
 def before_after(pattern: Path, path: Path, base: str, repeat: int) -> dict[str, dict[str, list[float]]]:
@@ -521,6 +685,7 @@ def main(argv: list[str] | None = None) -> int:
     data = _prefix(path, args.limit)
     fl = [floor_and_loop(pattern, data) for _ in range(args.repeat)]
     n = fl[0]["records"]
+    ns = fl[0]["steady_records"]
     floors = sorted(r["floor_s"] for r in fl)
     loops = sorted(r["loop_s"] for r in fl)
     ph = min((instrumented(pattern, data) for _ in range(args.repeat)), key=lambda r: r["total_ns"])
@@ -539,8 +704,8 @@ def main(argv: list[str] | None = None) -> int:
          f"load average {load}; `--repeat {args.repeat}`).", "",
          "## Loop against its parse-only floor", "",
          "| | best s | median s | µs/record (best) |", "|---|---|---|---|",
-         f"| parse-only floor (`cep.io.readers.parse_only`: reader + decoder) | {floors[0]:.2f} | {floors[len(floors) // 2]:.2f} | {floors[0] / n * 1e6:.2f} |",
-         f"| `cep run` loop (`cep.commands.run`, timed by the command) | {loops[0]:.2f} | {loops[len(loops) // 2]:.2f} | {loops[0] / n * 1e6:.2f} |",
+         f"| parse-only floor (`parse_chunk`: `cep.io.readers.parse_only`'s reader + decoder, paired per chunk inside the loop) | {floors[0]:.2f} | {floors[len(floors) // 2]:.2f} | {floors[0] / ns * 1e6:.2f} |",
+         f"| `cep run` loop (`cep.commands.run`, timed by the command, the floor's passes taken out) | {loops[0]:.2f} | {loops[len(loops) // 2]:.2f} | {loops[0] / ns * 1e6:.2f} |",
          f"| ratio | {loops[0] / floors[0]:.1f}x | {loops[len(loops) // 2] / floors[len(floors) // 2]:.1f}x | |",
          ""]
     if ab is not None:

@@ -238,15 +238,17 @@ def test_route_row_time_is_the_largest_record_time_in_us():
     assert got == times and len(got) > 4 and (S.BAD_ROW_GROUP, 0) in got
 
 
-@pytest.mark.parametrize("frac", [0, 0.0004])
-def test_batched_route_and_state_steps_equal_one_record_at_a_time(frac):
+@pytest.mark.parametrize(("frac", "nested"), [(0, True), (0.0004, True), (0, False), (0.0004, False)])
+def test_batched_route_and_state_steps_equal_one_record_at_a_time(frac, nested):
     """The route step decodes with ``decode.lines`` and caches key groups, the state step pushes a group's
     records in one ``push_batch``: over a mixed stream longer than a decode chunk (records off the fast path:
     ISO times, retractions, numeric and boolean keys, bad and blank lines; late records and unknown retractions
     in the middle of a group's batch) the packs, side rows, composite events and the state at the end of the
     step are those of decoding, routing and pushing one record at a time under Spark's watermark.
     With whole-second times the engine moves its own watermark with the records from where it passes Spark's
-    (``_own_watermark_from``); with times finer than Spark's milliseconds (``frac``) it holds Spark's."""
+    (``_own_watermark_from``); with times finer than Spark's milliseconds (``frac``) it holds Spark's.
+    Without a nested value among the bytes (``nested`` False: ``plain_lines``) both steps read the records in
+    their own loops rather than through ``decode.lines``' events."""
     import random
 
     import pandas as pd
@@ -271,8 +273,12 @@ def test_batched_route_and_state_steps_equal_one_record_at_a_time(frac):
         if rnd.random() < 0.04:
             line = json.dumps(dict(rnd.choice(recs), op="-"))  # a retraction: of a record, or (expired) of none
         elif rnd.random() < 0.01:
-            line = rnd.choice(["{bad", "", "  ", '{"type": "A"}', '{"type": "A", "ts": 1, "k": [1]}'])
+            line = rnd.choice(["{bad", "", "  ", '{"type": "A"}', '{"type": "A", "ts": 1, "k": [1]}', '[1]',
+                               '{"type": "A", "ts": 1, "op": "x"}', '{"type": "", "ts": 1}', '{"type": "A", "ts": 2, "k": {"a": 1}}'])
+            if not nested:
+                line = line.replace("[1]", "1").replace('{"a": 1}', '"a"')
         values.append(line)
+    assert S.plain_lines([v.encode() for v in values]) is not nested
     pos = [f"f:{i + 1}" for i in range(len(values))]
     df = pd.concat(S._route_batches(spec)(iter([pd.DataFrame({"pos": pos, "value": values})])))
     got = {(g, k): list(S._unpack([rows])) for (g, k), rows in df.groupby(["g", "kg"])}
@@ -332,6 +338,52 @@ def test_batched_route_and_state_steps_equal_one_record_at_a_time(frac):
         assert mine == theirs and (peaks[0] < peaks[1] if not frac else peaks[0] == peaks[1])
         sides += side
     assert {r[1] for r in sides} == {"late", "error"}
+
+
+@pytest.mark.parametrize("shuffled", [False, True])
+def test_the_state_step_reads_records_as_decode_does_and_sorts_only_what_is_out_of_order(shuffled):
+    """``_decode_group``: a group's lines give the events ``decode`` gives (type, time, fields, position, op:
+    records off the fast path too), whether their times never go down, and whether none is a retraction; the
+    state step sorts only records out of time order, and pushes inserts-only batches as such: its composite
+    events are those of pushing the records one at a time in time order."""
+    import random
+
+    import pandas as pd
+    from cep.connectors import spark as S
+
+    from cep.io.readers import make_decoder
+
+    spec = S.pattern_spec("PATTERN p SEQ(A a, B b) WHERE a.k = b.k WITHIN 10\n", key_groups=1)
+    decode = make_decoder()
+    rnd = random.Random(3)
+    recs = [{"type": rnd.choice("AB"), "ts": 100 + i // 2, "k": rnd.choice(["x", "y", 1, 1.0])} for i in range(400)]
+    recs[7]["ts"] = "1970-01-01T00:01:43Z"  # off the fast path: decode reads the ISO time (103)
+    recs[9]["op"] = "+"
+    if shuffled:
+        rnd.shuffle(recs)
+    lines = [json.dumps(r).encode() for r in recs]
+    poss = [f"/d/f:{i + 1}" for i in range(len(lines))]
+    assert S.plain_lines(lines)
+    evs, ordered, inserts = S._decode_group(spec, decode, lines, poss)
+    want = [decode(p, raw) for p, raw in zip(poss, lines, strict=True)]
+    assert [(e.type, e.ts, e.fields, e.pos, e.op) for e in evs] == [(e.type, e.ts, e.fields, e.pos, e.op) for e in want]
+    assert (ordered, inserts) == (not shuffled, True)
+    minus = [*lines[:5], json.dumps(dict(recs[3], op="-")).encode()]
+    assert S._decode_group(spec, decode, minus, poss[:6])[2] is False
+    # a "[" in the bytes: decode.lines' events (order not looked at)
+    odd = [*lines[:3], b'{"type": "A", "ts": 1, "k": "[x"}']
+    assert not S.plain_lines(odd)
+    evs, *flags = S._decode_group(spec, decode, odd, poss[:4])
+    assert [e.fields for e in evs] == [decode(p, raw).fields for p, raw in zip(poss, odd, strict=False)] and flags == [False, True]
+
+    eng = spec.new_engine(0, own_watermark=False)
+    side, outs = S._push_all(spec, eng, 0, [pd.DataFrame({"value": S._pack(poss, [x.decode() for x in lines])})])
+    ref = spec.new_engine(0, own_watermark=False)
+    ref_outs = []
+    for ev in sorted(want, key=lambda e: e.ts):
+        ref_outs += ref.push(ev)
+    assert side == [] and len(ref_outs) > 20
+    assert [(o.op, o.id) for o in outs] == [(o.op, o.id) for o in ref_outs]
 
 
 def test_the_engine_moves_its_own_watermark_only_where_it_is_spark_s():
