@@ -57,12 +57,15 @@ _label_uses: dict[str, int] = {}
 _numbers = count()
 
 
-def define(label: str, source: str, entry: str, env: dict[str, Any] | None = None) -> Callable:
+def define(label: str, source: str, entry: str, env: dict[str, Any] | None = None,
+           listed: bool = True) -> Callable:
     """Execute generated ``source`` (defining function ``entry``) and return that function.
 
     ``label`` says what the function is (``"card_testing: propagate leaf 2"``); a
     second, different source under the same label gets ``#2``, ``#3``... appended.
     ``env`` holds the names the source refers to (it becomes the function's globals).
+    ``listed=False``: not in ``defined_since``'s listing (tracebacks still show its lines):
+    machinery rather than a function of the plan (``cep.runtime.skeleton``'s copy of an engine).
     """
     if not source.endswith("\n"):
         source += "\n"
@@ -76,7 +79,10 @@ def define(label: str, source: str, entry: str, env: dict[str, Any] | None = Non
                 break
         _label_uses[label] = n
     namespace: dict[str, Any] = {} if env is None else env
-    _remember(filename, label, source)
+    if listed:
+        _remember(filename, label, source)
+    else:
+        linecache.cache[filename] = (len(source), None, source.splitlines(keepends=True), filename)
     if source.startswith(f"def {entry}(") and _OTHER_TOP_LEVEL.search(source) is None:
         return _lazy(source, filename, entry, namespace)
     exec(_compiled(source, filename), namespace)  # noqa: S102 - the one place generated code is run
@@ -143,6 +149,16 @@ class _Pending:
         if real.__annotations__:  # (else the stub's: set by the maker of the function, cep.records)
             fn.__annotations__ = real.__annotations__
         namespace[entry] = fn  # (the name a recursive or a sibling function looks up: this same object)
+
+
+# a copy of an engine (``cep.runtime.skeleton``) binds the generated functions not compiled yet
+# to its own state as ``_lazy`` does: the stub's code, its own namespace and a ``Pending`` of its own
+Pending = _Pending
+
+
+def pending(fn: Callable) -> Any:
+    """The compilation a generated function waits for (None: compiled, or not generated)."""
+    return _pending(fn)
 
 
 def _pending(fn: Callable) -> _Pending | None:
@@ -245,7 +261,11 @@ def _compiled(source: str, filename: str) -> CodeType:
     ``compile`` is the most expensive step of checking a pattern, and patterns repeat
     shapes: an AND window's k(k-1) pair predicates are one source, files of similar
     patterns share their filters.  The cached code object gets ``filename`` (its
-    nested functions too), so tracebacks still name the function.
+    nested functions too), so tracebacks still name the function.  Not cached per name: each
+    function gets a code object of its own (copies of an engine, ``cep.runtime.skeleton``, too),
+    since a code object keeps the specializations of its instructions (Python 3.11: a global's
+    place in its function's namespace) and two engines' functions sharing one would undo each
+    other's (+0.7 % instructions per event of the batch loop that shared the warm-up's).
     """
     return _named(_compile_once(source), filename)
 
@@ -263,6 +283,20 @@ def _remember(filename: str, label: str, source: str) -> None:
     while len(_registry) > _MAX_KEPT:
         old, _entry = _registry.popitem(last=False)
         linecache.cache.pop(old, None)
+
+
+def again(entries: Sequence[tuple[str, str]]) -> None:
+    """The sources ``entries`` (``defined_since``'s (file name, source) pairs) defined again, in
+    order: what a fresh build would do for them (the listing and ``linecache``), for a copy of an
+    engine made without defining anything (``cep.runtime.skeleton``)."""
+    registry, cache = _registry, linecache.cache
+    for filename, source in entries:
+        got = registry.get(filename)
+        if got is not None and got[2] is source and filename in cache:
+            registry.move_to_end(filename)
+            registry[filename] = (next(_numbers), got[1], source)
+        else:
+            _remember(filename, filename[5:-1], source)
 
 
 def mark() -> int:

@@ -102,3 +102,18 @@ def test_the_loop_costs_more_than_its_floor(stream: Path, capsys: pytest.Capture
     assert second.startswith("paired: 9,000 records in chunks of 2,048, the first 512 of each apart; "
                              "2 blocks of 2 chunks (6,440 records): ratio median")
     assert third.startswith("all records (warm-ups included): floor")
+
+
+def test_outside_loop_splits_the_real_commands_process(stream: Path) -> None:
+    from bench import outside_loop as ol
+
+    r = ol.run_once(PATTERN, stream, None)
+    assert list(r) == ["interpreter start (site, .pth files)", "imports (cep.cli, cep.commands.run)",
+                       "setup (compile patterns, build the engine, open input and output)",
+                       "run(): heap, gc, between setup and loop", "loop (read, decode, push, encode, write)",
+                       "end of input (watermark to +inf) and closing the sinks", "summary",
+                       "after the command (exit status, gc.freeze)", ol.TEARDOWN, ol.WHOLE]
+    assert r["loop (read, decode, push, encode, write)"] > 0 and r["setup (compile patterns, build the engine, "
+                                                                  "open input and output)"] > 0
+    assert sum(v for k, v in r.items() if k != ol.WHOLE) == pytest.approx(r[ol.WHOLE], abs=1e-3)
+    assert "| outside the loop (whole - loop) |" in "\n".join(ol.table([r, r]))

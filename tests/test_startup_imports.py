@@ -18,7 +18,11 @@ from cephelp import PATTERNS, ROOT
 # `cep run` command line is read by cep.cli itself)
 NOT_IMPORTED = ("kafka", "pyspark", "cep.connectors", "cep.io.kafka", "cep.commands.explain",
                 "cep.io.checkpoint", "csv", "queue", "tqdm", "hypothesis", "cep.commands.check", "lark",
-                "click", "cep.cli_click", "difflib", "dataclasses", "inspect")  # (but what orjson imports itself)
+                "click", "cep.cli_click", "difflib", "dataclasses", "inspect",  # (but what orjson imports itself)
+                # HTTP, TLS and the scientific stack: nothing of a file run speaks to a network or a frame
+                # (``certifi`` here may come with the interpreter's own start-up: a ``.pth`` file of the
+                # environment imports it, then it is what ``import orjson`` loads too and not counted)
+                "requests", "urllib3", "certifi", "ssl", "http", "email", "socket", "numpy", "pandas", "pyarrow")
 
 _PROBE = """
 import sys
@@ -45,6 +49,19 @@ def _modules_of_a_file_run(tmp_path) -> set[str]:
     return set(r.stdout.split())
 
 
+def _modules_of(code: str) -> set[str]:
+    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    r = subprocess.run([sys.executable, "-c", code + "\nimport sys; print(' '.join(sorted(sys.modules)))"],
+                       capture_output=True, text=True, cwd=str(ROOT), env=env, timeout=300)
+    assert r.returncode == 0, r.stderr
+    return set(r.stdout.split())
+
+
+def _leaked(loaded: set[str]) -> list[str]:
+    theirs = _imported_by_orjson()
+    return [m for m in NOT_IMPORTED if m not in theirs and (m in loaded or any(x.startswith(m + ".") for x in loaded))]
+
+
 def _imported_by_orjson() -> set[str]:
     """What importing orjson (the JSON codec cep needs) loads by itself: orjson 3.13 imports
     ``dataclasses`` (and with it ``inspect``) to serialize dataclass objects, 3.8 does not."""
@@ -56,10 +73,18 @@ def _imported_by_orjson() -> set[str]:
 def test_a_file_run_imports_no_connector_explain_checkpoint_or_csv_module(tmp_path):
     loaded = _modules_of_a_file_run(tmp_path)
     assert "cep.runtime.engine" in loaded  # the probe sees the run's modules
-    theirs = _imported_by_orjson()
-    leaked = [m for m in NOT_IMPORTED
-              if m not in theirs and (m in loaded or any(x.startswith(m + ".") for x in loaded))]
-    assert leaked == []
+    assert _leaked(loaded) == []
+
+
+def test_importing_the_run_command_imports_no_connector_or_network_module():
+    loaded = _modules_of("import cep.commands.run")
+    assert "cep.io.readers" in loaded
+    assert _leaked(loaded) == []
+
+
+def test_the_probe_sees_an_eager_import():
+    # what the two tests above would say if the run's modules imported one of these at start-up
+    assert _leaked(_modules_of("import cep.commands.run, csv, http")) == ["csv", "http"]
 
 
 def test_a_lazy_pattern_is_the_compiled_pattern_at_first_use():

@@ -31,6 +31,7 @@ from cep import codegen
 from cep.errors import BatchInterrupted, LateEventError, UnknownRetractionError
 from cep.event import Event, Output, match_id_fn
 from cep.lang.gcq import CompiledPattern
+from cep.runtime import skeleton
 from cep.runtime.gaps import GapChecks, GapIndex, KleeneIndex
 from cep.runtime.handler import build_handlers, quiet_inserter
 from cep.runtime.iedyn import PatternRuntime
@@ -45,8 +46,26 @@ if TYPE_CHECKING:
 __all__ = ["Engine", "StateError"]
 
 
+# id(pattern) -> (pattern, signature): printing a pattern costs ~0.75 ms (card testing), and
+# ``Engine.loads`` checks every pattern's (a Spark key group's engine is loaded every micro-batch)
+_signatures: dict[int, tuple[CompiledPattern, str]] = {}
+_MAX_SIGNATURES = 1024
+
+
 def pattern_signature(cp: CompiledPattern) -> str:
-    """What must not change between a saved state and the patterns it is loaded with."""
+    """What must not change between a saved state and the patterns it is loaded with (once per
+    compiled pattern and process: at most ``_MAX_SIGNATURES`` kept)."""
+    got = _signatures.get(id(cp))
+    if got is not None and got[0] is cp:
+        return got[1]
+    sig = _signature(cp)
+    if len(_signatures) >= _MAX_SIGNATURES:
+        _signatures.clear()
+    _signatures[id(cp)] = (cp, sig)
+    return sig
+
+
+def _signature(cp: CompiledPattern) -> str:
     try:
         from cep.lang.printer import format_pattern
 
@@ -76,6 +95,52 @@ def _no_key(_first: Event) -> None:
     return None
 
 
+# id(pattern) -> (pattern, its physical plan), for engines built without plans (planning was ~30 %
+# of building an engine); at most ``_MAX_PLANS`` kept
+_plans: dict[int, tuple[CompiledPattern, Any]] = {}
+_MAX_PLANS = 256
+
+
+def _plan_of(cp: CompiledPattern) -> PhysicalPlan:
+    """``physical_plan(plan_pattern(cp))``, once per compiled pattern (and process)."""
+    got = _plans.get(id(cp))
+    if got is not None and got[0] is cp:
+        return got[1]
+    from cep.plan.physical import physical_plan
+    from cep.plan.planner import plan_pattern
+
+    pp = physical_plan(plan_pattern(cp))
+    if len(_plans) >= _MAX_PLANS:
+        _plans.clear()
+    _plans[id(cp)] = (cp, pp)
+    return pp
+
+
+def _recipe_key(patterns: Sequence[CompiledPattern], lateness: Any, own_watermark: bool,
+                plans: Sequence[PhysicalPlan] | None, share: Any, shadow: bool, lines: bool, cls: type | None = None) -> Any:
+    """What an engine's construction depends on (``cep.runtime.skeleton``): the compiled pattern
+    objects and the plans given (by identity: the recipe keeps them alive), and the options;
+    None when they do not make a key."""
+    try:
+        key = (tuple(map(id, patterns)), None if plans is None else tuple(map(id, plans)), type(lateness), lateness,
+               bool(own_watermark), share, bool(shadow), bool(lines), cls)
+        hash(key)
+    except TypeError:
+        return None
+    return key
+
+
+def _prewarm(eng: Engine) -> None:
+    """What a pristine engine generates only when first needed, generated now (before its recipe is
+    taken, so that its copies do not generate it each): the restore inserters (``Engine.loads``) and
+    the expiry of several tuples of an atom at once."""
+    for etype in sorted({*eng.route, *eng.gap_route}):
+        eng._quiet[etype] = quiet_inserter(eng, etype)
+    for rt in eng.runtimes:
+        for leaf in rt._leaf_of_atom.values():
+            rt._batch_from(leaf, keep=False)
+
+
 class Engine:
     """Runs compiled patterns over one stream of events (the core API)."""
 
@@ -102,10 +167,30 @@ class Engine:
         from ``push``/``push_batch`` as their encoded JSON lines (``str``, newline ended: what
         ``cep.io.writers.encode_output`` gives, decoded), the others as ``Output``; for callers that
         only write them (``cep run`` to a file or stdout): ``encode_outputs`` takes both.
-        """
-        from cep.plan.physical import physical_plan
-        from cep.plan.planner import plan_pattern
 
+        Building an engine is cheap after the first two of the same patterns, plans and options in
+        a process: the third on are copies of a pristine one (``cep.runtime.skeleton``), with
+        their own state and the same generated code.
+        """
+        patterns = list(patterns)  # (any iterable, read once)
+        if plans is not None:
+            plans = list(plans)
+        key = _recipe_key(patterns, lateness, own_watermark, plans, share, shadow, lines, type(self))
+        if key is not None:
+            recipe = skeleton.lookup(key)
+            if recipe is not None:
+                recipe.make(self)
+                return
+            since = codegen.mark()
+        self._build(patterns, lateness, own_watermark, plans, share, shadow, lines)
+        if key is not None:
+            skeleton.note(key, self, since, _prewarm, (list(patterns), plans))
+
+    def _build(self, patterns: Sequence[CompiledPattern], lateness: int | float, own_watermark: bool,
+               plans: Sequence[PhysicalPlan] | None, share: tuple[int, int] | None, shadow: bool,
+               lines: bool) -> None:
+        """``__init__``'s work, done: the plans (once per compiled pattern and process,
+        ``_plan_of``), the runtimes and the generated functions bound to this engine's state."""
         self.lines = lines
         self.patterns = list(patterns)
         self._builders = [match_builder(cp) for cp in self.patterns]
@@ -117,7 +202,7 @@ class Engine:
         # engine's bookkeeping, kept beside the events rather than on the user's records
         self._holders: dict[int, int] = {}
         if plans is None:
-            plans = [physical_plan(plan_pattern(cp)) for cp in self.patterns]
+            plans = [_plan_of(cp) for cp in self.patterns]
         self.runtimes = [PatternRuntime(pp) for pp in plans]
         self._by_name = {cp.name: i for i, cp in enumerate(self.patterns)}
         # every (pattern, atom) is a bit; an event's holders are a bit mask (a small int),
