@@ -58,7 +58,7 @@ PHASES: dict[str, tuple[str, ...]] = {
     "handler (generated batch loop, per type: late check, watermark, a single due event's expiry, filters, "
     "leaf tuples, holders, queues, counters)": ("handlers",),
     "expiry: due events, holders, forgetting, leaf tuples (generated; gap indexes, batches)": (
-        "expiry", "cep.runtime.engine:Engine._expire_serials", "cep.runtime.engine:Engine._forget"),
+        "expiry", "cep.runtime.engine:Engine._forget"),
     "expiry: batched update path (several due events per atom)": ("cep.runtime.iedyn:PatternRuntime.expire",),
     "update paths (generated per atom: inserts and expiry)": ("update paths",),
     "output building (enumeration of new matches, match id, EMIT, Output tuples)": ("builders",),

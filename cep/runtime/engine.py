@@ -657,26 +657,6 @@ class Engine:
         expiry, ``cep.runtime.handler``)."""
         self._handlers.expire(self.watermark)
 
-    def _expire_serials(self, ri: int, pmask: int, serials: list[int]) -> None:
-        """Drop these events from the holders ``pmask`` of pattern ``ri``: one batch of
-        deletions per atom, no output."""
-        rt = self.runtimes[ri]
-        holders = self._holders
-        batches: dict[int, list[tuple]] = {}
-        for serial in serials:
-            mask = holders.get(serial, 0)
-            if not mask & pmask:
-                continue  # already retracted
-            for _ri, ai, t in self._leaf_tuples(serial, mask & pmask):
-                batches.setdefault(ai, []).append(t)
-            mask &= ~pmask
-            if mask:
-                holders[serial] = mask
-            else:
-                self._forget(serial)
-        for ai, tuples in batches.items():
-            rt.expire(ai, tuples)
-
     def _forget(self, serial: int) -> None:
         event = self.events.pop(serial)
         del self._holders[serial]

@@ -22,9 +22,10 @@ Expiry is generated the same way, and the loop calls it only when a window's old
 (``Engine._oldest``, a lower bound kept on insert) is before ``watermark - w``: per window, the
 due entries ``(ts, serial, leaf tuple or None)`` are popped from the in-order queue (or the heap
 of out-of-order ones), and one due event (the common in-order case: the watermark moves with
-every event) goes through its atoms' update paths with the entry's leaf tuple (recomputed per
-shape only when the atoms holding it have different shapes); several go as one batch per atom
-(``Engine._expire_serials``).
+every event) goes through its atoms' expiry paths with the entry's leaf tuple (recomputed per
+shape only when the atoms holding it have different shapes); several go the same way, one after
+the other (a batch per atom through the general batch path cost ~4x as much per entry for the
+3-5 entries a jump of the watermark makes due).
 
 The loop is written four times (``_batch``): for an engine that owns its watermark, again for a
 batch of inserts only, again for parsed JSON records of inserts only (``Engine.push_records``: the
@@ -811,11 +812,15 @@ def _expiry(eng: Engine) -> Any:
         for pop, has in ((popq, f"{q} and {q}[0][{at}] < limit"), (f"heappop({heap})", f"{heap} and {heap}[0][0] < limit")):
             src.add(2, f"while {has}:", *f"    x = {pop}".split("\n"), "    if one is None:", "        one = x",
                     "    elif due is None:", "        due = [one, x]", "    else:", "        due.append(x)")
-        held = qmask | qmask << eng._shift if eng._shadowed else qmask  # with the shadow bits
         src.add(2, f"old = {q}[0][{at}] if {q} else inf", f"if {heap} and {heap}[0][0] < old:", f"    old = {heap}[0][0]",
                 f"{oldest}[{qi}] = old",
-                "if due is not None:", f"    eng._expire_serials({ri}, {held}, [x[1] for x in due])", "elif one is not None:",
-                "    _ts, s, t = one")
+                # each due entry through the per-entry lines (its atoms' expiry paths, ``_compile_drop``):
+                # a batch of 3-5 through ``Engine._expire_serials`` (leaf tuples recomputed, a dict of
+                # batches, the general batch path) cost ~4x as much per entry
+                # (the one-entry case, the common one, written apart: no loop, no tuple)
+                "if due is not None:", "    for _ts, s, t in due:")
+        _expire_entry(src, eng, ri, qmask, 4)
+        src.add(2, "elif one is not None:", "    _ts, s, t = one")
         _expire_entry(src, eng, ri, qmask, 3)
     if eng._gap_expiry:
         src.add(1, "if wm > eng._gap_expire_at:", "    eng._expire_gaps(wm)")
