@@ -331,7 +331,9 @@ def test_a_refused_record_in_a_batch_is_reported_with_its_own_line(tmp_path, mon
 
 def test_cep_run_tells_the_engine_a_batch_of_inserts_only(tmp_path, monkeypatch):
     """A batch whose lines have no op field is pushed with ``inserts=True`` (the engine's loop tests no
-    op); one with a retraction in it is not, and the retraction is applied (its ``-`` written)."""
+    op); one with a retraction in it is not, and the retraction is applied (its ``-`` written).
+    (Without the engine's own decoding loop, which takes the plain batches: tests/test_fused_loop.py.)"""
+    monkeypatch.setattr(runner, "FUSED", False)
     seen: list[bool] = []
     real = Engine.push_batch
 

@@ -3,7 +3,8 @@
 Why it is one flat loop over batches: the per-record path is measured (bench/).  The source
 hands out what it has ready (``Source.take``: one read's complete lines, at most ``BATCH``
 records, never past the next tick); each record costs one decode, the batch one
-``Engine.push_batch`` and, only when it completed matches, their encoding and one flush, so
+``Engine.push_batch`` (a plain batch of JSON lines: parsed in one pass, then one
+``Engine.push_records``, which checks the records in the engine's own loop) and, only when it completed matches, their encoding and one flush, so
 every composite event is written before the reader waits for more input (docs/language.md
 section 4) and a busy input costs one write per batch, not per record.  Everything else
 (checkpoints, the progress bar, the test hook's stop) runs on a "tick" every few hundred
@@ -61,6 +62,7 @@ from cep.units import check_time_unit, parse_duration
 
 TICK = 256  # records between housekeeping checks
 LINES = True  # JSON lines files and stdin take the raw-lines path (``_Run.loop``; tests compare it with the pairs path)
+FUSED = True  # ... and their plain batches parsed in one pass, checked in the engine's loop (``Engine.push_records``; tests compare)
 
 
 
@@ -347,6 +349,39 @@ class _Run:
                     raise RunError(f"{where_}: internal error: {type(cause).__name__}: {cause}") from None
             return None
 
+        def apply_lines(batch: list[bytes], recs: list, first: int) -> tuple[int, int | None]:
+            """``apply`` for the parsed records of a plain batch of lines (``decode.plain``), checked
+            in the engine's loop (``Engine.push_records``): how many it took (it stops at the first
+            its loop does not take; the caller decodes that one and the rest) and an exit status.
+            A late record goes to the late output, anything else an event raises stops the run, as
+            in ``apply`` (there is no retraction in such a batch)."""
+            nonlocal nout
+            start = 0
+            end = len(batch)
+            while start < end:
+                try:
+                    took, outs = push_records(recs[start:] if start else recs, first + start, tf, tsf)
+                except BatchInterrupted as bi:
+                    nout += write(bi.outputs)
+                    i = start + bi.index
+                    start = i + 1
+                    cause = bi.__cause__
+                    if isinstance(cause, LateEventError):
+                        self.late += 1
+                        if late_sink is not None:
+                            late_sink.write(raw_line(batch[i]), None)
+                        continue
+                    self.records = n + i + 1
+                    if not isinstance(cause, Exception) or os.environ.get("CEP_DEBUG"):
+                        flush()  # Ctrl-C: what the events before it completed is written first
+                        raise cause from None
+                    line = self._line_of(str(first + i))
+                    where_ = f"input line {line}" if line is not None else f"input record {first + i}"
+                    raise RunError(f"{where_}: internal error: {type(cause).__name__}: {cause}") from None
+                nout += write(outs)
+                return start + took, None
+            return end, None
+
         # a partitioned source (Kafka): per-partition event time, the engine's watermark is the minimum
         # over the active partitions minus the lateness; ticks (batch None) say a partition went idle
         clock = None
@@ -356,14 +391,23 @@ class _Run:
         # strings, no pairs: made only for what goes off the fast path)
         take_lines = src.take_lines if type(src) is JsonlSource and o.fmt != "csv" and LINES else None
         many_lines = decode.lines if take_lines is not None else None
+        # plain batches of such lines: parsed in one pass, checked in the engine's loop
+        # (``decode.plain``, ``Engine.push_records``); not
+        # with a watermark a source or the wall clock moves (below), nor with a decoder or an engine
+        # that has no such path (a wrapped decoder times each record: bench.where_time_goes)
+        plain = getattr(decode, "plain", None)
+        push_records = getattr(eng, "push_records", None) if take_lines is not None and FUSED and plain else None
+        tf, tsf = o.type_field, o.time_field
         first: int | None = None
         if eng.own_watermark:
             if self.idle is not None:  # a quiet input's watermark follows the wall clock
                 batches = _with_idle(take, BATCH, self.idle, self._idle_advance)
+                push_records = None
             else:
                 batches = None
         else:
             batches = src.partitioned_batches()
+            push_records = None
             clock = src.clock
             many = no_fast_path  # each record's time moves its partition's clock: one at a time
             observe = clock.observe
@@ -414,10 +458,24 @@ class _Run:
                                 flush()
                         continue
                 n0 = nout
+                recs = plain(batch) if push_records is not None and first is not None else None
+                if recs is not None:
+                    took, status = apply_lines(batch, recs, first)
+                    n += took
+                    if status is not None:
+                        self.outputs = nout
+                        return status
+                    if took < len(batch):  # a line the engine's loop does not decode: the rest as below
+                        batch = batch[took:]
+                        first += took
+                    else:
+                        batch = None
                 lo, n_lo = 0, n  # where the run of events ``evs`` starts in the batch (``apply``)
                 # the leading records of the decoder's fast path in one call (``decode.many``);
                 # the first other record (slow path, bad, blank) and those after it one at a time
-                if first is not None:
+                if batch is None:  # taken whole by the engine's own decoding loop
+                    evs, batch, k = [], (), 0
+                elif first is not None:
                     evs = many_lines(batch, first)
                     k = len(evs)
                     if k < len(batch):  # a record off the fast path: the pairs, for what follows

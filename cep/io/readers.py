@@ -25,7 +25,7 @@ from typing import IO, Any, Protocol
 
 import orjson
 
-from cep.event import Event
+from cep.event import Event, LineEvent
 from cep.io.protocol import Source
 from cep.lazyre import lazy
 from cep.units import TIME_UNITS, check_time_unit
@@ -142,29 +142,6 @@ _DIGITS = bytes(48 if 48 <= b <= 57 else b if b in (58, 123) else 46 for b in ra
 _new = object.__new__
 
 
-class LineEvent(Event):
-    """An Event of ``decode.lines`` (a JSON lines file read by ``JsonlSource.take_lines``): its
-    position is the record's line number ``_n``, made the string ``pos`` only when read.
-
-    Why: most records of a sparse stream are never stored or emitted, and their position string
-    (``str`` of the record number, plus the ``(pos, raw)`` pair carrying it) was ~1,300 of the
-    ~13,600 instructions a record costs to read and decode (issue 15); ids and messages read
-    ``pos`` only for the events of a match or a bad record, and get the same string as before.
-    Made without arguments (``LineEvent()``: no ``__init__`` frame, cheaper than
-    ``object.__new__``), its slots set one by one; assigning ``pos`` stores the given value."""
-
-    __slots__ = ("_n",)
-    __init__ = object.__init__  # type: ignore[assignment]
-
-    @property  # type: ignore[override]
-    def pos(self) -> str:
-        return str(self._n)
-
-    @pos.setter
-    def pos(self, value: str) -> None:
-        self._n = value
-
-
 class InsertBatch(list):
     """The events ``decode.lines`` made from a batch of lines when none of them is a retraction
     (op ``-``): ``cep run`` passes that on (``Engine.push_batch(inserts=True)``: the engine's loop
@@ -173,6 +150,16 @@ class InsertBatch(list):
     and not a flag: it travels with the events, and anything else handed the list sees a list."""
 
     __slots__ = ()
+
+
+def _flat(blob: bytes, _digits: bytes = _DIGITS, _run: bytes = b"0" * 19) -> bool:
+    """Whether a batch's bytes show that no record holds a nested value or an integer orjson reads
+    as a float (``decode_lines``: then no scan of the values): no ``[``, no ``{`` after a ``:``
+    (whitespace deleted from the view), no run of 19 digits."""
+    if b"[" in blob:
+        return False
+    marks = blob.translate(_digits, b" \t\r")
+    return b":{" not in marks and _run not in marks
 
 
 def _check_scalars(rec: dict) -> None:
@@ -188,6 +175,7 @@ class Decoder(Protocol):
 
     many: Callable[[list[tuple[str, Any]]], list[Event]]
     lines: Callable[[list[bytes], int], list[Event]]  # JSON lines decoders only (``decode_lines``)
+    plain: Callable[[list[bytes]], list | None]  # JSON lines decoders only (``plain``)
 
     def __call__(self, pos: str, raw: Any) -> Event: ...
 
@@ -313,8 +301,7 @@ def make_decoder(
         return out
 
     def decode_lines(lines: list[bytes], first: int, _odd: frozenset = _ODD, _big: float = _BIG,
-                     _nbig: float = -_BIG, _ev: type = LineEvent, _digits: bytes = _DIGITS,
-                     _run: bytes = b"0" * 19) -> list[Event]:
+                     _nbig: float = -_BIG, _ev: type = LineEvent) -> list[Event]:
         """``decode_many`` for raw lines numbered from ``first`` (``JsonlSource.take_lines``): the
         ``LineEvent``s of the leading records that take the fast path, ``pos`` the line number's
         string, as ``decode_many(list(zip(map(str, count(first)), lines)))`` gives.  Why: no
@@ -332,8 +319,7 @@ def make_decoder(
         out: list[Event] = InsertBatch()
         append = out.append
         plus = True
-        marks = blob.translate(_digits, b" \t\r")
-        if b"[" not in blob and b":{" not in marks and _run not in marks:
+        if _flat(blob):
             for n, raw in enumerate(lines, first):
                 try:
                     rec = loads(raw)
@@ -391,8 +377,29 @@ def make_decoder(
             break
         return out if plus else list(out)
 
+    quoted_op = orjson.dumps(op_field)  # the op field's name as a key is written: ``"op"``
+
+    def plain(lines: list[bytes], _map: Any = map) -> list | None:
+        """The parsed records of a batch whose bytes show that no record needs more than
+        ``Engine.push_records`` checks (its type and its time, nothing of its other values, no op
+        field): no nested value or integer beyond 64 bits (``_flat``), the op field's name nowhere
+        in quotes and no ``\\u`` escape (the only other way to write that name), and every line
+        valid JSON; None otherwise (a string holding such bytes, a bad or blank line: the batch goes
+        the usual way, ``decode.lines`` and ``Engine.push_batch``).  Why: the engine's loop then
+        checks the records itself and makes an Event only for one it keeps
+        (``cep.runtime.handler._fused_head``); the parsing is one C loop over the batch (no Python
+        step per record), apart from the engine's loop (``_fused_head``: the instruction cache)."""
+        blob = b"".join(lines)
+        if quoted_op in blob or b"\\u" in blob or not _flat(blob):
+            return None
+        try:
+            return list(_map(loads, lines))
+        except JSONDecodeError:
+            return None
+
     decode.many = decode_many  # type: ignore[attr-defined]
     decode.lines = decode_lines  # type: ignore[attr-defined]
+    decode.plain = plain  # type: ignore[attr-defined]
     return decode  # type: ignore[return-value]
 
 

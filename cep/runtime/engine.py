@@ -388,6 +388,30 @@ class Engine:
         self._handlers.batch(events, outs, inserts)
         return outs
 
+    def push_records(self, records: Sequence[Any], first: int, type_field: str = "type",
+                     time_field: str = "ts", event: type | None = None) -> tuple[int, list[Output]]:
+        """``push_batch`` over parsed JSON records (``orjson.loads`` of lines), line ``first + i``
+        being ``records[i]``: each is checked in the engine's loop (``cep.runtime.handler._fused_head``),
+        its Event made (a ``LineEvent``, position its line number) only when the engine keeps or emits
+        it.  Returns how many records it took and their composite events: it stops, before the record
+        changes anything, at the first that is not an object with a non-empty string type and a
+        numeric time (the caller's decoder takes it from there).  The caller promises what
+        ``cep.io.readers``' ``decode.plain`` checks: no record has a nested value, an integer beyond
+        64 bits or an op field.  An event that raises: ``BatchInterrupted`` as ``push_batch``'s, its
+        index counted from ``records[0]``.
+        ``event``: the class of the Events made, ``cep.event.LineEvent`` (None) or a subclass of it
+        with no more slots (made without arguments, its slots ``type``, ``ts``, ``fields``, ``_n``
+        and ``op`` set): a position other than the line number's string is its ``pos``'s business.
+        Only for an engine that owns its watermark (``cep run`` over a file or stdin)."""
+        if not self.own_watermark:
+            raise RuntimeError("push_records needs an engine that owns its watermark")
+        outs: list[Output] = []
+        if not records:
+            return 0, outs
+        if event is None:
+            return self._handlers.batch(records, outs, True, first, type_field, time_field), outs
+        return self._handlers.batch(records, outs, True, first, type_field, time_field, event), outs
+
     def _late(self, ts: Any, wm: Any) -> None:
         """Refuse an event below the watermark (counted)."""
         self._n_late += 1

@@ -27,6 +27,11 @@ shape only when the atoms holding it have different shapes); several go the same
 the other (a batch per atom through the general batch path cost ~4x as much per entry for the
 3-5 entries a jump of the watermark makes due).
 
+The loop is written four times (``_batch``): for an engine that owns its watermark, again for a
+batch of inserts only, again for parsed JSON records of inserts only (``Engine.push_records``: the
+record's checks in the loop, its Event made only when the engine keeps or emits it, ``_fused_head``), and
+for an engine whose source owns the watermark.
+
 Everything rare stays in ``Engine``'s plain methods: retractions, decided matches of patterns
 with gap elements (``_complete``/``_decide``), gap-index expiry, batch expiry.  The sources
 are made with ``cep.codegen.define``, so a traceback shows the generated line and
@@ -41,6 +46,7 @@ from typing import TYPE_CHECKING, Any
 
 from cep import codegen
 from cep.errors import BatchInterrupted
+from cep.event import LineEvent
 from cep.lang.expr import inline_conditions
 from cep.lang.gcq import TIME_ATTR
 from cep.runtime.iedyn import leaf_tuple_line
@@ -83,6 +89,11 @@ class _Source:
         # loop is written once for each, so neither tests ``own_watermark`` per event (``_batch``)
         self.own = True
         self.inserts = False  # the batch loop's copy for a batch its caller says holds inserts only
+        # the batch loop's copy over parsed JSON records (``Engine.push_records``): the record is
+        # checked in the loop (the dict ``f``, ``typ``, ``ts``) and its Event made only when something reads it
+        # (``_make_event``: ``has_e``, per type's body)
+        self.fused = False
+        self.has_e = True
         self.made: dict[Any, Any] = {}  # functions made for the lines, by what they are (made once)
 
     def name(self, prefix: str, obj: Any) -> str:
@@ -109,6 +120,17 @@ def _leaf_shape(src: _Source, eng: Engine, ri: int, ai: int,
     reads, items, null, env = eng.runtimes[ri].leaf_source(ai, ts)
     src.env.update(env)
     return [*reads, leaf_tuple_line("t", items)], items, null
+
+
+def _make_event(src: _Source, indent: int = 1) -> None:
+    """In the batch loop's copy over raw lines (``src.fused``), the lines that make the record's
+    Event ``e`` (a ``LineEvent``: its position is the line number ``_i``) before the first line of
+    the type's body that reads it (a filter call, ``E[s] = e``); nothing when it is made already.
+    (``EV``: the class, the batch function's argument, ``LineEvent`` or a subclass of it.)
+    Why: an event no atom keeps (card testing: an amount between 100 and 400) never needs one."""
+    if src.fused and not src.has_e:
+        src.add(indent, "e = EV()", "e.type = typ", "e.ts = ts", "e.fields = f", "e._n = _i", "e.op = '+'")
+        src.has_e = True
 
 
 def _mark(src: _Source, indent: int) -> None:
@@ -232,8 +254,14 @@ def _entry_layout(eng: Engine, qi: int) -> tuple[int, int, int] | None:
 
 def _unpack_entry(layout: tuple[int, int, int]) -> str:
     """The targets that unpack a leaf tuple of ``layout`` (``_entry_layout``) into ``_ts`` and ``s``."""
+    return ", ".join(_entry_items(layout))
+
+
+def _entry_items(layout: tuple[int, int, int]) -> list[str]:
+    """The locals a leaf tuple of ``layout`` is unpacked into: ``_ts`` (its time), ``s`` (its serial),
+    ``_u<k>`` (item ``k``, read by an expiry guard without a subscript, ``_guarded``)."""
     i, j, n = layout
-    return ", ".join("_ts" if k == i else "s" if k == j else "_" for k in range(n))
+    return ["_ts" if k == i else "s" if k == j else f"_u{k}" for k in range(n)]
 
 
 def _expire_inline(src: _Source, eng: Engine, indent: int) -> None:
@@ -263,7 +291,10 @@ def _expire_inline(src: _Source, eng: Engine, indent: int) -> None:
         src.add(indent + 2, f"t = {q}.popleft()", f"{_unpack_entry(layout)} = t",
                 f"_old = {q}[0][{layout[0]}] if {q} else inf",
                 "if _ts >= _lim:", f"    {q}.appendleft(t)", "    _old = _ts", "else:")
-    _expire_entry(src, eng, ri, qmask, indent + 3, keep="e", known=layout is not None)
+    # an expired event read from ``E`` goes into ``e`` and ``f``: the loop's own is kept and restored
+    # (over raw lines the record's dict ``f``: its Event is made after the expiry, ``_make_event``)
+    _expire_entry(src, eng, ri, qmask, indent + 3, keep="f" if src.fused else "e",
+                  known=None if layout is None else _entry_items(layout))
     # more due (a burst at one time, a jump of the watermark): the rest as ``expire``'s batch
     src.add(indent + 3, "if _old < _lim:", *(f"    {x}" for x in call))
 
@@ -302,6 +333,7 @@ def _filters(src: _Source, entries: list[tuple[int, int, Any, int]], eng: Engine
         inlined = inline_conditions([x for _j, x in exprs], access, f"_c{src.bodies}_")
     out: list[str | None] = [None] * len(atoms)
     if inlined is None:
+        _make_event(src)
         for j, _x in exprs:
             out[j] = f"p{j}"
             src.add(1, f"p{j} = {src.name('flt', atoms[j].filter)}(e)")
@@ -369,7 +401,7 @@ def _gap_pattern(eng: Engine, ix: Any) -> int:
     return next(ri for ri, c in enumerate(eng.checks) if c is not None and any(x is ix for x in c.indexes))
 
 
-def _guarded(src: _Source, eng: Engine, ri: int, ai: int, tv: str) -> str | None:
+def _guarded(src: _Source, eng: Engine, ri: int, ai: int, tv: str, items: list[str] | None = None) -> str | None:
     """The test under which atom ``ai``'s update path can change something for leaf tuple ``tv``
     (``PatternRuntime.entry_guard``: its sibling's index has the tuple's key), or None when it
     must always be called.  Why: card testing's s1 stores nothing itself, and on a sparse stream
@@ -378,10 +410,9 @@ def _guarded(src: _Source, eng: Engine, ri: int, ai: int, tv: str) -> str | None
     if guard is None:
         return None
     groups, positions = guard
-    if len(positions) == 1:
-        key = f"{tv}[{positions[0]}]"
-    else:
-        key = "(" + "".join(f"{tv}[{p}], " for p in positions) + ")"
+    # the tuple's items where the caller has them in locals (the insert: no subscript per event)
+    at = [items[p] if items is not None else f"{tv}[{p}]" for p in positions]
+    key = at[0] if len(at) == 1 else "(" + "".join(f"{x}, " for x in at) + ")"
     return f"{src.name('GG', groups)}.get({key}) is not None"
 
 
@@ -409,7 +440,8 @@ def _insert_body(src: _Source, eng: Engine, etype: str, emit: bool) -> None:
     type ``etype`` it qualifies for, emit (``emit``) what that completes, and keep it (holders,
     expiry queues, counters) when something holds it."""
     entries = eng.route.get(etype, [])
-    src.add(1, "f = e.fields")
+    if not src.fused:  # (over raw lines ``f`` is the record's dict already)
+        src.add(1, "f = e.fields")
     early = eng.share is not None and not eng._shadowed
     owns: dict[int, str] = {}
     if early:  # a worker without shadows: an event it owns for no pattern is not even filtered
@@ -423,6 +455,7 @@ def _insert_body(src: _Source, eng: Engine, etype: str, emit: bool) -> None:
     conds = _filters(src, entries, eng)
     passed = None  # the test every kept event passed already
     if etype in eng.gap_route:
+        _make_event(src)
         src.add(1, "E[s] = e", "mask = 0")
         if not early:
             owns = _owners(src, eng, etype)
@@ -449,6 +482,7 @@ def _insert_body(src: _Source, eng: Engine, etype: str, emit: bool) -> None:
         _plain_insert(src, eng, entries, conds, shapes, null_of, items_of, emit, tuple_of)
     else:
         if etype not in eng.gap_route:
+            _make_event(src)
             src.add(1, "E[s] = e", "mask = 0")
         _general_insert(src, eng, entries, conds, passed, shapes, null_of, emit, owns, tuple_of)
         src.add(1, "if not mask:", "    del E[s]", f"    {src.exit}", "H[s] = mask")
@@ -503,7 +537,9 @@ def _plain_insert(src: _Source, eng: Engine, entries: list, conds: list[str | No
     src.add(1, *lines[:-1])
     if null:
         src.add(1, f"if {null}:", f"    {src.exit}")
-    src.add(1, leaf_tuple_line(tv, items_of[tv]), "E[s] = e")
+    src.add(1, leaf_tuple_line(tv, items_of[tv]))
+    _make_event(src)
+    src.add(1, "E[s] = e")
     groups: list[tuple[str | None, list[int]]] = []  # atoms in a row under one test share its ``if``
     for j in range(len(entries)):
         if groups and groups[-1][0] == conds[j]:
@@ -523,7 +559,7 @@ def _plain_insert(src: _Source, eng: Engine, entries: list, conds: list[str | No
             src.add(ind, f"# {eng.patterns[ri].name}: {eng.patterns[ri].atoms[ai].alias}")
             prop = src.name("prop", eng.runtimes[ri]._prop_of_atom[ai])
             at = ind
-            guard = _guarded(src, eng, ri, ai, tv)
+            guard = _guarded(src, eng, ri, ai, tv, items_of[tv])
             if guard is not None:
                 src.add(ind, f"if {guard}:")
                 at = ind + 1
@@ -622,7 +658,10 @@ def _push_body(src: _Source, eng: Engine, etype: str | None) -> None:
     # the late test: in the loop of an engine that owns its watermark, ``wm`` is never None
     # (``NOWM`` stands in for it); with a source's watermark it stays None until the source moves it
     late = "ts < wm" if src.own else "wm is not None and ts < wm"
-    src.add(1, "ts = e.ts", f"if {late}:", "    _nc = _i", "    eng._late(ts, wm)")
+    src.has_e = not src.fused  # over raw lines the Event is made where the body first reads it
+    if not src.fused:
+        src.add(1, "ts = e.ts")
+    src.add(1, f"if {late}:", "    _nc = _i", "    eng._late(ts, wm)")
     # the check may switch the fingerprint index on (its first retraction): the loop's copy of
     # the switch follows at once, since the expiry this move runs must take events out of it
     if not src.inserts:  # (the loop for a batch of inserts only tests no op: ``_batch``)
@@ -652,7 +691,7 @@ def _batch(eng: Engine, expire: Any) -> Any:
     ``_push_body``), the fingerprint switch and the single window's oldest time; they are written
     back when it ends, when it raises, and before a call that reads them (``_handover``)."""
     src = _Source(eng)
-    src.env.update(expire=expire, BatchInterrupted=BatchInterrupted, NOWM=NOWM, NOMX=NOMX)
+    src.env.update(expire=expire, BatchInterrupted=BatchInterrupted, NOWM=NOWM, NOMX=NOMX, LE=LineEvent)
     src.write_through = bool(eng._decided)
     inline = len(eng._windowed) == 1 and not eng._gap_expiry
     src.old_local = eng._windowed[0][0] if inline else None
@@ -660,7 +699,10 @@ def _batch(eng: Engine, expire: Any) -> Any:
     # the watermark and the highest time before the first event: None on the engine, stand-ins in
     # the loop (``NOMX``: every time is above it; ``NOWM``, for an engine that owns its watermark:
     # no time is below it), so the per-event tests are one comparison each
-    src.add(0, "def batch(events, outs, inserts=False):", "    _i = _ke = _nc = -1", "    _k0 = _nexp = 0",
+    # ``first``: ``events`` are parsed JSON records, the first one line ``first`` (``Engine.push_records``);
+    # the loop's index ``_i`` counts from it (0 for Events), and the loop returns how many it took
+    src.add(0, "def batch(events, outs, inserts=False, first=0, TF='type', TSF='ts', EV=LE):", "    _i = first - 1",
+            "    _ke = _nc = -1", "    _k0 = _nexp = 0",
             "    wm, mx = eng.watermark, eng.max_ts", "    if mx is None:", "        mx = NOMX",
             "    _lateness = eng.lateness",
             "    _nev = eng._n_events", *(f"    {local} = eng.{attr}" for local, attr in state.items()),
@@ -676,38 +718,67 @@ def _batch(eng: Engine, expire: Any) -> Any:
     src.add(1, "try:")
     src.exit = "continue"
     types = sorted({*eng.route, *eng.gap_route})
-    # the loop three times: for an engine that owns its watermark (the events move it) and for one
+    # the loop four times: for an engine that owns its watermark (the events move it) and for one
     # whose source moves it (``Engine.own_watermark``, read once per batch, not tested per event);
     # the first, again for a batch its caller says holds inserts only (``inserts``: no op tested
-    # per event; ``Engine.push_batch``)
-    for own, inserts in ((True, True), (True, False), (False, False)):
-        src.own, src.inserts = own, inserts
+    # per event; ``Engine.push_batch``), and for parsed JSON records of inserts only (``first``: the
+    # record's checks in the loop, ``_fused_head``; ``Engine.push_records``)
+    for own, inserts, fused in ((True, True, True), (True, True, False), (True, False, False), (False, False, False)):
+        src.own, src.inserts, src.fused = own, inserts, fused
         src.base = 0
-        if own and inserts:
-            src.add(2, "if eng.own_watermark:", "    if wm is None:", "        wm = NOWM", "    if inserts:")
+        if fused:
+            src.add(2, "if eng.own_watermark:", "    if wm is None:", "        wm = NOWM", "    if first:")
+        elif own and inserts:
+            src.add(3, "elif inserts:")
         elif own:
             src.add(3, "else:")
         else:
             src.add(2, "else:")
         top = 4 if own else 3  # the loop's indent
-        src.add(top, "for _i, e in enumerate(events):")
-        if len(types) > 1:
-            src.add(top + 1, "_typ = e.type")
+        if fused:
+            _fused_head(src, top)
+        else:
+            src.add(top, "for _i, e in enumerate(events):")
+            if len(types) > 1:
+                src.add(top + 1, "_typ = e.type")
         for j, etype in enumerate([*types, None]):
             src.base = top
             if types:
-                test = "e.type" if len(types) == 1 else "_typ"
+                test = "typ" if fused else "e.type" if len(types) == 1 else "_typ"
                 src.add(1, "else:" if etype is None else f"elif {test} == {etype!r}:" if j else f"if {test} == {etype!r}:")
                 src.base = top + 1
             src.add(1, f"# {etype if etype is not None else 'an event of another type'}")
+            if fused:  # the record's own checks (``decode.lines``'), after the type's test
+                number = "type(ts) is not int and type(ts) is not float"
+                bad = number if etype is not None else f"type(typ) is not str or not typ or {number}"
+                src.add(1, f"if {bad}:  # not for this loop: the caller decodes it", "    _i -= 1", "    break")
             _push_body(src, eng, etype)
-    src.own, src.inserts = True, False
+    src.own, src.inserts, src.fused = True, False, False
     src.base = 0
     src.add(1, "except BaseException as x:  # what the failing event emitted is dropped, as with one push",
-            "    if _ke == _i:", "        del outs[_k0:]", "    eng._n_events = _nev + _i + (_nc != _i)",
-            *(f"    {line}" for line in back), "    raise BatchInterrupted(_i, outs) from x",
-            "eng._n_events = _nev + _i + 1", *back)
+            "    if _ke == _i:", "        del outs[_k0:]", "    eng._n_events = _nev + _i - first + (_nc != _i)",
+            *(f"    {line}" for line in back), "    raise BatchInterrupted(_i - first, outs) from x",
+            "eng._n_events = _nev + _i - first + 1", *back, "return _i - first + 1")
     return src.define(f"engine: push a batch ({_names(eng)})", "batch")
+
+
+def _fused_head(src: _Source, top: int) -> None:
+    """The head of the batch loop's copy over parsed JSON records (``Engine.push_records``): each
+    record (``f``) checked as ``decode.lines`` does (``cep.io.readers``), its type ``typ`` and time
+    ``ts`` read; one that is not for this loop (not an object with a type and a numeric time: the
+    type's body tests the rest) ends it before it changes anything (``_i`` is then the number of
+    records taken, minus one, as after the last).  The caller gives only records that need no more
+    (``decode.plain``: no nested value, no big integer, no op field).
+
+    Why: decoding into Events and then looping over them made an Event (and set its slots) for
+    every record, also for the many no atom keeps (card testing's amounts between 100 and 400);
+    here it is made where the body first reads it.  The parsing itself stays a pass of its own
+    over the batch (``decode.plain``: one C loop): parsing each line inside this loop put orjson's
+    code and the engine's in one iteration, and the instruction cache missed both (cachegrind,
+    card testing: 341 -> 556 I1 misses per record)."""
+    src.add(top, "for _i, f in enumerate(events, first):", "    try:",
+            "        typ = f[TF]", "        ts = f[TSF]", "    except Exception:  # the caller's decoder says why",
+            "        _i -= 1", "        break")
 
 
 def quiet_inserter(eng: Engine, etype: str) -> Any:
@@ -759,7 +830,7 @@ def _expiry(eng: Engine) -> Any:
 
 
 def _expire_entry(src: _Source, eng: Engine, ri: int, qmask: int, indent: int, keep: str | None = None,
-                  known: bool = False) -> None:
+                  known: list[str] | None = None) -> None:
     """Lines that expire the queue entry just popped (serial ``s``, leaf tuple ``t`` or None) of
     pattern ``ri``'s window (atoms ``qmask``): out of the atoms holding it (in a worker, only the
     pairs it owns are in its indexes), then its holder bits cleared and the event forgotten when
@@ -769,7 +840,11 @@ def _expire_entry(src: _Source, eng: Engine, ri: int, qmask: int, indent: int, k
     loop = src.exit == "continue"  # in the batch loop: the switch and the counter are its locals
     # the event's holder bits leave with it (one dict operation, not a get and a del); bits of
     # other holders (another pattern's atoms, a gap index, another worker's shadows) go back
-    src.add(indent, "m = H.pop(s, 0)", f"if m & {held}:")
+    every = (1 << eng._shift) - 1
+    if eng._shadowed:
+        every |= every << eng._shift
+    # ``H`` holds no 0: when no other holder can share the event, a mask is 0 or all within ``held``
+    src.add(indent, "m = H.pop(s, 0)", f"if m & {held}:" if every & ~held else "if m:")
     if held != qmask:  # a worker: only the pairs it owns are in its indexes
         src.add(indent + 1, f"if m & {qmask}:")
         _expire_one(src, eng, ri, qmask, indent + 2, keep, known)
@@ -777,9 +852,6 @@ def _expire_entry(src: _Source, eng: Engine, ri: int, qmask: int, indent: int, k
         _expire_one(src, eng, ri, qmask, indent + 1, keep, known)
     forget = [f"if {'_fp' if loop else 'eng._fp_enabled'}:", "    eng._unindex_fp(s, E[s])", "del E[s]",
               "_nexp += 1" if loop else "eng._n_expired += 1"]
-    every = (1 << eng._shift) - 1
-    if eng._shadowed:
-        every |= every << eng._shift
     if every & ~held:
         src.add(indent + 1, f"m &= {~held}", "if m:", "    H[s] = m", "else:", *(f"    {x}" for x in forget))
         src.add(indent, "elif m:", "    H[s] = m")
@@ -788,12 +860,14 @@ def _expire_entry(src: _Source, eng: Engine, ri: int, qmask: int, indent: int, k
 
 
 def _expire_one(src: _Source, eng: Engine, ri: int, qmask: int, indent: int, keep: str | None = None,
-                known: bool = False) -> None:
+                known: list[str] | None = None) -> None:
     """Lines that take the event of serial ``s`` (holder mask ``m``, its queue entry's leaf tuple
     ``t`` or None) out of every atom of pattern ``ri`` holding it: the entry's tuple when it has
     one (the atoms holding the event share it), else each leaf-tuple shape computed (inline) once;
     each atom's expiry path (``PatternRuntime._drop_of_atom``).  ``keep``: a variable holding
-    another event (the batch loop's ``e``), restored after the expired event is read into ``e``."""
+    another event (the batch loop's ``e``), restored after the expired event is read into ``e``.
+    ``known``: the entry is the leaf tuple ``t`` itself, its items unpacked into these locals
+    (``_expire_inline``, ``_entry_items``)."""
     rt = eng.runtimes[ri]
     atoms = [(j, ai) for j, (r, ai) in enumerate(eng._slots) if r == ri and qmask >> j & 1]
     shapes: dict[tuple[str, ...], tuple[str, int, list[str]]] = {}
@@ -801,23 +875,25 @@ def _expire_one(src: _Source, eng: Engine, ri: int, qmask: int, indent: int, kee
         lines, _items, null = _leaf_shape(src, eng, ri, ai)
         tv, bits, _lines = shapes.get((*lines, str(null)), (f"t{len(shapes)}", 0, lines))
         shapes[(*lines, str(null))] = (tv, bits | 1 << j, lines)
-    tuple_of = {}
-    if not known:
-        src.add(indent, "if t is None:", *([f"    _kept = {keep}"] if keep else []), "    e = E[s]", "    f = e.fields")
+    tuple_of: dict[int, str] = {}
+    if known is not None:  # every atom holding the event holds ``t`` itself
+        for j, ai in reversed(atoms):
+            guard = _guarded(src, eng, ri, ai, "t", known)
+            src.add(indent, f"if m & {1 << j}{'' if guard is None else ' and ' + guard}:",
+                    f"    {src.name('drop', rt._drop_of_atom[ai])}(t)")
+        return
+    src.add(indent, "if t is None:", *([f"    _kept = {keep}"] if keep else []), "    e = E[s]", "    f = e.fields")
     for tv, bits, lines in shapes.values():
-        if known:
-            pass
-        elif bits == qmask:  # every atom of the window has this shape: the event holds one of them
+        if bits == qmask:  # every atom of the window has this shape: the event holds one of them
             src.add(indent + 1, *lines, f"{tv} = t")
         else:
             src.add(indent + 1, f"if m & {bits}:", *(f"    {line}" for line in lines), f"    {tv} = t")
         for j, _ai in atoms:
             if bits >> j & 1:
                 tuple_of[j] = tv
-    if keep and not known:
+    if keep:
         src.add(indent + 1, f"{keep} = _kept")
-    # ``known``: the entry is the leaf tuple itself (a queue of leaf tuples, ``_entry_layout``)
-    src.add(indent, *([] if known else ["else:"]), ("" if known else "    ") + " = ".join(tv for tv, _b, _l in shapes.values()) + " = t")
+    src.add(indent, "else:", "    " + " = ".join(tv for tv, _b, _l in shapes.values()) + " = t")
     # the atoms in the reverse of the order an insert updates them (``_insert_body``), so the
     # deletions mirror the insert: with shared storage (card testing's s1 and s2), the atom that
     # owns it deletes the tuple first, and the others' probes no longer find the event itself
