@@ -101,17 +101,23 @@ def _run_command(pattern: Path, path: Path, output: str = "/dev/null") -> None:
 def _timed_decoder(pc: PhaseClock, decode, phase: str):
     """``decode`` timed per record as ``phase``: a decoder whose batch paths (``many``, and ``lines`` on
     the JSON lines path) take nothing, so every record goes through the timed ``decode`` (the phase is
-    the per-record decode, as it was measured)."""
+    the per-record decode, as it was measured; ``plain`` takes nothing either)."""
     from cep.io.readers import no_fast_path
 
     timed = pc.wrap(decode, phase)
     timed.many = no_fast_path
     timed.lines = _no_lines
+    timed.plain = _no_plain
     return timed
 
 
 def _no_lines(lines: list, first: int) -> list:
     return []
+
+
+def _no_plain(lines: list) -> None:
+    """No batch is plain: the fused loop (``Engine.push_records``) would decode without the timed ``decode``."""
+    return None
 
 
 class PhaseClock:

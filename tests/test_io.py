@@ -285,6 +285,7 @@ def test_engine_failure_names_the_record_and_keeps_output(tmp_path, monkeypatch)
         push_batch = cep.runtime.engine.Engine.push_batch  # the engine's batch entry, over this handler
 
     monkeypatch.setattr(cep.runtime.engine, "Engine", Boom)
+    monkeypatch.setattr(runner, "FUSED", False)  # the batch entry (push_batch); the fused one: test_fused_loop
     monkeypatch.delenv("CEP_DEBUG", raising=False)
     inp, out = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
     inp.write_bytes(b'{"type":"A","ts":1}\n{"type":"A","ts":2}\n')

@@ -392,11 +392,10 @@ class _Run:
         take_lines = src.take_lines if type(src) is JsonlSource and o.fmt != "csv" and LINES else None
         many_lines = decode.lines if take_lines is not None else None
         # plain batches of such lines: parsed in one pass, checked in the engine's loop
-        # (``decode.plain``, ``Engine.push_records``); not
-        # with a watermark a source or the wall clock moves (below), nor with a decoder or an engine
-        # that has no such path (a wrapped decoder times each record: bench.where_time_goes)
-        plain = getattr(decode, "plain", None)
-        push_records = getattr(eng, "push_records", None) if take_lines is not None and FUSED and plain else None
+        # (``decode.plain``, ``Engine.push_records``); not with a watermark a source or the wall
+        # clock moves (below)
+        push_records = eng.push_records if take_lines is not None and FUSED else None
+        plain = decode.plain if push_records is not None else None
         tf, tsf = o.type_field, o.time_field
         first: int | None = None
         if eng.own_watermark:
