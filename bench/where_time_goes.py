@@ -59,7 +59,6 @@ PHASES: dict[str, tuple[str, ...]] = {
     "leaf tuples, holders, queues, counters)": ("handlers",),
     "expiry: due events, holders, forgetting, leaf tuples (generated; gap indexes, batches)": (
         "expiry", "cep.runtime.engine:Engine._forget"),
-    "expiry: batched update path (several due events per atom)": ("cep.runtime.iedyn:PatternRuntime.expire",),
     "update paths (generated per atom: inserts and expiry)": ("update paths",),
     "output building (enumeration of new matches, match id, EMIT, Output tuples)": ("builders",),
     "encode (encode_outputs)": ("cep.commands.run:encode_outputs", "cep.commands.run:encode_output"),

@@ -132,13 +132,11 @@ def _recipe_key(patterns: Sequence[CompiledPattern], lateness: Any, own_watermar
 
 def _prewarm(eng: Engine) -> None:
     """What a pristine engine generates only when first needed, generated now (before its recipe is
-    taken, so that its copies do not generate it each): the restore inserters (``Engine.loads``) and
-    the expiry of several tuples of an atom at once."""
+    taken, so that its copies do not generate it each): the restore inserters (``Engine.loads``).
+    (Several due entries expire through the generated per-entry lines, ``handler._expiry``: the
+    batched deletion ``PatternRuntime.expire`` is no longer on an engine's path.)"""
     for etype in sorted({*eng.route, *eng.gap_route}):
         eng._quiet[etype] = quiet_inserter(eng, etype)
-    for rt in eng.runtimes:
-        for leaf in rt._leaf_of_atom.values():
-            rt._batch_from(leaf, keep=False)
 
 
 class Engine:
