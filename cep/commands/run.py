@@ -24,7 +24,7 @@ import os
 import sys
 import time
 from collections.abc import Callable, Iterator
-from typing import IO, Any
+from typing import IO, Any, NoReturn
 
 from cep import codegen
 from cep.commands.heap import setup_gc, stream_gc, tune_heap
@@ -341,13 +341,19 @@ class _Run:
                                          "(or was already retracted or expired)", skip):
                             return EXIT_RECORD
                         continue
-                    if not isinstance(cause, Exception) or os.environ.get("CEP_DEBUG"):
-                        flush()  # Ctrl-C: what the events before it completed is written first
-                        raise cause from None
-                    line = self._line_of(pos)
-                    where_ = f"input line {line}" if line is not None else f"input record {pos}"
-                    raise RunError(f"{where_}: internal error: {type(cause).__name__}: {cause}") from None
+                    stop(cause, pos)
             return None
+
+        def stop(cause: BaseException, pos: str) -> NoReturn:
+            """An event at ``pos`` raised ``cause`` (not late, not a bad retraction): the run stops
+            with the record's line, or ``cause`` itself (Ctrl-C, ``CEP_DEBUG``) once what came before is
+            written."""
+            if not isinstance(cause, Exception) or os.environ.get("CEP_DEBUG"):
+                flush()  # Ctrl-C: what the events before it completed is written first
+                raise cause from None
+            line = self._line_of(pos)
+            where_ = f"input line {line}" if line is not None else f"input record {pos}"
+            raise RunError(f"{where_}: internal error: {type(cause).__name__}: {cause}") from None
 
         def apply_lines(batch: list[bytes], recs: list, first: int) -> tuple[int, int | None]:
             """``apply`` for the parsed records of a plain batch of lines (``decode.plain``), checked
@@ -372,12 +378,7 @@ class _Run:
                             late_sink.write(raw_line(batch[i]), None)
                         continue
                     self.records = n + i + 1
-                    if not isinstance(cause, Exception) or os.environ.get("CEP_DEBUG"):
-                        flush()  # Ctrl-C: what the events before it completed is written first
-                        raise cause from None
-                    line = self._line_of(str(first + i))
-                    where_ = f"input line {line}" if line is not None else f"input record {first + i}"
-                    raise RunError(f"{where_}: internal error: {type(cause).__name__}: {cause}") from None
+                    stop(cause, str(first + i))
                 nout += write(outs)
                 return start + took, None
             return end, None
