@@ -557,13 +557,17 @@ def _plain_insert(src: _Source, eng: Engine, entries: list, conds: list[str | No
             ri, ai, _flt, _bit = entries[j]
             tuple_of[j] = tv
             src.add(ind, f"# {eng.patterns[ri].name}: {eng.patterns[ri].atoms[ai].alias}")
-            prop = src.name("prop", eng.runtimes[ri]._prop_of_atom[ai])
+            # the leaf's insert form where it has one (``PatternRuntime.insert_path``: the tuple made
+            # just above holds the new serial ``s``, so it is surely not stored yet)
+            ins = eng.runtimes[ri].insert_path(ai)
+            call = f"{src.name('prop', eng.runtimes[ri]._prop_of_atom[ai])}({tv}, 1)" if ins is None else \
+                f"{src.name('ins', ins)}({tv})"
             at = ind
             guard = _guarded(src, eng, ri, ai, tv, items_of[tv])
             if guard is not None:
                 src.add(ind, f"if {guard}:")
                 at = ind + 1
-            src.add(at, f"ch = {prop}({tv}, 1)")
+            src.add(at, f"ch = {call}")
             if emit:
                 src.add(at, "if ch is not None:")
                 _emit_new(src, eng, ri, ai, at + 1)

@@ -233,7 +233,8 @@ class NodeIndex:
 
     # ------------------------------------------------------------ maintenance
 
-    def update_source(self, name: str, t: str, c: str, env: dict[str, Any], neg: bool = False) -> list[str]:
+    def update_source(self, name: str, t: str, c: str, env: dict[str, Any], neg: bool = False,
+                      fresh: bool = False) -> list[str]:
         """Source lines (unindented) that add ``c`` to tuple ``t``'s multiplicity in this index.
 
         Why source: the update runs for every insert, retraction and expiry at every node
@@ -249,6 +250,12 @@ class NodeIndex:
         (what expiry passes: the stored tuple itself) is tested first, the sort key is read only
         where it is compared, and a flat map has no append branch (``incr_source``'s ``grow``).
         Why: the expiry of s2's leaf tuple runs for half of card testing's events.
+
+        ``fresh``: ``t`` is surely not in the index and ``c`` is surely positive (a new event's
+        leaf tuple, which holds its serial, entering its leaf: ``PatternRuntime.insert_path``):
+        no presence test in a one-entry group, no sign tests, and a flat map appends an entry
+        whose key equals the last one too (where ``incr`` would put it: after its equals).
+        Why: the insert of s2's leaf tuple runs for two events in three of card testing's.
         """
         G, T = f"G{name}", f"T{name}"
         env[G] = self.groups
@@ -279,6 +286,24 @@ class NodeIndex:
                 f"    raise KeyError({t})",
                 "else:",
                 *[f"    {line}" for line in incr_source(G, "k", "g", f"{t}[{self.sort_pos}]", t, c, grow=False)],
+            ]
+        if self.sorted and self.numeric and fresh:
+            return [
+                f"k = {key}",
+                f"sk = {t}[{self.sort_pos}]",
+                f"g = {G}.get(k)",
+                "if g is None:",
+                f"    {G}[k] = (sk, {t}, {c})",
+                "elif type(g) is tuple:",
+                *[f"    {line}" for line in pair_source(G, "k", "g", "sk", t, c)],
+                "else:",
+                "    ks = g._keys",
+                f"    if ks and sk >= ks[-1] and len(ks) < {FLAT_MAX}:",
+                "        ks.append(sk)",
+                f"        g._items.append({t})",
+                f"        g._weights.append({c})",
+                f"    elif g.incr(sk, {t}, {c}) <= 1:",
+                f"        shrink({G}, k, g)",
             ]
         if self.sorted:
             lines = [f"k = {key}"]
@@ -777,6 +802,7 @@ class PatternRuntime:
         self._deletes: dict[int, Callable] = {}  # gating leaf -> its deletion form (``_gate_wrap``)
         # the generated update path of each leaf, by leaf node and by atom
         self._props: dict[int, Callable] = {}
+        self._inserts: dict[int, Callable] = {}  # the insert forms of leaves (``insert_path``)
         self._batches: dict[tuple[int, bool], Callable] = {}
         self._prop = {leaf: self._prop_from(leaf) for leaf in leaf_of_atom.values()}
         # batches enter at a leaf (expiry of several events) or continue a fan-out at the parent
@@ -846,6 +872,25 @@ class PatternRuntime:
         insert = codegen.define(f"{name}: insert into {a.alias}", "\n".join(lines), "insert", env)
         return extract, insert
 
+    def insert_path(self, atom: int) -> Callable[[tuple], list | None] | None:
+        """The update path of a new event's leaf tuple entering atom ``atom``'s leaf, ``ins(t)``: the
+        same as ``_prop_of_atom[atom](t, 1)``, with the leaf's index updates in their ``fresh`` form
+        (``NodeIndex.update_source``).  For code generated elsewhere (``cep.runtime.handler``'s batch
+        loop, whose leaf tuples are made there with a new serial).  None where that form gains
+        nothing or would not be exact: the leaf stores nothing of its own (card testing's s1), gates
+        a node (its wrapper builds the gated group), or its tuple holds no serial (two events could
+        give equal tuples, the second an increment)."""
+        leaf = self._leaf_of_atom[atom]
+        n = self.nodes[leaf]
+        a = self.pattern.atoms[atom]
+        if (not n.stores or leaf in self._gating
+                or not any(a.attrs[a.vars.index(v)] == ID_ATTR for v in self.plan.nodes[leaf].vars)):
+            return None
+        f = self._inserts.get(leaf)
+        if f is None:
+            f = self._inserts[leaf] = self._compile_propagation(leaf, fresh=True)
+        return f
+
     def entry_guard(self, atom: int) -> tuple[dict, list[int]] | None:
         """``(groups, positions)`` when atom ``atom``'s update and expiry paths change nothing while
         ``groups`` has no entry for the key at ``positions`` of its leaf tuple (one position: the
@@ -889,7 +934,7 @@ class PatternRuntime:
 
     # ----------------------------------------------------------------- updates
 
-    def _compile_propagation(self, start: int) -> Callable[[tuple, int], list | None]:
+    def _compile_propagation(self, start: int, fresh: bool = False) -> Callable:
         """The update path from node ``start`` (a leaf, or where a fan-out continues) as one
         generated function of straight-line code.
 
@@ -901,10 +946,13 @@ class PatternRuntime:
         the parent's own generated path; two or more continue as a batch
         (``_compile_batch``).  Returns the path's deltas, or None when the change does
         not reach the root (no match changed).
+
+        ``fresh``: the insert form of leaf ``start`` (``insert_path``): ``prop(t)`` with ``c = 1``,
+        and the leaf's own index updates know the tuple is new.
         """
         nodes = self.nodes
         env: dict[str, Any] = {}
-        lines = [f"def prop(t{start}, c{start}):"]
+        lines = [f"def prop(t{start}):", f"    c{start} = 1"] if fresh else [f"def prop(t{start}, c{start}):"]
         done: list[str] = []  # the path's items so far, built only when the change reaches the root
 
         def path(*more: str) -> str:
@@ -918,7 +966,7 @@ class PatternRuntime:
             done.append(f"({nid}, {t}, {c})")
             if nid in self._gated and not gated:
                 lines += [f"    {line}" for line in self._gate_source(nid, n, t, "return None", env)]
-            lines += [f"    {line}" for line in self._node_update_source(n, t, c, env)]
+            lines += [f"    {line}" for line in self._node_update_source(n, t, c, env, fresh=fresh and nid == start)]
             p = n.parent
             if p is None:
                 lines.append(f"    return {path()}")
@@ -970,12 +1018,14 @@ class PatternRuntime:
                 break
             n = nodes[p]
         what = f"leaf {start}" if nodes[start].atom is not None else f"from n{start}"
-        return codegen.define(f"{self.pattern.name}: propagate {what}", "\n".join(lines), "prop", env)
+        verb = "insert into" if fresh else "propagate"
+        return codegen.define(f"{self.pattern.name}: {verb} {what}", "\n".join(lines), "prop", env)
 
-    def _node_update_source(self, n: _Node, t: str, c: str, env: dict[str, Any], neg: bool = False) -> list[str]:
+    def _node_update_source(self, n: _Node, t: str, c: str, env: dict[str, Any], neg: bool = False,
+                            fresh: bool = False) -> list[str]:
         """Generated lines (unindented) that add ``c`` to tuple ``t`` of node ``n``: its T-reduct
         multiplicity and every index it stores; shared by the one-tuple and the batch update paths
-        (``neg``: ``c`` is surely negative, ``NodeIndex.update_source``)."""
+        (``neg``: ``c`` is surely negative, ``fresh``: ``t`` a new leaf tuple, ``NodeIndex.update_source``)."""
         nid = n.id
         lines: list[str] = []
         rho = self.rho[nid]
@@ -985,7 +1035,7 @@ class PatternRuntime:
                       "elif m == 0:", f"    del rho{nid}[{t}]", "else:",
                       "    raise AssertionError('negative multiplicity in the T-reduct')"]
         for j, idx in enumerate(n.stores):
-            lines += idx.update_source(f"{nid}_{j}", t, c, env, neg)
+            lines += idx.update_source(f"{nid}_{j}", t, c, env, neg, fresh)
         return lines
 
     def _prop_from(self, start: int) -> Callable[[tuple, int], list | None]:
