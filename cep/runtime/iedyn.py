@@ -780,7 +780,7 @@ class PatternRuntime:
             self.residual_check = codegen.define(f"{name}: residual filter", src, "residual", env)
             self._residual = (env, calls)
             self._residual_inline = _inline_residual([preds[pid].expr for pid in plan.residual],
-                                                     self.pattern.variables, leaf_pos)
+                                                     self.pattern.variables, leaf_pos, times)
         self.k = len(self.pattern.atoms)
         # per atom, the position of its event's serial in its leaf tuple
         self.slot_serial = slot_serial
@@ -811,6 +811,10 @@ class PatternRuntime:
                                                         if n.sibling is not None and not n.is_guard)}):
             self._batch_from(start)
         self._prop_of_atom = {a: self._prop[leaf] for a, leaf in leaf_of_atom.items()}
+        # ``split_chain``'s plan facts, read per new match set: the root, and the guard nodes whose one
+        # delta tuple the enumeration checks against its parent's edge (fixed by the plan)
+        self._split_nodes = (plan.root, frozenset(n.id for n in nodes if n.is_guard and n.sibling is not None
+                                                  and n.delta_check))
         # the expiry path of each leaf (``_compile_drop``), by atom: ``drop(t)`` deletes one tuple
         drops = {leaf: self._gate_wrap(leaf, self._compile_drop(leaf), "drop") for leaf in leaf_of_atom.values()}
         self._drop_of_atom = {a: drops[leaf] for a, leaf in leaf_of_atom.items()}
@@ -1646,7 +1650,7 @@ class PatternRuntime:
         """An update path's deltas (``chain``, not None) as enumeration reads them: the root's
         delta tuples, and per other node on the path its delta (``_enumerate_deltas``)."""
         nodes = self.nodes
-        root = self.plan.root
+        root, checked = self._split_nodes
         deltas: dict[int, Any] = {}
         roots: list = []
         for item in chain:
@@ -1658,7 +1662,7 @@ class PatternRuntime:
                         deltas[nid] = _group_delta(nodes[nid], d)
             elif item[0] == root:
                 roots = [item[1]]
-            elif nodes[item[0]].is_guard and nodes[item[0]].sibling is not None and nodes[item[0]].delta_check:
+            elif item[0] in checked:
                 deltas[item[0]] = _group_delta(nodes[item[0]], {item[1]: item[2]})
             else:
                 # one changed tuple: every delta tuple above it derives from it and joins it (a
@@ -1926,13 +1930,15 @@ class PatternRuntime:
         return total
 
 
-def _inline_residual(exprs: list, variables: dict,
-                     leaf_pos: dict[str, tuple[int, int]]) -> tuple[list[str], str, dict[str, Any]] | None:
+def _inline_residual(exprs: list, variables: dict, leaf_pos: dict[str, tuple[int, int]],
+                     times: frozenset[str] = frozenset()) -> tuple[list[str], str, dict[str, Any]] | None:
     """The residual filters ``exprs`` (each true iff TRUE, 3-valued) as one Python condition over the
     enumeration's slot variables (``s<atom>``, the atoms' leaf tuples): the lines reading the
     values it needs into locals, the condition, and the names it needs.  The caller evaluates the
     condition inside ``try``/``except OverflowError`` (not true).  None when a filter has no
-    expression or is too deep to inline (the caller calls the filters' functions instead)."""
+    expression or is too deep to inline (the caller calls the filters' functions instead).
+    ``times``: the variables holding only event times, numbers (``time_variables``): read with no
+    type test (card testing's ``big.ts - s1.ts <= 3600``, per candidate match)."""
     if not exprs or any(x is None for x in exprs):
         return None
     from cep.lang.expr import inline_conditions
@@ -1944,7 +1950,7 @@ def _inline_residual(exprs: list, variables: dict,
         atom, i = leaf_pos[var_of[(attr.alias, attr.name)]]
         return reads.setdefault(f"s{atom}[{i}]", f"r{len(reads)}")
 
-    got = inline_conditions(exprs, access, "_rc")
+    got = inline_conditions(exprs, access, "_rc", lambda attr: var_of[(attr.alias, attr.name)] in times)
     if got is None:
         return None
     conds, env = got
