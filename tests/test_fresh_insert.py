@@ -1,6 +1,7 @@
 """The insert form of a leaf's update path (``PatternRuntime.insert_path``, ``NodeIndex.update_source``'s
 ``fresh``): the batch loop's new leaf tuples (their serial is new) enter their leaf's storage with no
-presence or sign tests, and a flat map appends an entry whose key equals the last one.
+presence or sign tests, and a flat map appends an entry whose key equals the last one; inlined in the
+batch loop where the leaf stores one sorted index (``insert_inline``, ``NodeIndex.fresh_source``).
 
 Why a test of its own: the reference comparison sees outputs, and the expiry tests compare indexes
 sorted (entries of equal keys in any order).  Here the engine with the insert form and the same engine
@@ -80,6 +81,8 @@ def test_card_testings_s2_inserts_by_its_insert_form_and_s1_and_big_do_not() -> 
     assert rt.insert_path(s1) is None  # stores nothing of its own (reads s2's storage)
     assert rt.insert_path(big) is None  # gates n3: its wrapper builds the gated group
     assert f"insert into leaf {rt._leaf_of_atom[s2]}" in rt._inserts[rt._leaf_of_atom[s2]].__code__.co_filename
+    # the batch loop runs the leaf's index update inline and the rest of the path past the gate
+    assert "after its insert" in rt._rests[rt._leaf_of_atom[s2]].__code__.co_filename
 
 
 def test_many_small_purchases_at_equal_times_grow_a_group_past_the_flat_layout() -> None:

@@ -564,6 +564,13 @@ def _plain_insert(src: _Source, eng: Engine, entries: list, conds: list[str | No
                 f"{src.name('ins', ins)}({tv})"
             at = ind
             guard = _guarded(src, eng, ri, ai, tv, items_of[tv])
+            # the leaf's own index update inline, the rest of the path called past its gate
+            # (``PatternRuntime.insert_inline``: card testing's s2, no call for a card with no big purchase)
+            inline = eng.runtimes[ri].insert_inline(ai, items_of[tv], tv, src.name) if ins is not None else None
+            if inline is not None:
+                lines, guard, rest = inline
+                src.add(ind, *lines)
+                call = f"{src.name('rest', rest)}({tv})"
             if guard is not None:
                 src.add(ind, f"if {guard}:")
                 at = ind + 1

@@ -233,6 +233,32 @@ class NodeIndex:
 
     # ------------------------------------------------------------ maintenance
 
+    def fresh_source(self, G: str, pair: str, shrink: str, t: str, key: str, sk: str) -> list[str]:
+        """Source lines (unindented) of ``update_source``'s ``fresh`` form with ``c = 1``, for code
+        generated elsewhere (the batch loop, ``PatternRuntime.insert_inline``): ``G``, ``pair`` and
+        ``shrink`` name this index's groups, ``grown_pair`` and ``_shrink`` there, ``key`` and
+        ``sk`` are the group key and the sort key of tuple ``t`` (the caller's locals: no
+        subscripts); the lines' own locals are ``_g`` and ``_ks``.  Sorted numeric indexes only."""
+        assert self.sorted and self.numeric
+        return [
+            f"_g = {G}.get({key})",
+            "if _g is None:",
+            f"    {G}[{key}] = ({sk}, {t}, 1)",
+            "elif type(_g) is tuple:",
+            f"    if {sk} < _g[0]:",
+            f"        {G}[{key}] = {pair}({sk}, {t}, 1, _g[0], _g[1], _g[2])",
+            "    else:",
+            f"        {G}[{key}] = {pair}(_g[0], _g[1], _g[2], {sk}, {t}, 1)",
+            "else:",
+            "    _ks = _g._keys",
+            f"    if _ks and {sk} >= _ks[-1] and len(_ks) < {FLAT_MAX}:",
+            f"        _ks.append({sk})",
+            f"        _g._items.append({t})",
+            "        _g._weights.append(1)",
+            f"    elif _g.incr({sk}, {t}, 1) <= 1:",
+            f"        {shrink}({G}, {key}, _g)",
+        ]
+
     def update_source(self, name: str, t: str, c: str, env: dict[str, Any], neg: bool = False,
                       fresh: bool = False) -> list[str]:
         """Source lines (unindented) that add ``c`` to tuple ``t``'s multiplicity in this index.
@@ -803,6 +829,7 @@ class PatternRuntime:
         # the generated update path of each leaf, by leaf node and by atom
         self._props: dict[int, Callable] = {}
         self._inserts: dict[int, Callable] = {}  # the insert forms of leaves (``insert_path``)
+        self._rests: dict[int, Callable] = {}  # their paths above the leaf (``insert_inline``)
         self._batches: dict[tuple[int, bool], Callable] = {}
         self._prop = {leaf: self._prop_from(leaf) for leaf in leaf_of_atom.values()}
         # batches enter at a leaf (expiry of several events) or continue a fan-out at the parent
@@ -895,6 +922,40 @@ class PatternRuntime:
             f = self._inserts[leaf] = self._compile_propagation(leaf, fresh=True)
         return f
 
+    def insert_inline(self, atom: int, items: Sequence[str], t: str,
+                      name: Callable[[str, Any], str]) -> tuple[list[str], str | None, Callable] | None:
+        """``insert_path`` split for the batch loop, which makes leaf tuple ``t`` of its locals
+        ``items``: the lines of the leaf's own index update (``NodeIndex.fresh_source``, on those
+        locals), the test of its parent's gate (None: not gated) and the rest of the path
+        (``rest(t)``, called only when the gate passes; its result is ``insert_path``'s).  ``name``
+        gives the batch function's global name of an object.  None unless the leaf stores one sorted
+        numeric index and no T-reduct.  Why: card testing's s2 insert (2 events in 3) is then a
+        dict lookup and appends in the loop, and a call only for a card with a big purchase."""
+        if self.insert_path(atom) is None:
+            return None
+        leaf = self._leaf_of_atom[atom]
+        n = self.nodes[leaf]
+        if len(n.stores) != 1 or self.rho[leaf] is not None or n.parent is None or leaf in self._gated:
+            return None
+        idx = n.stores[0]
+        if not (idx.sorted and idx.numeric):
+            return None
+
+        def key(positions: list[int]) -> str:
+            return items[positions[0]] if len(positions) == 1 else "(" + "".join(f"{items[p]}, " for p in positions) + ")"
+
+        lines = idx.fresh_source(name("G", idx.groups), name("pair", grown_pair), name("shrink", _shrink), t,
+                                 key(idx.own_key_pos), items[idx.sort_pos])
+        gate = None
+        if n.parent in self._gated:
+            m = self.nodes[self._gated[n.parent]]
+            assert m.S is not None
+            gate = f"{key([n.pos[v] for v in m.S.spec.key_vars])} in {name('Gg', m.S.groups)}"
+        rest = self._rests.get(leaf)
+        if rest is None:
+            rest = self._rests[leaf] = self._compile_propagation(leaf, fresh=True, after=True)
+        return lines, gate, rest
+
     def entry_guard(self, atom: int) -> tuple[dict, list[int]] | None:
         """``(groups, positions)`` when atom ``atom``'s update and expiry paths change nothing while
         ``groups`` has no entry for the key at ``positions`` of its leaf tuple (one position: the
@@ -938,7 +999,7 @@ class PatternRuntime:
 
     # ----------------------------------------------------------------- updates
 
-    def _compile_propagation(self, start: int, fresh: bool = False) -> Callable:
+    def _compile_propagation(self, start: int, fresh: bool = False, after: bool = False) -> Callable:
         """The update path from node ``start`` (a leaf, or where a fan-out continues) as one
         generated function of straight-line code.
 
@@ -952,7 +1013,8 @@ class PatternRuntime:
         not reach the root (no match changed).
 
         ``fresh``: the insert form of leaf ``start`` (``insert_path``): ``prop(t)`` with ``c = 1``,
-        and the leaf's own index updates know the tuple is new.
+        and the leaf's own index updates know the tuple is new.  ``after`` (with ``fresh``): the
+        path above those updates and the parent's gate, which the caller did (``insert_inline``).
         """
         nodes = self.nodes
         env: dict[str, Any] = {}
@@ -970,12 +1032,16 @@ class PatternRuntime:
             done.append(f"({nid}, {t}, {c})")
             if nid in self._gated and not gated:
                 lines += [f"    {line}" for line in self._gate_source(nid, n, t, "return None", env)]
-            lines += [f"    {line}" for line in self._node_update_source(n, t, c, env, fresh=fresh and nid == start)]
+            first = nid == start
+            if not (after and first):
+                lines += [f"    {line}" for line in self._node_update_source(n, t, c, env, fresh=fresh and first)]
             p = n.parent
             if p is None:
                 lines.append(f"    return {path()}")
                 break
-            if p in self._gated:
+            if after and first and p in self._gated:
+                gated = True
+            elif p in self._gated:
                 # tested before the step up (a range sum or a fan-out) that would only feed it
                 lines += [f"    {line}" for line in self._gate_source(p, n, t, "return None", env, True)]
                 gated = True
@@ -1023,7 +1089,8 @@ class PatternRuntime:
             n = nodes[p]
         what = f"leaf {start}" if nodes[start].atom is not None else f"from n{start}"
         verb = "insert into" if fresh else "propagate"
-        return codegen.define(f"{self.pattern.name}: {verb} {what}", "\n".join(lines), "prop", env)
+        tail = " after its insert" if after else ""
+        return codegen.define(f"{self.pattern.name}: {verb} {what}{tail}", "\n".join(lines), "prop", env)
 
     def _node_update_source(self, n: _Node, t: str, c: str, env: dict[str, Any], neg: bool = False,
                             fresh: bool = False) -> list[str]:
