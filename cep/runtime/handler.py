@@ -890,6 +890,17 @@ def _expire_one(src: _Source, eng: Engine, ri: int, qmask: int, indent: int, kee
     if known is not None:  # every atom holding the event holds ``t`` itself
         for j, ai in reversed(atoms):
             guard = _guarded(src, eng, ri, ai, "t", known)
+            # the leaf's own index removal inline, the rest of the path called past its gate
+            # (``PatternRuntime.expire_inline``: card testing's s2, no call for a card with no big purchase)
+            inline = rt.expire_inline(ai, known, "t", src.name)
+            if inline is not None:
+                lines, gate, rest = inline
+                src.add(indent, f"if m & {1 << j}:", *(f"    {x}" for x in lines))
+                if gate is not None:
+                    src.add(indent + 1, f"if {gate}:", f"    {src.name('drop', rest)}(t)")
+                else:
+                    src.add(indent + 1, f"{src.name('drop', rest)}(t)")
+                continue
             src.add(indent, f"if m & {1 << j}{'' if guard is None else ' and ' + guard}:",
                     f"    {src.name('drop', rt._drop_of_atom[ai])}(t)")
         return

@@ -259,6 +259,34 @@ class NodeIndex:
             f"        {shrink}({G}, {key}, _g)",
         ]
 
+    def expire_source(self, G: str, upd: str, t: str, key: str) -> list[str]:
+        """Source lines (unindented) that take tuple ``t`` (the very tuple stored, of weight 1: a
+        queue entry's leaf tuple) out of this index, for the batch loop's expiry
+        (``PatternRuntime.expire_inline``): ``G`` names its groups, ``upd`` its ``update`` (every
+        other case: a weight above 1, an entry further in, a blocked map), ``key`` is ``t``'s group
+        key (the caller's local); the lines' own locals are ``_g`` and ``_ks``.  Sorted only."""
+        assert self.sorted
+        return [
+            f"_g = {G}.get({key})",
+            "if type(_g) is tuple:",
+            f"    if _g[1] is {t} and _g[2] == 1:",
+            f"        del {G}[{key}]",
+            "    else:",
+            f"        {upd}({t}, -1)",
+            "elif _g is not None:",
+            "    _ks = _g._keys",
+            f"    if _ks and _g._items[0] is {t} and _g._weights[0] == 1:",
+            "        del _ks[0]",
+            "        del _g._items[0]",
+            "        del _g._weights[0]",
+            "        if len(_ks) == 1:",
+            f"            {G}[{key}] = (_ks[0], _g._items[0], _g._weights[0])",
+            "    else:",
+            f"        {upd}({t}, -1)",
+            "else:",
+            f"    {upd}({t}, -1)",
+        ]
+
     def update_source(self, name: str, t: str, c: str, env: dict[str, Any], neg: bool = False,
                       fresh: bool = False) -> list[str]:
         """Source lines (unindented) that add ``c`` to tuple ``t``'s multiplicity in this index.
@@ -830,6 +858,7 @@ class PatternRuntime:
         self._props: dict[int, Callable] = {}
         self._inserts: dict[int, Callable] = {}  # the insert forms of leaves (``insert_path``)
         self._rests: dict[int, Callable] = {}  # their paths above the leaf (``insert_inline``)
+        self._drop_rests: dict[int, Callable] = {}  # the expiry paths above the leaf (``expire_inline``)
         self._batches: dict[tuple[int, bool], Callable] = {}
         self._prop = {leaf: self._prop_from(leaf) for leaf in leaf_of_atom.values()}
         # batches enter at a leaf (expiry of several events) or continue a fan-out at the parent
@@ -954,6 +983,40 @@ class PatternRuntime:
         rest = self._rests.get(leaf)
         if rest is None:
             rest = self._rests[leaf] = self._compile_propagation(leaf, fresh=True, after=True)
+        return lines, gate, rest
+
+    def expire_inline(self, atom: int, items: Sequence[str], t: str,
+                      name: Callable[[str, Any], str]) -> tuple[list[str], str | None, Callable | None] | None:
+        """The expiry path of atom ``atom`` split for the batch loop, whose queue entry is the leaf
+        tuple ``t`` itself, unpacked into its locals ``items``: the lines that take it out of the
+        leaf's one sorted index (``NodeIndex.expire_source``), the test of the parent's gate (None:
+        not gated) and the rest of the path (``rest(t)``, called only when the gate passes; None:
+        the leaf is the root).  None unless the leaf stores one sorted index and no T-reduct, gates
+        nothing and its tuple holds its serial (one entry per event, weight 1 but for ``update``'s
+        general case).  Why: card testing's s2 expiry (one event in two) is then a dict lookup and
+        three deletions in the loop, and a call only for a card with a big purchase."""
+        if self.insert_path(atom) is None:
+            return None
+        leaf = self._leaf_of_atom[atom]
+        n = self.nodes[leaf]
+        if len(n.stores) != 1 or self.rho[leaf] is not None or n.parent is None or leaf in self._gated:
+            return None
+        idx = n.stores[0]
+        if not idx.sorted:
+            return None
+
+        def key(positions: list[int]) -> str:
+            return items[positions[0]] if len(positions) == 1 else "(" + "".join(f"{items[p]}, " for p in positions) + ")"
+
+        lines = idx.expire_source(name("G", idx.groups), name("upd", idx.update), t, key(idx.own_key_pos))
+        gate = None
+        if n.parent in self._gated:
+            m = self.nodes[self._gated[n.parent]]
+            assert m.S is not None
+            gate = f"{key([n.pos[v] for v in m.S.spec.key_vars])} in {name('Gg', m.S.groups)}"
+        rest = self._drop_rests.get(leaf)
+        if rest is None:
+            rest = self._drop_rests[leaf] = self._compile_drop(leaf, after=True)
         return lines, gate, rest
 
     def entry_guard(self, atom: int) -> tuple[dict, list[int]] | None:
@@ -1281,7 +1344,7 @@ class PatternRuntime:
             lines += [f"GD{j}.pop({k}, None)", f"TD{j}.pop({k}, None)"]
         return lines
 
-    def _compile_drop(self, start: int) -> Callable[[tuple], None]:
+    def _compile_drop(self, start: int, after: bool = False) -> Callable[[tuple], None]:
         """The expiry path of leaf ``start``: the same updates as ``_prop_from(start)(t, -1)``,
         as one generated function that returns nothing.
 
@@ -1293,6 +1356,9 @@ class PatternRuntime:
         a call per level.  Each parent change has the sign of the deletion, so applying them
         one by one instead of merged keeps every multiplicity non-negative; a fan-out of at
         least ``MERGE_MIN`` tuples continues as a batch (its sort-merge).
+
+        ``after``: the path above the leaf's own index updates and its parent's gate, which the
+        caller did (``expire_inline``).
         """
         nodes = self.nodes
         env: dict[str, Any] = {}
@@ -1302,13 +1368,17 @@ class PatternRuntime:
         while True:
             nid = n.id
             t, c = f"t{nid}", f"c{nid}"
+            first = after and nid == start
             if nid in self._gated and not gated:
                 lines += [f"    {line}" for line in self._gate_source(nid, n, t, "return None", env)]
-            lines += [f"    {line}" for line in self._node_update_source(n, t, c, env, neg=True)]
+            if not first:
+                lines += [f"    {line}" for line in self._node_update_source(n, t, c, env, neg=True)]
             p = n.parent
             if p is None:
                 break
-            if p in self._gated:
+            if first and p in self._gated:
+                gated = True
+            elif p in self._gated:
                 lines += [f"    {line}" for line in self._gate_source(p, n, t, "return None", env, True)]
                 gated = True
             if n.sibling is None or n.is_guard:
@@ -1318,7 +1388,8 @@ class PatternRuntime:
             lines += [f"    {line}" for line in self._fanout_drop_source(n, t, c, env)]
             break
         what = f"leaf {start}" if nodes[start].atom is not None else f"from n{start}"
-        return codegen.define(f"{self.pattern.name}: drop {what}", "\n".join(lines), "drop", env)
+        tail = " after its removal" if after else ""
+        return codegen.define(f"{self.pattern.name}: drop {what}{tail}", "\n".join(lines), "drop", env)
 
     def _single_step_source(self, n: _Node, t: str, c: str, env: dict[str, Any], past: bool = False) -> list[str]:
         """Generated lines (unindented) of an update path's step from node ``n`` to its parent
