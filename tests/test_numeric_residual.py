@@ -44,6 +44,15 @@ def test_sure_numbers_need_no_type_test_and_keep_their_3vl(op: str, a: int, b: i
     assert _eval(plain, env0, values) is want
 
 
+@pytest.mark.parametrize("a, b, want", [(5, 5, False), (5, 4, True)])
+def test_a_negated_sure_number_is_one(a: int, b: int, want: bool) -> None:
+    """``-b.ts <> -a.ts`` (found by the engine's property test: the negation had an empty guard)."""
+    expr = ast.Compare("!=", ast.Neg(B), ast.Neg(A))
+    (sure,), env = inline_conditions([expr], _access, numeric=lambda attr: attr.name == "ts")
+    assert "type(" not in sure
+    assert _eval(sure, env, {"a_ts": a, "b_ts": b}) is want
+
+
 def test_card_testings_residual_reads_the_times_with_no_type_test() -> None:
     eng = Engine(compile_files(["patterns/card_testing.pattern"]), lateness=0)
     reads, cond, _env = eng.runtimes[0]._residual_inline

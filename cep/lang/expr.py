@@ -297,6 +297,8 @@ class _Gen:
         g, name = self.num_guard(src, kind)
         if g == "False":
             return "None", _NULL
+        if not g:  # a sure number (``numeric``): its negation is one
+            return f"(-{name})", _NUM
         return f"(-{name} if {g} else None)", _NUMQ
 
     def arith(self, e: ast.Arith) -> tuple[str, str]:
