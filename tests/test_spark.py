@@ -716,6 +716,34 @@ def test_late_records_are_counted_and_written(spark, tmp_path):
     assert dropped and set(dropped) == {0}
 
 
+def test_the_state_step_s_watermark_column_is_a_constant_long(spark, tmp_path):
+    """The column marked as the state step's watermark column is a long, not a timestamp: PySpark converts each
+    group's columns to pandas, a timestamp with a time-zone conversion per group and micro-batch. The watermark
+    itself still comes from the records' times (``evt`` under ``withWatermark``), and no row is below the mark
+    (the late test above: Spark drops nothing)."""
+    from cep.connectors.spark import SPARK_TIME_RANGE_US, WATERMARK_DELAY_KEY, detect
+
+    d = tmp_path / "in"
+    d.mkdir()
+    write_jsonl(d / "a.jsonl", [{"type": "Smoke", "ts": 1, "area": "lab", "detector": "D-1"}])
+    files = spark.readStream.format("text").option("wholetext", "true").load(str(d))
+    events = files.selectExpr("_metadata.file_path AS file", "value AS text")
+    out = detect(events, str(ROOT / "patterns" / "smoke_then_heat.pattern"), lateness=60, side_outputs=True)
+    plan, states = out._jdf.queryExecution().analyzed(), []
+    todo = [plan]
+    while todo:
+        node = todo.pop()
+        if node.getClass().getSimpleName() == "FlatMapGroupsInPandasWithState":
+            states.append(node)
+        todo += [node.children().apply(i) for i in range(node.children().size())]
+    assert len(states) == 1
+    fields = json.loads(states[0].child().schema().json())["fields"]
+    marked = [f for f in fields if WATERMARK_DELAY_KEY in f["metadata"]]
+    assert [(f["name"], f["type"]) for f in marked] == [("evt", "long")]
+    assert "timestamp" not in {f["type"] for f in fields}  # nothing else of the kind reaches the workers
+    assert SPARK_TIME_RANGE_US[1] == 9 * 10**15  # the mark: the top of the time range (in us, as the timestamp's)
+
+
 def test_bad_records_skipped_are_reported(spark, tmp_path):
     from cep.connectors.spark_cli import build_parser, start_query
 
