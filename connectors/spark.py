@@ -1350,6 +1350,24 @@ def given_spark_conf() -> dict[str, str]:
     return conf
 
 
+def session_settings(master: str, given: dict[str, str], state_partitions: int | None = None, *,
+                     rocksdb: bool = True) -> dict[str, str]:
+    """The settings ``make_session`` adds to a session on ``master``: cep's defaults that ``given`` (the
+    deployment's settings, ``given_spark_conf``) does not set, and the state partitions (an explicit
+    ``state_partitions`` wins over the deployment's; without either, 4)."""
+    wanted = dict(SESSION_DEFAULTS)
+    if master.startswith("local[") or master == "local":
+        wanted.update(LOCAL_DEFAULTS)
+    if master.startswith(("local[", "local-cluster[")) or master == "local":
+        if given.get("spark.hadoop.fs.defaultFS", "file:").startswith("file:"):
+            wanted.update(LOCAL_FS_DEFAULTS)
+    wanted["spark.sql.shuffle.partitions"] = str(state_partitions or 4)
+    if rocksdb:
+        wanted.update(ROCKSDB_DEFAULTS)
+    return {k: v for k, v in wanted.items()
+            if k not in given or (k == "spark.sql.shuffle.partitions" and state_partitions)}
+
+
 def make_session(master: str | None = None, state_partitions: int | None = None, *, kafka: bool = True,
                  rocksdb: bool = True, app: str = "cep", extra: dict[str, str] | None = None):
     """A SparkSession set up for cep: state partitions, UTC, RocksDB state, Kafka connector jars.
@@ -1365,21 +1383,12 @@ def make_session(master: str | None = None, state_partitions: int | None = None,
 
     given = given_spark_conf()
     master = master or given.get("spark.master") or "local[*]"
-    wanted = dict(SESSION_DEFAULTS)
-    if master.startswith("local[") or master == "local":
-        wanted.update(LOCAL_DEFAULTS)
     if master.startswith(("local[", "local-cluster[")) or master == "local":
         # this machine's executors run this interpreter (and so this cep), not whatever ``python3`` is on PATH
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-        if given.get("spark.hadoop.fs.defaultFS", "file:").startswith("file:"):
-            wanted.update(LOCAL_FS_DEFAULTS)
-    wanted["spark.sql.shuffle.partitions"] = str(state_partitions or 4)
-    if rocksdb:
-        wanted.update(ROCKSDB_DEFAULTS)
     b = SparkSession.builder.master(master).appName(given.get("spark.app.name", app))
-    for k, v in wanted.items():
-        if k not in given or (k == "spark.sql.shuffle.partitions" and state_partitions):
-            b = b.config(k, v)
+    for k, v in session_settings(master, given, state_partitions, rocksdb=rocksdb).items():
+        b = b.config(k, v)
     if kafka:
         from cep.connectors import jars
 

@@ -73,6 +73,35 @@ def data(tmp_path_factory):
 # ------------------------------------------------------------------------------------------ no Spark needed
 
 
+def test_session_settings_fill_in_only_what_the_deployment_does_not_give():
+    """make_session's settings: cep's defaults where the deployment (spark-submit, spark-defaults.conf,
+    PYSPARK_SUBMIT_ARGS) sets nothing; a setting it gives is never replaced, whichever default it is."""
+    from cep.connectors.spark import (
+        CHECKPOINT_FILE_MANAGER,
+        LOCAL_DEFAULTS,
+        LOCAL_FS_DEFAULTS,
+        ROCKSDB_DEFAULTS,
+        SESSION_DEFAULTS,
+        session_settings,
+    )
+
+    defaults = {**SESSION_DEFAULTS, **ROCKSDB_DEFAULTS}
+    local = session_settings("local[2]", {})
+    assert local == {**defaults, **LOCAL_DEFAULTS, **LOCAL_FS_DEFAULTS, "spark.sql.shuffle.partitions": "4"}
+    assert session_settings("local-cluster[2,1,1024]", {}) == {**defaults, **LOCAL_FS_DEFAULTS,
+                                                               "spark.sql.shuffle.partitions": "4"}
+    assert session_settings("spark://elsewhere:7077", {}) == {**defaults, "spark.sql.shuffle.partitions": "4"}
+    for key in local:  # each of cep's settings, given by the deployment: kept as given (absent here)
+        given = {key: "deployment's"}
+        for master in ("local[2]", "local-cluster[2,1,1024]", "spark://elsewhere:7077"):
+            assert key not in session_settings(master, given), (key, master)
+    # an explicit state partition count (``cep spark --state-partitions``) wins over the deployment's
+    assert session_settings("local[2]", {"spark.sql.shuffle.partitions": "9"}, 3)[
+        "spark.sql.shuffle.partitions"] == "3"
+    assert "spark.sql.streaming.stateStore.providerClass" not in session_settings("local[2]", {}, rocksdb=False)
+    assert CHECKPOINT_FILE_MANAGER not in session_settings("local[2]", {"spark.hadoop.fs.defaultFS": "hdfs://nn:8020"})
+
+
 def test_partition_analysis_routes_by_key():
     from cep.connectors.spark import partition_attrs
 
