@@ -232,15 +232,19 @@ def child(args: argparse.Namespace) -> None:
     marks: list[dict] = []
     pyspy: list[subprocess.Popen] = []
 
+    queries = [0]  # queries started: the warm-up, then the measured one
+
     def at_progress(progress: str) -> None:
         p = json.loads(progress)
         if p["batchId"] == 0:
             marks.clear()  # a new query (the warm-up's marks are not steady state)
+            queries[0] += 1
         marks.append({"rows": p["numInputRows"], "cpu": cpu_by_kind(os.getpid()), "at": time.time(),
                       "threads": jvm_threads(os.getpid()), "workers": python_workers(os.getpid()),
                       "durationMs": p["durationMs"], "state": p["stateOperators"][0] if p["stateOperators"]
                       else {}})
-        if args.py_spy and not pyspy and p["numInputRows"] > 0:  # after the first data batch: steady state
+        # from the end of the measured query's first data batch: the steady batches only (as the CPU figures)
+        if args.py_spy and not pyspy and queries[0] == 2 and p["numInputRows"] > 0:
             for pid, (_pp, cmd, _u, _s) in _processes().items():
                 if "pyspark.daemon" in cmd:
                     pyspy.append(subprocess.Popen(
