@@ -73,7 +73,8 @@ TIME_US = {u: 1_000_000 // per_s for u, per_s in TIME_UNITS.items()}  # microsec
 # Spark's event-time column is the event time (in us) plus SPARK_TIME_OFFSET_US, clamped to SPARK_TIME_RANGE_US.
 # Why: Spark's watermark starts at 0 and only moves forward, so with raw times a stream of times <= 0 (or below
 # the delay) never gets a watermark; the offset (10^15 us, about 31.7 years) keeps every plausible time above 0.
-# The clamp keeps the column inside what pandas' datetime64[ns] holds (the column reaches the Python workers);
+# The clamp keeps the column inside what pandas' datetime64[ns] holds (a timestamp column reaching the Python
+# workers is converted to it; the state step's marked column, the top of this range, is a long now: ``detect``);
 # a clamped time can only make the watermark lower than exact (the engine then accepts more, never less).
 SPARK_TIME_OFFSET_US = 10**15
 SPARK_TIME_RANGE_US = (1, 9 * 10**15)
