@@ -316,3 +316,47 @@ def test_push_records_makes_its_events_of_the_class_it_is_given():
     ref = Engine(patterns, lateness=0)
     want = ref.push_batch([Event("Txn", r["ts"], r, f"f.jsonl:{n}") for n, r in enumerate(map(orjson.loads, recs), 5)])
     assert outs == want
+
+
+def _txn(ts: int, amount: float = 10) -> dict:
+    return {"type": "Txn", "ts": ts, "card": "a", "amount": amount}
+
+
+@pytest.mark.parametrize("before", [[], [_txn(10)]])
+def test_push_records_takes_nothing_while_the_watermark_is_above_the_highest_time(before):
+    """The loop over parsed records tests an event late only when it does not move the highest time,
+    exact while the watermark is not above it: an engine whose watermark its source moved past its
+    highest time (none, or 10) takes no records there; ``push_batch`` refuses the late one."""
+    eng = Engine(compile_text(open(CARD).read()), lateness=0, own_watermark=False)
+    if before:
+        eng.push_batch([make_decoder()(str(n), orjson.dumps(r)) for n, r in enumerate(before, 1)])
+    eng.advance_watermark(100)
+    eng.own_watermark = True
+    assert eng.watermark == 100 and eng.max_ts == (10 if before else None)
+    took, outs = eng.push_records([_txn(50), _txn(150)], 5)
+    assert (took, outs) == (0, []) and eng.stats["events"] == len(before) and eng.stats["late"] == 0
+    with pytest.raises(BatchInterrupted) as bi:
+        eng.push_batch([make_decoder()(str(n), orjson.dumps(r)) for n, r in enumerate([_txn(50), _txn(150)], 5)])
+    assert bi.value.index == 0 and isinstance(bi.value.__cause__, LateEventError)
+    eng.push_batch([make_decoder()("6", orjson.dumps(_txn(150)))])
+    assert eng.watermark == eng.max_ts == 150  # moved by an event: the loop takes records again
+    with pytest.raises(BatchInterrupted) as bi:
+        eng.push_records([_txn(160), _txn(140)], 7)
+    assert bi.value.index == 1 and isinstance(bi.value.__cause__, LateEventError)
+
+
+def test_push_records_with_a_negative_lateness_tests_late_before_the_move():
+    """A negative lateness puts the watermark above the highest time: an event above the highest time
+    may still be late there, as ``push_batch`` says."""
+    patterns = compile_text(open(CARD).read())
+    recs = [_txn(100), _txn(103), _txn(106)]
+    got = []
+    for push in ("records", "batch"):
+        eng = Engine(patterns, lateness=-5)
+        with pytest.raises(BatchInterrupted) as bi:
+            if push == "records":
+                eng.push_records(recs, 1)
+            else:
+                eng.push_batch([make_decoder()(str(n), orjson.dumps(r)) for n, r in enumerate(recs, 1)])
+        got.append((bi.value.index, type(bi.value.__cause__), eng.watermark, eng.max_ts))
+    assert got[0] == got[1] == (1, LateEventError, 105, 100)

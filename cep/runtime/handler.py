@@ -661,6 +661,17 @@ def _push_body(src: _Source, eng: Engine, etype: str | None) -> None:
     src.has_e = not src.fused  # over raw lines the Event is made where the body first reads it
     if not src.fused:
         src.add(1, "ts = e.ts")
+    if src.fused and _late_after_move(eng):
+        # over parsed records (their own copy, inserts only): a time above the highest is not late
+        # (the watermark is at most the highest time: a non-negative lateness, and ``_batch``'s
+        # check on entry), so the late test is the move's ``elif``: one comparison for an in-order
+        # event, not two
+        _watermark_move(src, eng, 1)
+        src.add(1, f"elif {late}:", "    _nc = _i", "    eng._late(ts, wm)")
+        src.add(1, "s = _serial", "_serial = s + 1")
+        if etype is not None:
+            _insert_body(src, eng, etype, emit=True)
+        return
     src.add(1, f"if {late}:", "    _nc = _i", "    eng._late(ts, wm)")
     # the check may switch the fingerprint index on (its first retraction): the loop's copy of
     # the switch follows at once, since the expiry this move runs must take events out of it
@@ -676,6 +687,14 @@ def _push_body(src: _Source, eng: Engine, etype: str | None) -> None:
     src.add(1, "s = _serial", "_serial = s + 1")
     if etype is not None:  # else kept by nothing: it only takes a serial (as every inserted event does)
         _insert_body(src, eng, etype, emit=True)
+
+
+def _late_after_move(eng: Engine) -> bool:
+    """Whether the batch loop's copy over parsed records tests an event late only when it does not
+    move the highest time (``_push_body``): when the watermark can never pass the highest time, a
+    lateness that is a number not below 0 (the watermark is then the highest time minus it)."""
+    lag = eng.lateness
+    return type(lag) in (int, float) and lag >= 0
 
 
 def _batch(eng: Engine, expire: Any) -> Any:
@@ -728,6 +747,12 @@ def _batch(eng: Engine, expire: Any) -> Any:
         src.base = 0
         if fused:
             src.add(2, "if eng.own_watermark:", "    if wm is None:", "        wm = NOWM", "    if first:")
+            if _late_after_move(eng):
+                # the loop's late test only for a time not above the highest (``_push_body``): exact
+                # while the watermark is not above the highest time; an engine whose state breaks
+                # that (restored, or moved by its source before) takes no records here, and its
+                # caller's decoder and ``push_batch`` take them (until an event moves both)
+                src.add(4, "if wm is not NOWM and (mx is NOMX or wm > mx):", "    return 0")
         elif own and inserts:
             src.add(3, "elif inserts:")
         elif own:
