@@ -413,7 +413,8 @@ def _guarded(src: _Source, eng: Engine, ri: int, ai: int, tv: str, items: list[s
     # the tuple's items where the caller has them in locals (the insert: no subscript per event)
     at = [items[p] if items is not None else f"{tv}[{p}]" for p in positions]
     key = at[0] if len(at) == 1 else "(" + "".join(f"{x}, " for x in at) + ")"
-    return f"{src.name('GG', groups)}.get({key}) is not None"
+    # (a group is never None: ``in`` is the same test, without a method call)
+    return f"{key} in {src.name('GG', groups)}"
 
 
 def _emit_new(src: _Source, eng: Engine, ri: int, ai: int, indent: int) -> None:
@@ -505,7 +506,8 @@ def _insert_body(src: _Source, eng: Engine, etype: str, emit: bool) -> None:
         # the in-order queue's times never decrease: in the batch loop an event at the highest
         # time seen (``mx``, moved for this event already) goes at its end; restoring
         # (``quiet_inserter``: events in serial order) compares with the queue's last entry
-        tail = "ts >= mx" if src.exit == "continue" else f"not {q} or {q}[-1][{0 if layout is None else layout[0]}] <= ts"
+        # (``ts is mx``: the event moved it, no comparison of two times)
+        tail = "ts is mx or ts >= mx" if src.exit == "continue" else f"not {q} or {q}[-1][{0 if layout is None else layout[0]}] <= ts"
         lines = [f"if {tail}:", f"    {q}.append({item if layout is None else tv})", "else:",
                  f"    heappush({heap}, {item})", f"if ts < {oldest}:", f"    {oldest} = ts"]
         if type_bits & ~qmask or etype in eng.gap_route:
