@@ -40,6 +40,7 @@ are made with ``cep.codegen.define``, so a traceback shows the generated line an
 
 from __future__ import annotations
 
+import ast
 import heapq
 import math
 from typing import TYPE_CHECKING, Any
@@ -341,13 +342,64 @@ def _filters(src: _Source, entries: list[tuple[int, int, Any, int]], eng: Engine
     conds, env = inlined
     src.env.update(env)
     src.add(1, *(f"{v} = f.get({a!r})" for a, v in reads.items()))
-    conds = _hoist_number_tests(src, conds, list(reads.values()))
     first: dict[str, str] = {}  # condition source -> the variable holding it (s1 and s2: one test)
+    block = _number_block(conds, list(reads.values()))
+    if block is not None:
+        # every condition is one attribute's number test and a test of it: the number test once,
+        # as an ``if``, the conditions inside it, all false outside it (card testing: ~7 fewer
+        # bytecodes an event than the hoisted test ``N0`` stored and read by each condition)
+        v, inners = block
+        inside: list[str] = []
+        for (j, _x), inner in zip(exprs, inners, strict=True):
+            out[j] = first.setdefault(inner, f"p{j}")
+            if out[j] == f"p{j}":
+                inside += ["try:", f"    p{j} = {inner}", "except OverflowError:", f"    p{j} = False"]
+        src.add(1, f"if type({v}) is float or type({v}) is int:", *(f"    {x}" for x in inside), "else:",
+                f"    {' = '.join(dict.fromkeys(x for x in out if x is not None))} = False")
+        return out
+    conds = _hoist_number_tests(src, conds, list(reads.values()))
     for (j, _x), cond in zip(exprs, conds, strict=True):
         out[j] = first.setdefault(cond, f"p{j}")
         if out[j] == f"p{j}":
             src.add(1, "try:", f"    p{j} = {cond}", "except OverflowError:", f"    p{j} = False")
     return out
+
+
+def _number_block(conds: list[str], names: list[str]) -> tuple[str, list[str]] | None:
+    """``(v, inners)`` when every condition is ``(G and (inner))``, ``G`` the number test of the one
+    attribute read ``v`` (``cep.lang.expr``'s guard of a comparison, ``_hoist_number_tests``) and
+    ``inner`` free of it: each condition is then ``inner`` where ``v`` is a number, and false
+    elsewhere (``G and x`` is ``G``'s False when ``G`` fails, ``x`` otherwise; the caller tests
+    truth only).  None otherwise."""
+    if len(names) != 1 or not conds:
+        return None
+    v = names[0]
+    guard = f"(type({v}) is int or type({v}) is float)"
+    head, tail = f"({guard} and (", "))"
+    inners = []
+    for c in conds:
+        if not (c.startswith(head) and c.endswith(tail)):
+            return None
+        inner = c[len(head) - 1:len(c) - len(tail) + 1]
+        if guard in inner or not _balanced(inner):
+            return None
+        inners.append(inner)
+    return v, inners
+
+
+def _balanced(text: str) -> bool:
+    """Whether ``text``'s parentheses outside string literals pair up from its first to its last
+    character: ``(a) and (b)`` is not one parenthesised expression, ``(a < (b))`` is."""
+    try:
+        tree = ast.parse(text, mode="eval")
+    except SyntaxError:
+        return False
+    # one expression whose source, parenthesised, is ``text`` itself: parse ``text[1:-1]`` too
+    try:
+        inner = ast.parse(text[1:-1], mode="eval")
+    except SyntaxError:
+        return False
+    return ast.dump(tree) == ast.dump(inner)
 
 
 def _hoist_number_tests(src: _Source, conds: list[str], names: list[str]) -> list[str]:
