@@ -73,7 +73,8 @@ TIME_US = {u: 1_000_000 // per_s for u, per_s in TIME_UNITS.items()}  # microsec
 # Spark's event-time column is the event time (in us) plus SPARK_TIME_OFFSET_US, clamped to SPARK_TIME_RANGE_US.
 # Why: Spark's watermark starts at 0 and only moves forward, so with raw times a stream of times <= 0 (or below
 # the delay) never gets a watermark; the offset (10^15 us, about 31.7 years) keeps every plausible time above 0.
-# The clamp keeps the column inside what pandas' datetime64[ns] holds (the column reaches the Python workers);
+# The clamp keeps the column inside what pandas' datetime64[ns] holds (a timestamp column reaching the Python
+# workers is converted to it; the state step's marked column, the top of this range, is a long now: ``detect``);
 # a clamped time can only make the watermark lower than exact (the engine then accepts more, never less).
 SPARK_TIME_OFFSET_US = 10**15
 SPARK_TIME_RANGE_US = (1, 9 * 10**15)
@@ -1188,10 +1189,13 @@ def detect(
         # (late rows are counted per pattern and written to the late output), so the column the state step sees
         # as the watermark column is a constant at the top of the time range, marked with the watermark's
         # metadata: no row is below it, while the watermark itself still comes from ``evt`` above.
-        # ``tus`` is in ``evt``: the state step reads the record's time from its text, so it is not shuffled
+        # ``tus`` is in ``evt``: the state step reads the record's time from its text, so it is not shuffled.
+        # The marked column is a long (the top of the range in us, what the timestamp holds): Spark's late-row
+        # test compares it with the watermark in us either way, and PySpark hands every group's columns to the
+        # state step as pandas, where a long is a plain copy and a timestamp a time-zone conversion (~0.2-0.3 ms
+        # per group and micro-batch, bench/results/spark.md)
         keep = [c for c in routed.columns if c not in ("evt", "tus")]
-        top = F.timestamp_micros(F.lit(SPARK_TIME_RANGE_US[1])).alias(
-            "evt", metadata={WATERMARK_DELAY_KEY: delay})
+        top = F.lit(SPARK_TIME_RANGE_US[1]).cast("long").alias("evt", metadata={WATERMARK_DELAY_KEY: delay})
         routed = routed.select(*keep, top)
         out = routed.groupBy("g", "kg").applyInPandasWithState(
             _handler(spec), out_schema(spec), STATE_SCHEMA, "append", GroupStateTimeout.EventTimeTimeout)
@@ -1347,6 +1351,24 @@ def given_spark_conf() -> dict[str, str]:
     return conf
 
 
+def session_settings(master: str, given: dict[str, str], state_partitions: int | None = None, *,
+                     rocksdb: bool = True) -> dict[str, str]:
+    """The settings ``make_session`` adds to a session on ``master``: cep's defaults that ``given`` (the
+    deployment's settings, ``given_spark_conf``) does not set, and the state partitions (an explicit
+    ``state_partitions`` wins over the deployment's; without either, 4)."""
+    wanted = dict(SESSION_DEFAULTS)
+    if master.startswith("local[") or master == "local":
+        wanted.update(LOCAL_DEFAULTS)
+    if master.startswith(("local[", "local-cluster[")) or master == "local":
+        if given.get("spark.hadoop.fs.defaultFS", "file:").startswith("file:"):
+            wanted.update(LOCAL_FS_DEFAULTS)
+    wanted["spark.sql.shuffle.partitions"] = str(state_partitions or 4)
+    if rocksdb:
+        wanted.update(ROCKSDB_DEFAULTS)
+    return {k: v for k, v in wanted.items()
+            if k not in given or (k == "spark.sql.shuffle.partitions" and state_partitions)}
+
+
 def make_session(master: str | None = None, state_partitions: int | None = None, *, kafka: bool = True,
                  rocksdb: bool = True, app: str = "cep", extra: dict[str, str] | None = None):
     """A SparkSession set up for cep: state partitions, UTC, RocksDB state, Kafka connector jars.
@@ -1362,21 +1384,12 @@ def make_session(master: str | None = None, state_partitions: int | None = None,
 
     given = given_spark_conf()
     master = master or given.get("spark.master") or "local[*]"
-    wanted = dict(SESSION_DEFAULTS)
-    if master.startswith("local[") or master == "local":
-        wanted.update(LOCAL_DEFAULTS)
     if master.startswith(("local[", "local-cluster[")) or master == "local":
         # this machine's executors run this interpreter (and so this cep), not whatever ``python3`` is on PATH
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-        if given.get("spark.hadoop.fs.defaultFS", "file:").startswith("file:"):
-            wanted.update(LOCAL_FS_DEFAULTS)
-    wanted["spark.sql.shuffle.partitions"] = str(state_partitions or 4)
-    if rocksdb:
-        wanted.update(ROCKSDB_DEFAULTS)
     b = SparkSession.builder.master(master).appName(given.get("spark.app.name", app))
-    for k, v in wanted.items():
-        if k not in given or (k == "spark.sql.shuffle.partitions" and state_partitions):
-            b = b.config(k, v)
+    for k, v in session_settings(master, given, state_partitions, rocksdb=rocksdb).items():
+        b = b.config(k, v)
     if kafka:
         from cep.connectors import jars
 

@@ -73,6 +73,35 @@ def data(tmp_path_factory):
 # ------------------------------------------------------------------------------------------ no Spark needed
 
 
+def test_session_settings_fill_in_only_what_the_deployment_does_not_give():
+    """make_session's settings: cep's defaults where the deployment (spark-submit, spark-defaults.conf,
+    PYSPARK_SUBMIT_ARGS) sets nothing; a setting it gives is never replaced, whichever default it is."""
+    from cep.connectors.spark import (
+        CHECKPOINT_FILE_MANAGER,
+        LOCAL_DEFAULTS,
+        LOCAL_FS_DEFAULTS,
+        ROCKSDB_DEFAULTS,
+        SESSION_DEFAULTS,
+        session_settings,
+    )
+
+    defaults = {**SESSION_DEFAULTS, **ROCKSDB_DEFAULTS}
+    local = session_settings("local[2]", {})
+    assert local == {**defaults, **LOCAL_DEFAULTS, **LOCAL_FS_DEFAULTS, "spark.sql.shuffle.partitions": "4"}
+    assert session_settings("local-cluster[2,1,1024]", {}) == {**defaults, **LOCAL_FS_DEFAULTS,
+                                                               "spark.sql.shuffle.partitions": "4"}
+    assert session_settings("spark://elsewhere:7077", {}) == {**defaults, "spark.sql.shuffle.partitions": "4"}
+    for key in local:  # each of cep's settings, given by the deployment: kept as given (absent here)
+        given = {key: "deployment's"}
+        for master in ("local[2]", "local-cluster[2,1,1024]", "spark://elsewhere:7077"):
+            assert key not in session_settings(master, given), (key, master)
+    # an explicit state partition count (``cep spark --state-partitions``) wins over the deployment's
+    assert session_settings("local[2]", {"spark.sql.shuffle.partitions": "9"}, 3)[
+        "spark.sql.shuffle.partitions"] == "3"
+    assert "spark.sql.streaming.stateStore.providerClass" not in session_settings("local[2]", {}, rocksdb=False)
+    assert CHECKPOINT_FILE_MANAGER not in session_settings("local[2]", {"spark.hadoop.fs.defaultFS": "hdfs://nn:8020"})
+
+
 def test_partition_analysis_routes_by_key():
     from cep.connectors.spark import partition_attrs
 
@@ -714,6 +743,34 @@ def test_late_records_are_counted_and_written(spark, tmp_path):
     dropped = [op["numRowsDroppedByWatermark"] for p in q.recentProgress
                for op in json.loads(p.json)["stateOperators"]]
     assert dropped and set(dropped) == {0}
+
+
+def test_the_state_step_s_watermark_column_is_a_constant_long(spark, tmp_path):
+    """The column marked as the state step's watermark column is a long, not a timestamp: PySpark converts each
+    group's columns to pandas, a timestamp with a time-zone conversion per group and micro-batch. The watermark
+    itself still comes from the records' times (``evt`` under ``withWatermark``), and no row is below the mark
+    (the late test above: Spark drops nothing)."""
+    from cep.connectors.spark import SPARK_TIME_RANGE_US, WATERMARK_DELAY_KEY, detect
+
+    d = tmp_path / "in"
+    d.mkdir()
+    write_jsonl(d / "a.jsonl", [{"type": "Smoke", "ts": 1, "area": "lab", "detector": "D-1"}])
+    files = spark.readStream.format("text").option("wholetext", "true").load(str(d))
+    events = files.selectExpr("_metadata.file_path AS file", "value AS text")
+    out = detect(events, str(ROOT / "patterns" / "smoke_then_heat.pattern"), lateness=60, side_outputs=True)
+    plan, states = out._jdf.queryExecution().analyzed(), []
+    todo = [plan]
+    while todo:
+        node = todo.pop()
+        if node.getClass().getSimpleName() == "FlatMapGroupsInPandasWithState":
+            states.append(node)
+        todo += [node.children().apply(i) for i in range(node.children().size())]
+    assert len(states) == 1
+    fields = json.loads(states[0].child().schema().json())["fields"]
+    marked = [f for f in fields if WATERMARK_DELAY_KEY in f["metadata"]]
+    assert [(f["name"], f["type"]) for f in marked] == [("evt", "long")]
+    assert "timestamp" not in {f["type"] for f in fields}  # nothing else of the kind reaches the workers
+    assert SPARK_TIME_RANGE_US[1] == 9 * 10**15  # the mark: the top of the time range (in us, as the timestamp's)
 
 
 def test_bad_records_skipped_are_reported(spark, tmp_path):
