@@ -888,12 +888,29 @@ def _out_rows(spec: PatternSpec, g: int, outs: list) -> list[tuple]:
 
 def _frame(spec: PatternSpec, rows: list[tuple]):
     """The handler's pandas output: ``OUT_COLS``, or with ``spec.pack_output`` also the counts (side rows, of
-    six columns, count 0)."""
+    six columns, count 0).
+
+    Built from its columns, each an array of the dtype ``pd.DataFrame(rows)`` infers (object: strings and nulls;
+    int64: the counts). Why: inferring the columns from a list of rows cost ~0.35 ms per group (a group's one
+    packed row as a rule), from columns ~0.2 ms; a micro-batch makes one frame per group (64)."""
+    import numpy as np
     import pandas as pd
 
-    if not spec.pack_output:
-        return pd.DataFrame(rows, columns=OUT_COLS)
-    return pd.DataFrame([r if len(r) == 8 else (*r, 0, 0) for r in rows], columns=PACKED_OUT_COLS)
+    if spec.pack_output:
+        names = PACKED_OUT_COLS
+        rows = [r if len(r) == 8 else (*r, 0, 0) for r in rows]
+    else:
+        names = OUT_COLS
+    if not rows:
+        return pd.DataFrame(rows, columns=names)
+    data = {}
+    for i, (name, col) in enumerate(zip(names, zip(*rows, strict=True), strict=True)):
+        if i < len(OUT_COLS):
+            data[name] = arr = np.empty(len(col), dtype=object)
+            arr[:] = col
+        else:
+            data[name] = np.array(col, dtype=np.int64)
+    return pd.DataFrame(data)
 
 
 def out_schema(spec: PatternSpec) -> str:

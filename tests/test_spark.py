@@ -209,6 +209,27 @@ def test_packed_output_rows_hold_the_same_lines_and_counts():
     assert side and [r[:6] + [r[6:]] for r in packed if r[1] != S.LINES_OP] == [r + [[0, 0]] for r in side]
 
 
+def test_output_frames_are_those_of_their_rows():
+    """``_frame`` builds the handler's frame from columns: the same values and dtypes as ``pd.DataFrame(rows)``
+    (object columns, the packed counts int64), with and without ``pack_output``, empty or not."""
+    import dataclasses
+
+    import pandas as pd
+    from cep.connectors import spark as S
+
+    spec = S.pattern_spec("PATTERN p SEQ(A a, B b) WITHIN 10")
+    side = [(None, "late", "f:1", None, None, None), (None, "error", "f:2", None, None, '{"line":null}')]
+    cases = {False: [[], [("p", "+", "id1", "{}", None, "v"), *side], side[:1]],
+             True: [[], [("p", S.LINES_OP, None, None, None, "x\ny", 2, 0)], [*side, ("p", S.LINES_OP, None, None,
+                                                                                   None, "z", 0, 1)]]}
+    for pack, rowss in cases.items():
+        names = S.PACKED_OUT_COLS if pack else S.OUT_COLS
+        for rows in rowss:
+            got = S._frame(dataclasses.replace(spec, pack_output=pack), rows)
+            want = pd.DataFrame([r if len(r) == len(names) else (*r, 0, 0) for r in rows], columns=names)
+            assert got.equals(want) and list(got.dtypes) == list(want.dtypes) and list(got.columns) == names
+
+
 def test_route_row_time_is_the_largest_record_time_in_us():
     """A packed route row's ``tus`` is the largest event time of its records in microseconds (the route step
     keeps the largest time in time units and converts it once): with fractional millisecond times, ISO times,
