@@ -148,15 +148,23 @@ def jvm_threads(root: int) -> dict[str, list[float]]:
             f = raw[raw.rindex(")") + 2:].split()
             out[side + name][0] += int(f[11]) / tick
             out[side + name][1] += int(f[12]) / tick
+        # processes the JVM forked and reaped (Hadoop's shell commands: ``chmod``...): their CPU, not a thread's
+        f = Path(f"/proc/{pid}/stat").read_text()
+        f = f[f.rindex(")") + 2:].split()
+        out[side + "(reaped child processes)"][0] += int(f[13]) / tick
+        out[side + "(reaped child processes)"][1] += int(f[14]) / tick
     return out
 
 
 def jfr_profile(files: list[Path], since: float, top: int) -> dict:
-    """JVM execution samples taken after ``since`` (epoch s): by operator category and by the leaf frame's class."""
+    """JVM execution samples taken after ``since`` (epoch s): by operator category, by thread (digits dropped), by
+    the leaf frame's class, and by method anywhere on the stack (inclusive: what a thread was inside of)."""
     from datetime import datetime
 
     cats: collections.Counter = collections.Counter()
     leaf: collections.Counter = collections.Counter()
+    threads: collections.Counter = collections.Counter()
+    incl: collections.Counter = collections.Counter()
     n = 0
     for f in files:
         r = subprocess.run(["jfr", "print", "--json", "--stack-depth", "128", "--events", "jdk.ExecutionSample",
@@ -166,12 +174,18 @@ def jfr_profile(files: list[Path], since: float, top: int) -> dict:
             t = datetime.fromisoformat(re.sub(r"(\.\d{6})\d*", r"\1", v["startTime"]).replace("Z", "+00:00"))
             if t.timestamp() < since or not v.get("stackTrace"):
                 continue
-            classes = [fr["method"]["type"]["name"].replace("/", ".").split("$$Lambda")[0]
-                       for fr in v["stackTrace"]["frames"]]
+            frames = v["stackTrace"]["frames"]
+            classes = [fr["method"]["type"]["name"].replace("/", ".").split("$$Lambda")[0] for fr in frames]
             n += 1
             cats[_category(classes)] += 1
             leaf[classes[0]] += 1
-    return {"samples": n, "by_category": cats.most_common(), "by_leaf_class": leaf.most_common(top)}
+            thread = (v.get("sampledThread") or {}).get("javaName") or "?"
+            threads[re.sub(r"[\d#-]+", "", thread).strip()] += 1
+            methods = [f"{c.rsplit('.', 1)[-1]}.{fr['method']['name']}" for c, fr in zip(classes, frames, strict=True)]
+            for m in dict.fromkeys(methods):
+                incl[m] += 1
+    return {"samples": n, "by_category": cats.most_common(), "by_thread": threads.most_common(top),
+            "by_leaf_class": leaf.most_common(top), "inclusive": incl.most_common(4 * top)}
 
 
 def pyspy_profile(raw: Path, top: int) -> dict:
@@ -204,21 +218,33 @@ def child(args: argparse.Namespace) -> None:
     if cluster:
         os.environ["SPARK_HOME"] = spark_home_for_cluster(work)
     if args.jfr:
-        opt = f"-XX:StartFlightRecording=filename={work}/jfr-%p.jfr,dumponexit=true,settings=profile"
+        from cep.connectors.spark import JVM_OPTIONS
+
+        # JFR's profile settings with Java samples every ``--jfr-period`` ms (the JDK's profile.jfc, edited)
+        jfc = Path(subprocess.run(["java", "-XshowSettings:properties", "-version"], capture_output=True,
+                                  text=True).stderr.split("java.home = ")[1].split("\n")[0]) / "lib/jfr/profile.jfc"
+        text = re.sub(r'(control="method-sampling-java-interval">)[^<]*', rf"\g<1>{args.jfr_period} ms",
+                      jfc.read_text())
+        (work / "sample.jfc").write_text(text)
+        opt = f"{JVM_OPTIONS} -XX:StartFlightRecording=settings={work}/sample.jfc"  # dumped by jcmd below
         extra["spark.executor.extraJavaOptions" if cluster else "spark.driver.extraJavaOptions"] = opt
     spark = make_session(args.master, args.partitions, kafka=False, app="cep-profile", extra=extra)
     marks: list[dict] = []
     pyspy: list[subprocess.Popen] = []
 
+    queries = [0]  # queries started: the warm-up, then the measured one
+
     def at_progress(progress: str) -> None:
         p = json.loads(progress)
         if p["batchId"] == 0:
             marks.clear()  # a new query (the warm-up's marks are not steady state)
+            queries[0] += 1
         marks.append({"rows": p["numInputRows"], "cpu": cpu_by_kind(os.getpid()), "at": time.time(),
                       "threads": jvm_threads(os.getpid()), "workers": python_workers(os.getpid()),
                       "durationMs": p["durationMs"], "state": p["stateOperators"][0] if p["stateOperators"]
                       else {}})
-        if args.py_spy and not pyspy and p["numInputRows"] > 0:  # after the first data batch: steady state
+        # from the end of the measured query's first data batch: the steady batches only (as the CPU figures)
+        if args.py_spy and not pyspy and queries[0] == 2 and p["numInputRows"] > 0:
             for pid, (_pp, cmd, _u, _s) in _processes().items():
                 if "pyspark.daemon" in cmd:
                     pyspy.append(subprocess.Popen(
@@ -243,6 +269,12 @@ def child(args: argparse.Namespace) -> None:
     for p in pyspy:
         p.send_signal(signal.SIGINT)
         p.wait(timeout=60)
+    if args.jfr:  # each JVM's recording, while it runs (a local master's JVM lives until this process ends)
+        procs = _processes()
+        for pid in _tree(os.getpid(), procs):
+            if _kind(pid, os.getpid(), procs[pid][1]) in ("driver JVM", "executor JVMs"):
+                subprocess.run(["jcmd", str(pid), "JFR.dump", f"filename={work}/jfr-{pid}.jfr"],
+                               capture_output=True, check=True)
     spark.stop()
     data = [m for m in marks if m["rows"] > 0]
     # per kind: [user, system] CPU seconds of the steady micro-batches
@@ -261,10 +293,9 @@ def child(args: argparse.Namespace) -> None:
     if len(data) > 1:
         a, b = data[0]["threads"], data[-1]["threads"]
         delta = {k: [round(v[0] - a.get(k, [0, 0])[0], 2), round(v[1] - a.get(k, [0, 0])[1], 2)] for k, v in b.items()}
-        out["jvm_threads_user_sys"] = sorted(((k, v) for k, v in delta.items() if sum(v) > 0.05),
+        out["jvm_threads_user_sys"] = sorted(((k, v) for k, v in delta.items() if sum(v) > 0.01),
                                              key=lambda kv: -sum(kv[1]))
     if args.jfr:
-        time.sleep(2)  # executors dump their recording on exit
         out["jfr"] = jfr_profile(sorted(work.glob("jfr-*.jfr")), data[0]["at"], args.top)
     if args.py_spy:
         out["py_spy"] = pyspy_profile_all(work, args.top)
@@ -287,6 +318,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--key-groups", type=int, default=64)
     ap.add_argument("--conf", action="append", default=[], help="extra Spark setting KEY=VALUE (repeatable)")
     ap.add_argument("--jfr", action="store_true", help="JVM profile (Java Flight Recorder)")
+    ap.add_argument("--jfr-period", type=int, default=10, help="JFR's Java sampling period, ms")
     ap.add_argument("--py-spy", action="store_true", help="Python worker profile (needs py-spy on PATH)")
     ap.add_argument("--top", type=int, default=25)
     ap.add_argument("--keep", help="copy the py-spy stacks (collapsed) to this file")

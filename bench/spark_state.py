@@ -8,6 +8,12 @@ writes (``Engine.dumps``), of a reload on a worker-cache miss (``Engine.loads``)
 touched (what a per-key layout would rewrite).
 
     python -m bench.spark_state --batch 100000 --batches 3
+    python -m bench.spark_state --phases --batches 4     # CPU s per 10^5 events of each part of the two steps
+
+``--phases``: the route step (whole-file batches, as ``cep spark`` reads a directory) and the state step
+(``pack_output``, as ``cep spark`` writes one) over the batches after the first, each part of the steps timed
+(``process_time`` around the functions of ``connectors/spark.py`` and the engine's): where the Python steps'
+CPU goes without PySpark and the JVM.
 """
 
 from __future__ import annotations
@@ -45,6 +51,77 @@ class FakeGroupState:
         pass
 
 
+PHASES = ("_group_step", "_push_all", "_group_lines", "_decode_group", "_out_rows", "_frame", "_save", "_engine_for")
+ENGINE_PHASES = ("push_batch", "advance_watermark", "dumps")
+
+
+def phases(batch: int, batches: int, keys: int, lateness: int) -> dict[str, float]:
+    """CPU s per 10^5 events of the route step, the state step and each timed part (see ``--phases``)."""
+    import functools
+
+    from cep.connectors import spark as S
+
+    from cep.runtime.engine import Engine
+
+    spec = S.pattern_spec(PATTERN, lateness=lateness)
+    spec.match_column, spec.pack_output = False, True
+    events = make_events(batch * batches, keys)
+    acc: dict[str, float] = {}
+    on = [False]
+    saved = []
+
+    def timed(owner, name: str, label: str) -> None:
+        fn = getattr(owner, name)
+        saved.append((owner, name, fn))
+
+        @functools.wraps(fn)
+        def wrapper(*a, **k):
+            if not on[0]:
+                return fn(*a, **k)
+            t = time.process_time()
+            try:
+                return fn(*a, **k)
+            finally:
+                acc[label] = acc.get(label, 0.0) + time.process_time() - t
+
+        setattr(owner, name, wrapper)
+
+    for name in PHASES:
+        timed(S, name, name)
+    for name in ENGINE_PHASES:
+        timed(Engine, name, f"Engine.{name}")
+    try:
+        route, handler = S._route_batches(spec, whole_files=True), S._handler(spec)
+        states: dict[tuple, FakeGroupState] = {}
+        max_ts = None
+        for b in range(batches):
+            part = events[b * batch:(b + 1) * batch]
+            text = "".join(json.dumps(e) + "\n" for e in part)
+            files = pd.DataFrame({"pos": [f"file:///in/part{b:03d}.jsonl"], "value": [text]})
+            t = time.process_time()
+            df = pd.concat(list(route(iter([files]))))
+            routed = time.process_time() - t
+            wm = 0 if max_ts is None else S.spark_watermark_after(spec, max_ts)
+            groups = [(key, rows.drop(columns=["tus"])) for key, rows in df.groupby(["g", "kg"])]
+            on[0] = b > 0
+            t = time.process_time()
+            for key, rows in groups:
+                st = states.setdefault(key, FakeGroupState())
+                st.watermark_ms = wm
+                list(handler(key, iter([rows]), st))
+            stepped = time.process_time() - t
+            on[0] = False
+            if b:
+                acc["route step"] = acc.get("route step", 0.0) + routed
+                acc["state step"] = acc.get("state step", 0.0) + stepped
+            max_ts = max(e["ts"] for e in part)
+    finally:
+        for owner, name, fn in saved:
+            setattr(owner, name, fn)
+    per = (batches - 1) * batch / 1e5
+    return {k: v / per for k, v in acc.items()}
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench.spark_state", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -52,7 +129,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--batches", type=int, default=3)
     ap.add_argument("--keys", type=int, default=1000)
     ap.add_argument("--lateness", type=int, default=120)
+    ap.add_argument("--phases", action="store_true", help="CPU s per 10^5 events of each part of the two steps")
     args = ap.parse_args(argv)
+    if args.phases:
+        from cep.gc_policy import stream_gc
+
+        with stream_gc():  # as the route and state steps run on Spark
+            got = phases(args.batch, max(args.batches, 2), args.keys, args.lateness)
+        print("| part | CPU s per 10^5 events |\n|---|---|")
+        for name, v in sorted(got.items(), key=lambda kv: -kv[1]):
+            print(f"| {name} | {v:.3f} |")
+        return 0
     from cep.connectors import spark as S
 
     spec = S.pattern_spec(PATTERN, lateness=args.lateness)

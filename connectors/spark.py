@@ -59,6 +59,7 @@ from cep.plan.partition import partition_attrs
 from cep.units import TIME_UNITS
 
 ROUTE_SCHEMA = "g int, kg int, tus long, value string"  # one row per group: see _packed_frame
+PLAIN_MARK = "p"  # leads a packed value whose texts all passed ``plain_lines`` (``_pack_segments``)
 PACK_SEP = "\n"  # joins a packed row's parts (a record whose position or text holds it rides alone: ``_pack``)
 PACK_RECORDS = 200_000  # routed records a route task holds before it emits its packed rows (bounds its memory)
 OUT_SCHEMA = "pattern string, op string, id string, match string, key string, value string"
@@ -73,7 +74,8 @@ TIME_US = {u: 1_000_000 // per_s for u, per_s in TIME_UNITS.items()}  # microsec
 # Spark's event-time column is the event time (in us) plus SPARK_TIME_OFFSET_US, clamped to SPARK_TIME_RANGE_US.
 # Why: Spark's watermark starts at 0 and only moves forward, so with raw times a stream of times <= 0 (or below
 # the delay) never gets a watermark; the offset (10^15 us, about 31.7 years) keeps every plausible time above 0.
-# The clamp keeps the column inside what pandas' datetime64[ns] holds (the column reaches the Python workers);
+# The clamp keeps the column inside what pandas' datetime64[ns] holds (a timestamp column reaching the Python
+# workers is converted to it; the state step's marked column, the top of this range, is a long now: ``detect``);
 # a clamped time can only make the watermark lower than exact (the engine then accepts more, never less).
 SPARK_TIME_OFFSET_US = 10**15
 SPARK_TIME_RANGE_US = (1, 9 * 10**15)
@@ -389,7 +391,7 @@ def _router(spec: PatternSpec):
         at = lines.__getitem__
         for key, (ts, idx) in cur.items():
             seg = (prefix, list(map(str, idx)) if poss is None else list(map(poss.__getitem__, idx)),
-                   list(map(at, idx)))
+                   list(map(at, idx)), plain)
             pack = packs.get(key)
             if pack is None:
                 packs[key] = [ts, [seg]]
@@ -399,7 +401,7 @@ def _router(spec: PatternSpec):
                 pack[1].append(seg)
         if bad:
             pack = packs.setdefault((BAD_ROW_GROUP, 0), [-math.inf, []])
-            pack[1].append(("", [p for p, _r in bad], [r for _p, r in bad]))
+            pack[1].append(("", [p for p, _r in bad], [r for _p, r in bad], False))
         return sum(len(idx) for _ts, idx in cur.values()) + len(bad)
 
     route.factor = factor  # type: ignore[attr-defined]
@@ -513,9 +515,12 @@ def _common_prefix(strs: list[str]) -> str:
     return lo[:k]
 
 
-def _pack_segments(segs: list[tuple[str, list[str], list[bytes]]]) -> list[str]:
+def _pack_segments(segs: list[tuple[str, list[str], list[bytes], bool]]) -> list[str]:
     """A group's records as route-row values (``_pack``'s format): ``segs`` are ``(prefix, position rests, raw
-    texts)``, record ``j`` of a segment at position ``prefix + rests[j]``.
+    texts, plain)``, record ``j`` of a segment at position ``prefix + rests[j]``, ``plain`` whether its texts
+    passed ``plain_lines``: a value of only such texts starts with ``PLAIN_MARK``, so the state step does not
+    test its bytes again (``_group_lines``; the test is one of each record's bytes, so it holds for any of
+    them).
 
     Why segments: the router gathers a group's records of one input (a whole file: its path and the line
     numbers) without making a position string per record; a pack of one segment takes its prefix as given
@@ -524,14 +529,15 @@ def _pack_segments(segs: list[tuple[str, list[str], list[bytes]]]) -> list[str]:
     column) get their common prefix found, as ``_pack`` does.
     """
     if len(segs) == 1:
-        prefix, rests, texts = segs[0]
+        prefix, rests, texts, plain = segs[0]
     else:
         prefix = _common_prefix([s[0] for s in segs])
         k = len(prefix)
         rests = []
-        for p, rs, _t in segs:
+        for p, rs, _t, _plain in segs:
             rests += [p[k:] + r for r in rs] if len(p) > k else rs
         texts = [t for s in segs for t in s[2]]
+        plain = all(s[3] for s in segs)
     n = len(texts)
     if n > 1:
         if not prefix:
@@ -539,7 +545,7 @@ def _pack_segments(segs: list[tuple[str, list[str], list[bytes]]]) -> list[str]:
             if prefix:
                 k = len(prefix)
                 rests = [r[k:] for r in rests]
-        value = PACK_SEP.join([f"{n} {prefix}", *rests, b"\n".join(texts).decode()])
+        value = PACK_SEP.join([f"{PLAIN_MARK if plain else ''}{n} {prefix}", *rests, b"\n".join(texts).decode()])
         if value.count(PACK_SEP) == 2 * n:
             return [value]
     return [f"s{len(p)}{PACK_SEP}{p}{t}" for p, t in zip([prefix + r for r in rests],
@@ -582,7 +588,7 @@ def _unpacked(value: str) -> tuple[list[str], list[str]]:
     parts = value.split(PACK_SEP)
     head = parts[0]
     sp = head.index(" ")
-    n, prefix = int(head[:sp]), head[sp + 1:]
+    n, prefix = int(head[1:sp] if head[0] == PLAIN_MARK else head[:sp]), head[sp + 1:]
     poss = parts[1:n + 1]
     if prefix:
         poss = [prefix + p for p in poss]
@@ -597,28 +603,35 @@ def _unpack(pdfs) -> Iterator[tuple[str, str]]:
             yield from zip(poss, texts, strict=True)
 
 
-def _group_lines(pdfs) -> tuple[list[str], list[bytes]]:
-    """A group's records from its packed rows, in row order: their positions and raw texts (bytes).
+def _group_lines(pdfs) -> tuple[list[str], list[bytes], bool]:
+    """A group's records from its packed rows, in row order: their positions and raw texts (bytes), and whether
+    every row was marked plain by the route step (``_pack_segments``: its texts passed ``plain_lines``).
 
     Why bytes: the state step decodes them as ``cep run`` decodes a JSON lines file (``decode.lines``); a
     packed value's texts are encoded once and split, not one record at a time.
     """
     poss: list[str] = []
     lines: list[bytes] = []
+    plain = True
     for pdf in pdfs:
         for value in pdf["value"].tolist():
             if value[0] == "s":
                 (p,), (t,) = _unpacked(value)
                 poss.append(p)
                 lines.append(t.encode())
+                plain = False
                 continue
             sp = value.index(" ")
-            n = int(value[:sp])
+            if value[0] == PLAIN_MARK:
+                n = int(value[1:sp])
+            else:
+                n = int(value[:sp])
+                plain = False
             parts = value.split(PACK_SEP, n + 1)
             prefix = parts[0][sp + 1:]
             poss += [prefix + r for r in parts[1:n + 1]] if prefix else parts[1:n + 1]
             lines += parts[n + 1].encode().split(PACK_SEP.encode())
-    return poss, lines
+    return poss, lines, plain and bool(lines)
 
 
 # ---------------------------------------------------------------------------------------------- stage 2: state
@@ -670,8 +683,8 @@ def _push_all(spec: PatternSpec, eng, g: int, pdfs) -> tuple[list[tuple], list]:
     from cep.io.readers import make_decoder
 
     decode = make_decoder(spec.type_field, spec.time_field, spec.time_unit, spec.op_field)
-    poss, lines = _group_lines(pdfs)
-    evs, ordered, inserts = _decode_group(spec, decode, lines, poss)
+    poss, lines, plain = _group_lines(pdfs)
+    evs, ordered, inserts = _decode_group(spec, decode, lines, poss, plain or None)
     arrived = evs
     # packed rows of a group come from several tasks in no guaranteed order: event time, inserts before
     # retractions of equal time (a stable sort: one task's records keep their input order); records already in
@@ -722,7 +735,8 @@ def _push_all(spec: PatternSpec, eng, g: int, pdfs) -> tuple[list[tuple], list]:
     return rows, outs
 
 
-def _decode_group(spec: PatternSpec, decode, lines: list[bytes], poss: list[str]) -> tuple[list, bool, bool]:
+def _decode_group(spec: PatternSpec, decode, lines: list[bytes], poss: list[str],
+                  plain: bool | None = None) -> tuple[list, bool, bool]:
     """A group's records decoded as ``cep run`` decodes a JSON lines file, each event at its position; whether
     their times never go down, and whether none is a retraction (``Engine.push_batch``'s ``inserts``).
 
@@ -731,13 +745,15 @@ def _decode_group(spec: PatternSpec, decode, lines: list[bytes], poss: list[str]
     goes through ``decode``. Otherwise ``decode.lines`` in chunks, then the rest of a chunk one at a time.
     Why one loop: a second decode of every record (the route step read them first) was the state step's largest
     cost after the engine's (~0.2 of ~2.3 CPU s per 10^5 records), and the order and the ops were two passes more.
+    ``plain``: True when the route step found the lines plain (their packed rows say so: ``_group_lines``), None
+    to test them here.
     """
     import orjson
 
     from cep.io.readers import LineEvent
 
     evs: list = []
-    if plain_lines(lines):
+    if plain if plain is not None else plain_lines(lines):
         loads = orjson.loads
         type_field, time_field, op_field = spec.type_field, spec.time_field, spec.op_field
         append = evs.append
@@ -873,12 +889,29 @@ def _out_rows(spec: PatternSpec, g: int, outs: list) -> list[tuple]:
 
 def _frame(spec: PatternSpec, rows: list[tuple]):
     """The handler's pandas output: ``OUT_COLS``, or with ``spec.pack_output`` also the counts (side rows, of
-    six columns, count 0)."""
+    six columns, count 0).
+
+    Built from its columns, each an array of the dtype ``pd.DataFrame(rows)`` infers (object: strings and nulls;
+    int64: the counts). Why: inferring the columns from a list of rows cost ~0.35 ms per group (a group's one
+    packed row as a rule), from columns ~0.2 ms; a micro-batch makes one frame per group (64)."""
+    import numpy as np
     import pandas as pd
 
-    if not spec.pack_output:
-        return pd.DataFrame(rows, columns=OUT_COLS)
-    return pd.DataFrame([r if len(r) == 8 else (*r, 0, 0) for r in rows], columns=PACKED_OUT_COLS)
+    if spec.pack_output:
+        names = PACKED_OUT_COLS
+        rows = [r if len(r) == 8 else (*r, 0, 0) for r in rows]
+    else:
+        names = OUT_COLS
+    if not rows:
+        return pd.DataFrame(rows, columns=names)
+    data = {}
+    for i, (name, col) in enumerate(zip(names, zip(*rows, strict=True), strict=True)):
+        if i < len(OUT_COLS):
+            data[name] = arr = np.empty(len(col), dtype=object)
+            arr[:] = col
+        else:
+            data[name] = np.array(col, dtype=np.int64)
+    return pd.DataFrame(data)
 
 
 def out_schema(spec: PatternSpec) -> str:
@@ -1188,10 +1221,13 @@ def detect(
         # (late rows are counted per pattern and written to the late output), so the column the state step sees
         # as the watermark column is a constant at the top of the time range, marked with the watermark's
         # metadata: no row is below it, while the watermark itself still comes from ``evt`` above.
-        # ``tus`` is in ``evt``: the state step reads the record's time from its text, so it is not shuffled
+        # ``tus`` is in ``evt``: the state step reads the record's time from its text, so it is not shuffled.
+        # The marked column is a long (the top of the range in us, what the timestamp holds): Spark's late-row
+        # test compares it with the watermark in us either way, and PySpark hands every group's columns to the
+        # state step as pandas, where a long is a plain copy and a timestamp a time-zone conversion (~0.2-0.3 ms
+        # per group and micro-batch, bench/results/spark.md)
         keep = [c for c in routed.columns if c not in ("evt", "tus")]
-        top = F.timestamp_micros(F.lit(SPARK_TIME_RANGE_US[1])).alias(
-            "evt", metadata={WATERMARK_DELAY_KEY: delay})
+        top = F.lit(SPARK_TIME_RANGE_US[1]).cast("long").alias("evt", metadata={WATERMARK_DELAY_KEY: delay})
         routed = routed.select(*keep, top)
         out = routed.groupBy("g", "kg").applyInPandasWithState(
             _handler(spec), out_schema(spec), STATE_SCHEMA, "append", GroupStateTimeout.EventTimeTimeout)
@@ -1347,6 +1383,24 @@ def given_spark_conf() -> dict[str, str]:
     return conf
 
 
+def session_settings(master: str, given: dict[str, str], state_partitions: int | None = None, *,
+                     rocksdb: bool = True) -> dict[str, str]:
+    """The settings ``make_session`` adds to a session on ``master``: cep's defaults that ``given`` (the
+    deployment's settings, ``given_spark_conf``) does not set, and the state partitions (an explicit
+    ``state_partitions`` wins over the deployment's; without either, 4)."""
+    wanted = dict(SESSION_DEFAULTS)
+    if master.startswith("local[") or master == "local":
+        wanted.update(LOCAL_DEFAULTS)
+    if master.startswith(("local[", "local-cluster[")) or master == "local":
+        if given.get("spark.hadoop.fs.defaultFS", "file:").startswith("file:"):
+            wanted.update(LOCAL_FS_DEFAULTS)
+    wanted["spark.sql.shuffle.partitions"] = str(state_partitions or 4)
+    if rocksdb:
+        wanted.update(ROCKSDB_DEFAULTS)
+    return {k: v for k, v in wanted.items()
+            if k not in given or (k == "spark.sql.shuffle.partitions" and state_partitions)}
+
+
 def make_session(master: str | None = None, state_partitions: int | None = None, *, kafka: bool = True,
                  rocksdb: bool = True, app: str = "cep", extra: dict[str, str] | None = None):
     """A SparkSession set up for cep: state partitions, UTC, RocksDB state, Kafka connector jars.
@@ -1362,21 +1416,12 @@ def make_session(master: str | None = None, state_partitions: int | None = None,
 
     given = given_spark_conf()
     master = master or given.get("spark.master") or "local[*]"
-    wanted = dict(SESSION_DEFAULTS)
-    if master.startswith("local[") or master == "local":
-        wanted.update(LOCAL_DEFAULTS)
     if master.startswith(("local[", "local-cluster[")) or master == "local":
         # this machine's executors run this interpreter (and so this cep), not whatever ``python3`` is on PATH
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-        if given.get("spark.hadoop.fs.defaultFS", "file:").startswith("file:"):
-            wanted.update(LOCAL_FS_DEFAULTS)
-    wanted["spark.sql.shuffle.partitions"] = str(state_partitions or 4)
-    if rocksdb:
-        wanted.update(ROCKSDB_DEFAULTS)
     b = SparkSession.builder.master(master).appName(given.get("spark.app.name", app))
-    for k, v in wanted.items():
-        if k not in given or (k == "spark.sql.shuffle.partitions" and state_partitions):
-            b = b.config(k, v)
+    for k, v in session_settings(master, given, state_partitions, rocksdb=rocksdb).items():
+        b = b.config(k, v)
     if kafka:
         from cep.connectors import jars
 

@@ -8,10 +8,12 @@ Checked here:
   not a string), the lines taken, the outputs (ids are hashes of the line numbers), the late
   records, the counters and the retained events are those of ``decode`` + ``Engine.push``, one
   record at a time; the loop stops exactly at the first line it does not decode;
-* ``decode.plain`` (which batches may take that loop) says no to a batch with an op field, a
-  ``\\u`` escape, a nested value or a big integer, yes to plain records;
-* ``cep run`` takes a plain batch through ``push_records`` (and not a batch with a retraction), and
-  its output, late output and error reports equal those of the path without it.
+* ``decode.plain`` (which batches may take that loop) says no to a batch with a nested value or a
+  big integer, yes to plain records (an op field among them too: the loop stops at it, the op
+  field's name looked for among the parsed keys, escapes and all, whatever its value);
+* ``cep run`` takes a plain batch through ``push_records`` (up to a retraction in it, the rest
+  through ``push_batch``), and its output, late output and error reports equal those of the path
+  without it.
 """
 
 from __future__ import annotations
@@ -192,25 +194,47 @@ def test_plain_says_which_batches_the_engine_may_decode(recs, extra):
     plain = make_decoder().plain(lines) is not None
     if extra is None:
         assert plain
-    elif extra in ('"x":12345678901234567890', '"x":[1]', '"x":{"a":1}', '"op":"+"', '"op": "-"', '"x":"\\u006fp"',
-                   '"x":"op"', '"op"'):
+    elif extra in ('"x":12345678901234567890', '"x":[1]', '"x":{"a":1}', '"op"'):  # ('"op"': not JSON)
         assert not plain
-    # a batch that passes has no op field, no nested value and no big integer in any record
+    else:  # an op field, or its name in a value or escaped: the loop's business (it stops at the field)
+        assert plain
+    # a batch that passes has no nested value and no big integer in any record
     if plain:
         for raw in lines:
             try:
                 rec = orjson.loads(raw)
             except orjson.JSONDecodeError:
                 continue
-            assert "op" not in rec
             assert all(type(v) not in (list, dict) and (type(v) is not float or abs(v) < 2.0**63) for v in rec.values())
 
 
-def test_plain_looks_for_the_op_field_it_is_given():
+def test_plain_leaves_the_op_field_to_the_loop():
     lines = [b'{"type":"A","ts":1,"kind":"-"}']
     assert make_decoder().plain(lines) == [orjson.loads(lines[0])]
-    assert make_decoder(op_field="kind").plain(lines) is None
+    assert make_decoder(op_field="kind").plain(lines) == [orjson.loads(lines[0])]
     assert make_decoder().plain([lines[0], b"\n"]) is None  # a blank line: not valid JSON
+
+
+@pytest.mark.parametrize("field, extra", [("op", b'"op":"-"'), ("op", b'"op":"+"'), ("op", b'"op":"x"'),
+                                          ("op", b'"\\u006fp":"-"'), ("kind", b'"kind":"-"'),
+                                          ("kind", b'"k\\u0069nd":"+"')])
+def test_push_records_stops_at_the_op_field_it_is_given(field, extra):
+    """A record with the op field (any value, its name written with escapes or not) ends the loop's
+    run before it changes anything: the caller's decoder takes it (a retraction, an explicit insert
+    or a bad op); a field of another name is an attribute like any other."""
+    recs = [b'{"type":"Txn","ts":1,"card":"a","amount":10}', b'{"type":"Txn","ts":2,"card":"a","amount":20}',
+            b'{"type":"Txn","ts":3,"card":"a","amount":500,' + extra + b"}",
+            b'{"type":"Txn","ts":4,"card":"a","amount":600}']
+    parsed = make_decoder(op_field=field).plain(recs)
+    assert parsed is not None and field in parsed[2]
+    eng = Engine(compile_text(open(CARD).read()), lateness=0)
+    took, outs = eng.push_records(parsed, 1, op_field=field)
+    assert took == 2 and outs == [] and sorted(eng.events) == [0, 1] and eng.stats["events"] == 2
+    assert eng.max_ts == 2
+    # another op field's name: the record is plain, the loop takes all four (two matches)
+    other = Engine(compile_text(open(CARD).read()), lateness=0)
+    took, outs = other.push_records(parsed, 1, op_field="other")
+    assert took == 4 and len(outs) == 2
 
 
 def test_cep_run_takes_a_plain_batch_through_the_engines_own_decoding(tmp_path, monkeypatch):
@@ -232,7 +256,8 @@ def test_cep_run_takes_a_plain_batch_through_the_engines_own_decoding(tmp_path, 
     rows = [{"type": "Txn", "ts": 1, "card": "c", "amount": 5}, {"type": "Txn", "ts": 2, "card": "c", "amount": 6},
             {"type": "Txn", "ts": 3, "card": "c", "amount": 500}]
     slow = {"type": "Txn", "ts": "4", "card": "c", "amount": 7}  # a time as a string: the loop stops there
-    for extra, want in (([], ["lines"]), ([{**rows[2], "op": "-"}], ["batch"]), ([slow, rows[2] | {"ts": 5}], ["lines", "batch"])):
+    for extra, want in (([], ["lines"]), ([{**rows[2], "op": "-"}], ["lines", "batch"]),
+                        ([slow, rows[2] | {"ts": 5}], ["lines", "batch"])):
         outs = []
         for fused in (True, False):
             monkeypatch.setattr(runner, "FUSED", fused)
@@ -291,3 +316,47 @@ def test_push_records_makes_its_events_of_the_class_it_is_given():
     ref = Engine(patterns, lateness=0)
     want = ref.push_batch([Event("Txn", r["ts"], r, f"f.jsonl:{n}") for n, r in enumerate(map(orjson.loads, recs), 5)])
     assert outs == want
+
+
+def _txn(ts: int, amount: float = 10) -> dict:
+    return {"type": "Txn", "ts": ts, "card": "a", "amount": amount}
+
+
+@pytest.mark.parametrize("before", [[], [_txn(10)]])
+def test_push_records_takes_nothing_while_the_watermark_is_above_the_highest_time(before):
+    """The loop over parsed records tests an event late only when it does not move the highest time,
+    exact while the watermark is not above it: an engine whose watermark its source moved past its
+    highest time (none, or 10) takes no records there; ``push_batch`` refuses the late one."""
+    eng = Engine(compile_text(open(CARD).read()), lateness=0, own_watermark=False)
+    if before:
+        eng.push_batch([make_decoder()(str(n), orjson.dumps(r)) for n, r in enumerate(before, 1)])
+    eng.advance_watermark(100)
+    eng.own_watermark = True
+    assert eng.watermark == 100 and eng.max_ts == (10 if before else None)
+    took, outs = eng.push_records([_txn(50), _txn(150)], 5)
+    assert (took, outs) == (0, []) and eng.stats["events"] == len(before) and eng.stats["late"] == 0
+    with pytest.raises(BatchInterrupted) as bi:
+        eng.push_batch([make_decoder()(str(n), orjson.dumps(r)) for n, r in enumerate([_txn(50), _txn(150)], 5)])
+    assert bi.value.index == 0 and isinstance(bi.value.__cause__, LateEventError)
+    eng.push_batch([make_decoder()("6", orjson.dumps(_txn(150)))])
+    assert eng.watermark == eng.max_ts == 150  # moved by an event: the loop takes records again
+    with pytest.raises(BatchInterrupted) as bi:
+        eng.push_records([_txn(160), _txn(140)], 7)
+    assert bi.value.index == 1 and isinstance(bi.value.__cause__, LateEventError)
+
+
+def test_push_records_with_a_negative_lateness_tests_late_before_the_move():
+    """A negative lateness puts the watermark above the highest time: an event above the highest time
+    may still be late there, as ``push_batch`` says."""
+    patterns = compile_text(open(CARD).read())
+    recs = [_txn(100), _txn(103), _txn(106)]
+    got = []
+    for push in ("records", "batch"):
+        eng = Engine(patterns, lateness=-5)
+        with pytest.raises(BatchInterrupted) as bi:
+            if push == "records":
+                eng.push_records(recs, 1)
+            else:
+                eng.push_batch([make_decoder()(str(n), orjson.dumps(r)) for n, r in enumerate(recs, 1)])
+        got.append((bi.value.index, type(bi.value.__cause__), eng.watermark, eng.max_ts))
+    assert got[0] == got[1] == (1, LateEventError, 105, 100)

@@ -73,6 +73,35 @@ def data(tmp_path_factory):
 # ------------------------------------------------------------------------------------------ no Spark needed
 
 
+def test_session_settings_fill_in_only_what_the_deployment_does_not_give():
+    """make_session's settings: cep's defaults where the deployment (spark-submit, spark-defaults.conf,
+    PYSPARK_SUBMIT_ARGS) sets nothing; a setting it gives is never replaced, whichever default it is."""
+    from cep.connectors.spark import (
+        CHECKPOINT_FILE_MANAGER,
+        LOCAL_DEFAULTS,
+        LOCAL_FS_DEFAULTS,
+        ROCKSDB_DEFAULTS,
+        SESSION_DEFAULTS,
+        session_settings,
+    )
+
+    defaults = {**SESSION_DEFAULTS, **ROCKSDB_DEFAULTS}
+    local = session_settings("local[2]", {})
+    assert local == {**defaults, **LOCAL_DEFAULTS, **LOCAL_FS_DEFAULTS, "spark.sql.shuffle.partitions": "4"}
+    assert session_settings("local-cluster[2,1,1024]", {}) == {**defaults, **LOCAL_FS_DEFAULTS,
+                                                               "spark.sql.shuffle.partitions": "4"}
+    assert session_settings("spark://elsewhere:7077", {}) == {**defaults, "spark.sql.shuffle.partitions": "4"}
+    for key in local:  # each of cep's settings, given by the deployment: kept as given (absent here)
+        given = {key: "deployment's"}
+        for master in ("local[2]", "local-cluster[2,1,1024]", "spark://elsewhere:7077"):
+            assert key not in session_settings(master, given), (key, master)
+    # an explicit state partition count (``cep spark --state-partitions``) wins over the deployment's
+    assert session_settings("local[2]", {"spark.sql.shuffle.partitions": "9"}, 3)[
+        "spark.sql.shuffle.partitions"] == "3"
+    assert "spark.sql.streaming.stateStore.providerClass" not in session_settings("local[2]", {}, rocksdb=False)
+    assert CHECKPOINT_FILE_MANAGER not in session_settings("local[2]", {"spark.hadoop.fs.defaultFS": "hdfs://nn:8020"})
+
+
 def test_partition_analysis_routes_by_key():
     from cep.connectors.spark import partition_attrs
 
@@ -125,8 +154,16 @@ def test_route_step_packs_one_row_per_group_and_the_state_step_unpacks_it():
     assert set(df[df.g == 1].tus) == {7_000_000}
     plain = list(route(iter([pd.DataFrame({"pos": pos[:3], "value": values[:3]})])))[0]
     row = plain[(plain.g == 0) & (plain.kg == kg[1])]
-    # packed: the count and the positions' common prefix, each position's rest, the texts
-    assert row.value.tolist() == [f"2 f:\n1\n2\n{values[0]}\n{values[1]}"] and row.tus.tolist() == [5_000_000]
+    # packed: the count and the positions' common prefix, each position's rest, the texts; led by PLAIN_MARK when
+    # the records' bytes passed ``plain_lines`` (the state step does not test them again), not when they did not
+    assert row.value.tolist() == [f"p2 f:\n1\n2\n{values[0]}\n{values[1]}"] and row.tus.tolist() == [5_000_000]
+    assert S._unpacked(row.value.tolist()[0]) == (["f:1", "f:2"], values[:2])
+    assert S._group_lines([row]) == (["f:1", "f:2"], [v.encode() for v in values[:2]], True)
+    nested = json.dumps({"type": "A", "ts": 2, "k": 1, "s": "a[b"})  # a "[": not plain (a good record)
+    odd = list(route(iter([pd.DataFrame({"pos": pos[:3], "value": [values[0], nested, values[2]]})])))[0]
+    row = odd[(odd.g == 0) & (odd.kg == kg[1])]
+    assert row.value.tolist() == [f"2 f:\n1\n2\n{values[0]}\n{nested}"]
+    assert S._group_lines([row]) == (["f:1", "f:2"], [values[0].encode(), nested.encode()], False)
     assert list(S._route_batches(spec)(iter([pd.DataFrame({"pos": ["x\n1", "x\n2"], "value": values[:2]})])))[0][
         lambda f: f.g == 0].value.map(S._unpacked).tolist() == [(["x\n1"], [values[0]]), (["x\n2"], [values[1]])]
     assert S._unpacked(S._pack(["ab", "a", "abc"], ["1", "2", "3"])[0]) == (["ab", "a", "abc"], ["1", "2", "3"])
@@ -141,7 +178,7 @@ def test_route_step_packs_one_row_per_group_and_the_state_step_unpacks_it():
     two = list(S._route_batches(spec, whole_files=True)(iter([pd.DataFrame(
         {"pos": ["/d/f", "/d/g"], "value": [text, "\n".join([values[4], values[0]])]})])))[0]
     assert two[two.g == 1].value.tolist() == [
-        "5 /d/\nf:1\nf:5\nf:7\ng:1\ng:2\n" + "\n".join(values[i] for i in (0, 2, 4, 4, 0))]
+        "p5 /d/\nf:1\nf:5\nf:7\ng:1\ng:2\n" + "\n".join(values[i] for i in (0, 2, 4, 4, 0))]
     assert list(S._unpack([two[two.g == 1]])) == [
         ("/d/f:1", values[0]), ("/d/f:5", values[2]), ("/d/f:7", values[4]), ("/d/g:1", values[4]),
         ("/d/g:2", values[0])]
@@ -199,6 +236,27 @@ def test_packed_output_rows_hold_the_same_lines_and_counts():
                                                          sum(r[1] == "-" for r in mine)]]
     side = [r for r in plain if r[1] not in ("+", "-")]
     assert side and [r[:6] + [r[6:]] for r in packed if r[1] != S.LINES_OP] == [r + [[0, 0]] for r in side]
+
+
+def test_output_frames_are_those_of_their_rows():
+    """``_frame`` builds the handler's frame from columns: the same values and dtypes as ``pd.DataFrame(rows)``
+    (object columns, the packed counts int64), with and without ``pack_output``, empty or not."""
+    import dataclasses
+
+    import pandas as pd
+    from cep.connectors import spark as S
+
+    spec = S.pattern_spec("PATTERN p SEQ(A a, B b) WITHIN 10")
+    side = [(None, "late", "f:1", None, None, None), (None, "error", "f:2", None, None, '{"line":null}')]
+    cases = {False: [[], [("p", "+", "id1", "{}", None, "v"), *side], side[:1]],
+             True: [[], [("p", S.LINES_OP, None, None, None, "x\ny", 2, 0)], [*side, ("p", S.LINES_OP, None, None,
+                                                                                   None, "z", 0, 1)]]}
+    for pack, rowss in cases.items():
+        names = S.PACKED_OUT_COLS if pack else S.OUT_COLS
+        for rows in rowss:
+            got = S._frame(dataclasses.replace(spec, pack_output=pack), rows)
+            want = pd.DataFrame([r if len(r) == len(names) else (*r, 0, 0) for r in rows], columns=names)
+            assert got.equals(want) and list(got.dtypes) == list(want.dtypes) and list(got.columns) == names
 
 
 def test_route_row_time_is_the_largest_record_time_in_us():
@@ -714,6 +772,34 @@ def test_late_records_are_counted_and_written(spark, tmp_path):
     dropped = [op["numRowsDroppedByWatermark"] for p in q.recentProgress
                for op in json.loads(p.json)["stateOperators"]]
     assert dropped and set(dropped) == {0}
+
+
+def test_the_state_step_s_watermark_column_is_a_constant_long(spark, tmp_path):
+    """The column marked as the state step's watermark column is a long, not a timestamp: PySpark converts each
+    group's columns to pandas, a timestamp with a time-zone conversion per group and micro-batch. The watermark
+    itself still comes from the records' times (``evt`` under ``withWatermark``), and no row is below the mark
+    (the late test above: Spark drops nothing)."""
+    from cep.connectors.spark import SPARK_TIME_RANGE_US, WATERMARK_DELAY_KEY, detect
+
+    d = tmp_path / "in"
+    d.mkdir()
+    write_jsonl(d / "a.jsonl", [{"type": "Smoke", "ts": 1, "area": "lab", "detector": "D-1"}])
+    files = spark.readStream.format("text").option("wholetext", "true").load(str(d))
+    events = files.selectExpr("_metadata.file_path AS file", "value AS text")
+    out = detect(events, str(ROOT / "patterns" / "smoke_then_heat.pattern"), lateness=60, side_outputs=True)
+    plan, states = out._jdf.queryExecution().analyzed(), []
+    todo = [plan]
+    while todo:
+        node = todo.pop()
+        if node.getClass().getSimpleName() == "FlatMapGroupsInPandasWithState":
+            states.append(node)
+        todo += [node.children().apply(i) for i in range(node.children().size())]
+    assert len(states) == 1
+    fields = json.loads(states[0].child().schema().json())["fields"]
+    marked = [f for f in fields if WATERMARK_DELAY_KEY in f["metadata"]]
+    assert [(f["name"], f["type"]) for f in marked] == [("evt", "long")]
+    assert "timestamp" not in {f["type"] for f in fields}  # nothing else of the kind reaches the workers
+    assert SPARK_TIME_RANGE_US[1] == 9 * 10**15  # the mark: the top of the time range (in us, as the timestamp's)
 
 
 def test_bad_records_skipped_are_reported(spark, tmp_path):

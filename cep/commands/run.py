@@ -366,7 +366,7 @@ class _Run:
             end = len(batch)
             while start < end:
                 try:
-                    took, outs = push_records(recs[start:] if start else recs, first + start, tf, tsf)
+                    took, outs = push_records(recs[start:] if start else recs, first + start, tf, tsf, None, opf)
                 except BatchInterrupted as bi:
                     nout += write(bi.outputs)
                     i = start + bi.index
@@ -397,7 +397,7 @@ class _Run:
         # clock moves (below)
         push_records = eng.push_records if take_lines is not None and FUSED else None
         plain = decode.plain if push_records is not None else None
-        tf, tsf = o.type_field, o.time_field
+        tf, tsf, opf = o.type_field, o.time_field, o.op_field
         first: int | None = None
         if eng.own_watermark:
             if self.idle is not None:  # a quiet input's watermark follows the wall clock

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from cep import codegen
 from cep.errors import BatchInterrupted, LateEventError, UnknownRetractionError
-from cep.event import Event, Output, match_id_fn
+from cep.event import Event, LineEvent, Output, match_id_fn
 from cep.lang.gcq import CompiledPattern
 from cep.runtime import skeleton
 from cep.runtime.gaps import GapChecks, GapIndex, KleeneIndex
@@ -387,15 +387,16 @@ class Engine:
         return outs
 
     def push_records(self, records: Sequence[Any], first: int, type_field: str = "type",
-                     time_field: str = "ts", event: type | None = None) -> tuple[int, list[Output]]:
+                     time_field: str = "ts", event: type | None = None,
+                     op_field: str = "op") -> tuple[int, list[Output]]:
         """``push_batch`` over parsed JSON records (``orjson.loads`` of lines), line ``first + i``
         being ``records[i]``: each is checked in the engine's loop (``cep.runtime.handler._fused_head``),
         its Event made (a ``LineEvent``, position its line number) only when the engine keeps or emits
         it.  Returns how many records it took and their composite events: it stops, before the record
         changes anything, at the first that is not an object with a non-empty string type and a
-        numeric time (the caller's decoder takes it from there).  The caller promises what
-        ``cep.io.readers``' ``decode.plain`` checks: no record has a nested value, an integer beyond
-        64 bits or an op field.  An event that raises: ``BatchInterrupted`` as ``push_batch``'s, its
+        numeric time, or that has the field ``op_field`` (the caller's decoder takes it from there).
+        The caller promises what ``cep.io.readers``' ``decode.plain`` checks: no record has a nested
+        value or an integer beyond 64 bits.  An event that raises: ``BatchInterrupted`` as ``push_batch``'s, its
         index counted from ``records[0]``.
         ``event``: the class of the Events made, ``cep.event.LineEvent`` (None) or a subclass of it
         with no more slots (made without arguments, its slots ``type``, ``ts``, ``fields``, ``_n``
@@ -406,9 +407,8 @@ class Engine:
         outs: list[Output] = []
         if not records:
             return 0, outs
-        if event is None:
-            return self._handlers.batch(records, outs, True, first, type_field, time_field), outs
-        return self._handlers.batch(records, outs, True, first, type_field, time_field, event), outs
+        return self._handlers.batch(records, outs, True, first, type_field, time_field,
+                                    LineEvent if event is None else event, op_field), outs
 
     def _late(self, ts: Any, wm: Any) -> None:
         """Refuse an event below the watermark (counted)."""
