@@ -159,8 +159,10 @@ class _Gen:
     """Generates the source of one function."""
 
     def __init__(self, access: AccessFn, params: Sequence[str], cache: dict | None = None,
-                 label: str = "expression", const_prefix: str = "_c") -> None:
+                 label: str = "expression", const_prefix: str = "_c",
+                 numeric: Callable[[ast.Attr], bool] | None = None) -> None:
         self.access = access
+        self.numeric = numeric
         self.const_prefix = const_prefix
         self.label = label
         self.cache: dict[int, Callable] = {} if cache is None else cache
@@ -238,7 +240,7 @@ class _Gen:
         if isinstance(e, ast.Literal):
             return self.literal(e.value)
         if isinstance(e, ast.Attr):
-            return self.attr(e), _ANY
+            return self.attr(e), (_NUM if self.numeric is not None and self.numeric(e) else _ANY)
         if isinstance(e, ast.Neg):
             return self.neg(e)
         if isinstance(e, ast.Arith):
@@ -295,6 +297,8 @@ class _Gen:
         g, name = self.num_guard(src, kind)
         if g == "False":
             return "None", _NULL
+        if not g:  # a sure number (``numeric``): its negation is one
+            return f"(-{name})", _NUM
         return f"(-{name} if {g} else None)", _NUMQ
 
     def arith(self, e: ast.Arith) -> tuple[str, str]:
@@ -317,7 +321,8 @@ class _Gen:
             raise ValueError(f"unknown arithmetic operator {e.op!r}")
         guards = [g for g in (lg, rg) if g]
         if not guards:
-            return f"({body})", _NUMQ
+            # two sure numbers (``numeric`` attributes): + - * give one (/ and % give null for a zero)
+            return f"({body})", (_NUM if e.op in ("+", "-", "*") and lk == rk == _NUM else _NUMQ)
         return f"({body} if {' and '.join(guards)} else None)", _NUMQ
 
     # -- comparisons: (guard, cmp) with T = guard and cmp, F = guard and not cmp
@@ -609,7 +614,8 @@ def source_of(expr: ast.Expr, access: AccessFn, params: Sequence[str], condition
 
 
 def inline_conditions(exprs: Sequence[ast.Expr], access: AccessFn,
-                      const_prefix: str = "_c") -> tuple[list[str], dict[str, Any]] | None:
+                      const_prefix: str = "_c",
+                      numeric: Callable[[ast.Attr], bool] | None = None) -> tuple[list[str], dict[str, Any]] | None:
     """Python expressions, one per condition, each true iff its condition is TRUE, to be
     inlined into a generated function of the caller's (the engine's per-type handler), and
     the names they need.  ``access`` must give a local name of the caller's for each
@@ -618,8 +624,10 @@ def inline_conditions(exprs: Sequence[ast.Expr], access: AccessFn,
     deep to inline (it would need a helper function reading the event itself): call its
     compiled function instead.  ``const_prefix`` names the constants: a caller that inlines
     several calls' conditions into one function gives each call its own prefix, or the
-    second call's ``_c0`` would replace the first's."""
-    g = _Gen(access, [], const_prefix=const_prefix)
+    second call's ``_c0`` would replace the first's.  ``numeric``: true of an attribute whose
+    value is surely a number (an event time, checked when the record was decoded): no type test
+    of it (card testing's residual ``big.ts - s1.ts <= 3600`` per candidate match)."""
+    g = _Gen(access, [], const_prefix=const_prefix, numeric=numeric)
     srcs = [g.truth(e, True) for e in exprs]
     if g.cache or g.prologue:
         return None

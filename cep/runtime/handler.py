@@ -611,13 +611,24 @@ def _plain_insert(src: _Source, eng: Engine, entries: list, conds: list[str | No
             ri, ai, _flt, _bit = entries[j]
             tuple_of[j] = tv
             src.add(ind, f"# {eng.patterns[ri].name}: {eng.patterns[ri].atoms[ai].alias}")
-            prop = src.name("prop", eng.runtimes[ri]._prop_of_atom[ai])
+            # the leaf's insert form where it has one (``PatternRuntime.insert_path``: the tuple made
+            # just above holds the new serial ``s``, so it is surely not stored yet)
+            ins = eng.runtimes[ri].insert_path(ai)
+            call = f"{src.name('prop', eng.runtimes[ri]._prop_of_atom[ai])}({tv}, 1)" if ins is None else \
+                f"{src.name('ins', ins)}({tv})"
             at = ind
             guard = _guarded(src, eng, ri, ai, tv, items_of[tv])
+            # the leaf's own index update inline, the rest of the path called past its gate
+            # (``PatternRuntime.insert_inline``: card testing's s2, no call for a card with no big purchase)
+            inline = eng.runtimes[ri].insert_inline(ai, items_of[tv], tv, src.name) if ins is not None else None
+            if inline is not None:
+                lines, guard, rest = inline
+                src.add(ind, *lines)
+                call = f"{src.name('rest', rest)}({tv})"
             if guard is not None:
                 src.add(ind, f"if {guard}:")
                 at = ind + 1
-            src.add(at, f"ch = {prop}({tv}, 1)")
+            src.add(at, f"ch = {call}")
             if emit:
                 src.add(at, "if ch is not None:")
                 _emit_new(src, eng, ri, ai, at + 1)
@@ -963,6 +974,17 @@ def _expire_one(src: _Source, eng: Engine, ri: int, qmask: int, indent: int, kee
     if known is not None:  # every atom holding the event holds ``t`` itself
         for j, ai in reversed(atoms):
             guard = _guarded(src, eng, ri, ai, "t", known)
+            # the leaf's own index removal inline, the rest of the path called past its gate
+            # (``PatternRuntime.expire_inline``: card testing's s2, no call for a card with no big purchase)
+            inline = rt.expire_inline(ai, known, "t", src.name)
+            if inline is not None:
+                lines, gate, rest = inline
+                src.add(indent, f"if m & {1 << j}:", *(f"    {x}" for x in lines))
+                if gate is not None:
+                    src.add(indent + 1, f"if {gate}:", f"    {src.name('drop', rest)}(t)")
+                else:
+                    src.add(indent + 1, f"{src.name('drop', rest)}(t)")
+                continue
             src.add(indent, f"if m & {1 << j}{'' if guard is None else ' and ' + guard}:",
                     f"    {src.name('drop', rt._drop_of_atom[ai])}(t)")
         return

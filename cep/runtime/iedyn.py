@@ -233,7 +233,62 @@ class NodeIndex:
 
     # ------------------------------------------------------------ maintenance
 
-    def update_source(self, name: str, t: str, c: str, env: dict[str, Any], neg: bool = False) -> list[str]:
+    def fresh_source(self, G: str, pair: str, shrink: str, t: str, key: str, sk: str) -> list[str]:
+        """Source lines (unindented) of ``update_source``'s ``fresh`` form with ``c = 1``, for code
+        generated elsewhere (the batch loop, ``PatternRuntime.insert_inline``): ``G``, ``pair`` and
+        ``shrink`` name this index's groups, ``grown_pair`` and ``_shrink`` there, ``key`` and
+        ``sk`` are the group key and the sort key of tuple ``t`` (the caller's locals: no
+        subscripts); the lines' own locals are ``_g`` and ``_ks``.  Sorted numeric indexes only."""
+        assert self.sorted and self.numeric
+        return [
+            f"_g = {G}.get({key})",
+            "if _g is None:",
+            f"    {G}[{key}] = ({sk}, {t}, 1)",
+            "elif type(_g) is tuple:",
+            f"    if {sk} < _g[0]:",
+            f"        {G}[{key}] = {pair}({sk}, {t}, 1, _g[0], _g[1], _g[2])",
+            "    else:",
+            f"        {G}[{key}] = {pair}(_g[0], _g[1], _g[2], {sk}, {t}, 1)",
+            "else:",
+            "    _ks = _g._keys",
+            f"    if _ks and {sk} >= _ks[-1] and len(_ks) < {FLAT_MAX}:",
+            f"        _ks.append({sk})",
+            f"        _g._items.append({t})",
+            "        _g._weights.append(1)",
+            f"    elif _g.incr({sk}, {t}, 1) <= 1:",
+            f"        {shrink}({G}, {key}, _g)",
+        ]
+
+    def expire_source(self, G: str, upd: str, t: str, key: str) -> list[str]:
+        """Source lines (unindented) that take tuple ``t`` (the very tuple stored, of weight 1: a
+        queue entry's leaf tuple) out of this index, for the batch loop's expiry
+        (``PatternRuntime.expire_inline``): ``G`` names its groups, ``upd`` its ``update`` (every
+        other case: a weight above 1, an entry further in, a blocked map), ``key`` is ``t``'s group
+        key (the caller's local); the lines' own locals are ``_g`` and ``_ks``.  Sorted only."""
+        assert self.sorted
+        return [
+            f"_g = {G}.get({key})",
+            "if type(_g) is tuple:",
+            f"    if _g[1] is {t} and _g[2] == 1:",
+            f"        del {G}[{key}]",
+            "    else:",
+            f"        {upd}({t}, -1)",
+            "elif _g is not None:",
+            "    _ks = _g._keys",
+            f"    if _ks and _g._items[0] is {t} and _g._weights[0] == 1:",
+            "        del _ks[0]",
+            "        del _g._items[0]",
+            "        del _g._weights[0]",
+            "        if len(_ks) == 1:",
+            f"            {G}[{key}] = (_ks[0], _g._items[0], _g._weights[0])",
+            "    else:",
+            f"        {upd}({t}, -1)",
+            "else:",
+            f"    {upd}({t}, -1)",
+        ]
+
+    def update_source(self, name: str, t: str, c: str, env: dict[str, Any], neg: bool = False,
+                      fresh: bool = False) -> list[str]:
         """Source lines (unindented) that add ``c`` to tuple ``t``'s multiplicity in this index.
 
         Why source: the update runs for every insert, retraction and expiry at every node
@@ -249,6 +304,12 @@ class NodeIndex:
         (what expiry passes: the stored tuple itself) is tested first, the sort key is read only
         where it is compared, and a flat map has no append branch (``incr_source``'s ``grow``).
         Why: the expiry of s2's leaf tuple runs for half of card testing's events.
+
+        ``fresh``: ``t`` is surely not in the index and ``c`` is surely positive (a new event's
+        leaf tuple, which holds its serial, entering its leaf: ``PatternRuntime.insert_path``):
+        no presence test in a one-entry group, no sign tests, and a flat map appends an entry
+        whose key equals the last one too (where ``incr`` would put it: after its equals).
+        Why: the insert of s2's leaf tuple runs for two events in three of card testing's.
         """
         G, T = f"G{name}", f"T{name}"
         env[G] = self.groups
@@ -279,6 +340,24 @@ class NodeIndex:
                 f"    raise KeyError({t})",
                 "else:",
                 *[f"    {line}" for line in incr_source(G, "k", "g", f"{t}[{self.sort_pos}]", t, c, grow=False)],
+            ]
+        if self.sorted and self.numeric and fresh:
+            return [
+                f"k = {key}",
+                f"sk = {t}[{self.sort_pos}]",
+                f"g = {G}.get(k)",
+                "if g is None:",
+                f"    {G}[k] = (sk, {t}, {c})",
+                "elif type(g) is tuple:",
+                *[f"    {line}" for line in pair_source(G, "k", "g", "sk", t, c)],
+                "else:",
+                "    ks = g._keys",
+                f"    if ks and sk >= ks[-1] and len(ks) < {FLAT_MAX}:",
+                "        ks.append(sk)",
+                f"        g._items.append({t})",
+                f"        g._weights.append({c})",
+                f"    elif g.incr(sk, {t}, {c}) <= 1:",
+                f"        shrink({G}, k, g)",
             ]
         if self.sorted:
             lines = [f"k = {key}"]
@@ -755,7 +834,7 @@ class PatternRuntime:
             self.residual_check = codegen.define(f"{name}: residual filter", src, "residual", env)
             self._residual = (env, calls)
             self._residual_inline = _inline_residual([preds[pid].expr for pid in plan.residual],
-                                                     self.pattern.variables, leaf_pos)
+                                                     self.pattern.variables, leaf_pos, times)
         self.k = len(self.pattern.atoms)
         # per atom, the position of its event's serial in its leaf tuple
         self.slot_serial = slot_serial
@@ -777,6 +856,9 @@ class PatternRuntime:
         self._deletes: dict[int, Callable] = {}  # gating leaf -> its deletion form (``_gate_wrap``)
         # the generated update path of each leaf, by leaf node and by atom
         self._props: dict[int, Callable] = {}
+        self._inserts: dict[int, Callable] = {}  # the insert forms of leaves (``insert_path``)
+        self._rests: dict[int, Callable] = {}  # their paths above the leaf (``insert_inline``)
+        self._drop_rests: dict[int, Callable] = {}  # the expiry paths above the leaf (``expire_inline``)
         self._batches: dict[tuple[int, bool], Callable] = {}
         self._prop = {leaf: self._prop_from(leaf) for leaf in leaf_of_atom.values()}
         # batches enter at a leaf (expiry of several events) or continue a fan-out at the parent
@@ -785,6 +867,10 @@ class PatternRuntime:
                                                         if n.sibling is not None and not n.is_guard)}):
             self._batch_from(start)
         self._prop_of_atom = {a: self._prop[leaf] for a, leaf in leaf_of_atom.items()}
+        # ``split_chain``'s plan facts, read per new match set: the root, and the guard nodes whose one
+        # delta tuple the enumeration checks against its parent's edge (fixed by the plan)
+        self._split_nodes = (plan.root, frozenset(n.id for n in nodes if n.is_guard and n.sibling is not None
+                                                  and n.delta_check))
         # the expiry path of each leaf (``_compile_drop``), by atom: ``drop(t)`` deletes one tuple
         drops = {leaf: self._gate_wrap(leaf, self._compile_drop(leaf), "drop") for leaf in leaf_of_atom.values()}
         self._drop_of_atom = {a: drops[leaf] for a, leaf in leaf_of_atom.items()}
@@ -846,6 +932,93 @@ class PatternRuntime:
         insert = codegen.define(f"{name}: insert into {a.alias}", "\n".join(lines), "insert", env)
         return extract, insert
 
+    def insert_path(self, atom: int) -> Callable[[tuple], list | None] | None:
+        """The update path of a new event's leaf tuple entering atom ``atom``'s leaf, ``ins(t)``: the
+        same as ``_prop_of_atom[atom](t, 1)``, with the leaf's index updates in their ``fresh`` form
+        (``NodeIndex.update_source``).  For code generated elsewhere (``cep.runtime.handler``'s batch
+        loop, whose leaf tuples are made there with a new serial).  None where that form gains
+        nothing or would not be exact: the leaf stores nothing of its own (card testing's s1), gates
+        a node (its wrapper builds the gated group), or its tuple holds no serial (two events could
+        give equal tuples, the second an increment)."""
+        leaf = self._leaf_of_atom[atom]
+        n = self.nodes[leaf]
+        a = self.pattern.atoms[atom]
+        if (not n.stores or leaf in self._gating
+                or not any(a.attrs[a.vars.index(v)] == ID_ATTR for v in self.plan.nodes[leaf].vars)):
+            return None
+        f = self._inserts.get(leaf)
+        if f is None:
+            f = self._inserts[leaf] = self._compile_propagation(leaf, fresh=True)
+        return f
+
+    def insert_inline(self, atom: int, items: Sequence[str], t: str,
+                      name: Callable[[str, Any], str]) -> tuple[list[str], str | None, Callable] | None:
+        """``insert_path`` split for the batch loop, which makes leaf tuple ``t`` of its locals
+        ``items``: the lines of the leaf's own index update (``NodeIndex.fresh_source``, on those
+        locals), the test of its parent's gate (None: not gated) and the rest of the path
+        (``rest(t)``, called only when the gate passes; its result is ``insert_path``'s).  ``name``
+        gives the batch function's global name of an object.  None unless the leaf stores one sorted
+        numeric index and no T-reduct.  Why: card testing's s2 insert (2 events in 3) is then a
+        dict lookup and appends in the loop, and a call only for a card with a big purchase."""
+        if self.insert_path(atom) is None:
+            return None
+        leaf = self._leaf_of_atom[atom]
+        n = self.nodes[leaf]
+        if len(n.stores) != 1 or self.rho[leaf] is not None or n.parent is None or leaf in self._gated:
+            return None
+        idx = n.stores[0]
+        if not (idx.sorted and idx.numeric):
+            return None
+
+        def key(positions: list[int]) -> str:
+            return items[positions[0]] if len(positions) == 1 else "(" + "".join(f"{items[p]}, " for p in positions) + ")"
+
+        lines = idx.fresh_source(name("G", idx.groups), name("pair", grown_pair), name("shrink", _shrink), t,
+                                 key(idx.own_key_pos), items[idx.sort_pos])
+        gate = None
+        if n.parent in self._gated:
+            m = self.nodes[self._gated[n.parent]]
+            assert m.S is not None
+            gate = f"{key([n.pos[v] for v in m.S.spec.key_vars])} in {name('Gg', m.S.groups)}"
+        rest = self._rests.get(leaf)
+        if rest is None:
+            rest = self._rests[leaf] = self._compile_propagation(leaf, fresh=True, after=True)
+        return lines, gate, rest
+
+    def expire_inline(self, atom: int, items: Sequence[str], t: str,
+                      name: Callable[[str, Any], str]) -> tuple[list[str], str | None, Callable | None] | None:
+        """The expiry path of atom ``atom`` split for the batch loop, whose queue entry is the leaf
+        tuple ``t`` itself, unpacked into its locals ``items``: the lines that take it out of the
+        leaf's one sorted index (``NodeIndex.expire_source``), the test of the parent's gate (None:
+        not gated) and the rest of the path (``rest(t)``, called only when the gate passes; None:
+        the leaf is the root).  None unless the leaf stores one sorted index and no T-reduct, gates
+        nothing and its tuple holds its serial (one entry per event, weight 1 but for ``update``'s
+        general case).  Why: card testing's s2 expiry (one event in two) is then a dict lookup and
+        three deletions in the loop, and a call only for a card with a big purchase."""
+        if self.insert_path(atom) is None:
+            return None
+        leaf = self._leaf_of_atom[atom]
+        n = self.nodes[leaf]
+        if len(n.stores) != 1 or self.rho[leaf] is not None or n.parent is None or leaf in self._gated:
+            return None
+        idx = n.stores[0]
+        if not idx.sorted:
+            return None
+
+        def key(positions: list[int]) -> str:
+            return items[positions[0]] if len(positions) == 1 else "(" + "".join(f"{items[p]}, " for p in positions) + ")"
+
+        lines = idx.expire_source(name("G", idx.groups), name("upd", idx.update), t, key(idx.own_key_pos))
+        gate = None
+        if n.parent in self._gated:
+            m = self.nodes[self._gated[n.parent]]
+            assert m.S is not None
+            gate = f"{key([n.pos[v] for v in m.S.spec.key_vars])} in {name('Gg', m.S.groups)}"
+        rest = self._drop_rests.get(leaf)
+        if rest is None:
+            rest = self._drop_rests[leaf] = self._compile_drop(leaf, after=True)
+        return lines, gate, rest
+
     def entry_guard(self, atom: int) -> tuple[dict, list[int]] | None:
         """``(groups, positions)`` when atom ``atom``'s update and expiry paths change nothing while
         ``groups`` has no entry for the key at ``positions`` of its leaf tuple (one position: the
@@ -889,7 +1062,7 @@ class PatternRuntime:
 
     # ----------------------------------------------------------------- updates
 
-    def _compile_propagation(self, start: int) -> Callable[[tuple, int], list | None]:
+    def _compile_propagation(self, start: int, fresh: bool = False, after: bool = False) -> Callable:
         """The update path from node ``start`` (a leaf, or where a fan-out continues) as one
         generated function of straight-line code.
 
@@ -901,10 +1074,14 @@ class PatternRuntime:
         the parent's own generated path; two or more continue as a batch
         (``_compile_batch``).  Returns the path's deltas, or None when the change does
         not reach the root (no match changed).
+
+        ``fresh``: the insert form of leaf ``start`` (``insert_path``): ``prop(t)`` with ``c = 1``,
+        and the leaf's own index updates know the tuple is new.  ``after`` (with ``fresh``): the
+        path above those updates and the parent's gate, which the caller did (``insert_inline``).
         """
         nodes = self.nodes
         env: dict[str, Any] = {}
-        lines = [f"def prop(t{start}, c{start}):"]
+        lines = [f"def prop(t{start}):", f"    c{start} = 1"] if fresh else [f"def prop(t{start}, c{start}):"]
         done: list[str] = []  # the path's items so far, built only when the change reaches the root
 
         def path(*more: str) -> str:
@@ -918,12 +1095,16 @@ class PatternRuntime:
             done.append(f"({nid}, {t}, {c})")
             if nid in self._gated and not gated:
                 lines += [f"    {line}" for line in self._gate_source(nid, n, t, "return None", env)]
-            lines += [f"    {line}" for line in self._node_update_source(n, t, c, env)]
+            first = nid == start
+            if not (after and first):
+                lines += [f"    {line}" for line in self._node_update_source(n, t, c, env, fresh=fresh and first)]
             p = n.parent
             if p is None:
                 lines.append(f"    return {path()}")
                 break
-            if p in self._gated:
+            if after and first and p in self._gated:
+                gated = True
+            elif p in self._gated:
                 # tested before the step up (a range sum or a fan-out) that would only feed it
                 lines += [f"    {line}" for line in self._gate_source(p, n, t, "return None", env, True)]
                 gated = True
@@ -970,12 +1151,15 @@ class PatternRuntime:
                 break
             n = nodes[p]
         what = f"leaf {start}" if nodes[start].atom is not None else f"from n{start}"
-        return codegen.define(f"{self.pattern.name}: propagate {what}", "\n".join(lines), "prop", env)
+        verb = "insert into" if fresh else "propagate"
+        tail = " after its insert" if after else ""
+        return codegen.define(f"{self.pattern.name}: {verb} {what}{tail}", "\n".join(lines), "prop", env)
 
-    def _node_update_source(self, n: _Node, t: str, c: str, env: dict[str, Any], neg: bool = False) -> list[str]:
+    def _node_update_source(self, n: _Node, t: str, c: str, env: dict[str, Any], neg: bool = False,
+                            fresh: bool = False) -> list[str]:
         """Generated lines (unindented) that add ``c`` to tuple ``t`` of node ``n``: its T-reduct
         multiplicity and every index it stores; shared by the one-tuple and the batch update paths
-        (``neg``: ``c`` is surely negative, ``NodeIndex.update_source``)."""
+        (``neg``: ``c`` is surely negative, ``fresh``: ``t`` a new leaf tuple, ``NodeIndex.update_source``)."""
         nid = n.id
         lines: list[str] = []
         rho = self.rho[nid]
@@ -985,7 +1169,7 @@ class PatternRuntime:
                       "elif m == 0:", f"    del rho{nid}[{t}]", "else:",
                       "    raise AssertionError('negative multiplicity in the T-reduct')"]
         for j, idx in enumerate(n.stores):
-            lines += idx.update_source(f"{nid}_{j}", t, c, env, neg)
+            lines += idx.update_source(f"{nid}_{j}", t, c, env, neg, fresh)
         return lines
 
     def _prop_from(self, start: int) -> Callable[[tuple, int], list | None]:
@@ -1160,7 +1344,7 @@ class PatternRuntime:
             lines += [f"GD{j}.pop({k}, None)", f"TD{j}.pop({k}, None)"]
         return lines
 
-    def _compile_drop(self, start: int) -> Callable[[tuple], None]:
+    def _compile_drop(self, start: int, after: bool = False) -> Callable[[tuple], None]:
         """The expiry path of leaf ``start``: the same updates as ``_prop_from(start)(t, -1)``,
         as one generated function that returns nothing.
 
@@ -1172,6 +1356,9 @@ class PatternRuntime:
         a call per level.  Each parent change has the sign of the deletion, so applying them
         one by one instead of merged keeps every multiplicity non-negative; a fan-out of at
         least ``MERGE_MIN`` tuples continues as a batch (its sort-merge).
+
+        ``after``: the path above the leaf's own index updates and its parent's gate, which the
+        caller did (``expire_inline``).
         """
         nodes = self.nodes
         env: dict[str, Any] = {}
@@ -1181,13 +1368,17 @@ class PatternRuntime:
         while True:
             nid = n.id
             t, c = f"t{nid}", f"c{nid}"
+            first = after and nid == start
             if nid in self._gated and not gated:
                 lines += [f"    {line}" for line in self._gate_source(nid, n, t, "return None", env)]
-            lines += [f"    {line}" for line in self._node_update_source(n, t, c, env, neg=True)]
+            if not first:
+                lines += [f"    {line}" for line in self._node_update_source(n, t, c, env, neg=True)]
             p = n.parent
             if p is None:
                 break
-            if p in self._gated:
+            if first and p in self._gated:
+                gated = True
+            elif p in self._gated:
                 lines += [f"    {line}" for line in self._gate_source(p, n, t, "return None", env, True)]
                 gated = True
             if n.sibling is None or n.is_guard:
@@ -1197,7 +1388,8 @@ class PatternRuntime:
             lines += [f"    {line}" for line in self._fanout_drop_source(n, t, c, env)]
             break
         what = f"leaf {start}" if nodes[start].atom is not None else f"from n{start}"
-        return codegen.define(f"{self.pattern.name}: drop {what}", "\n".join(lines), "drop", env)
+        tail = " after its removal" if after else ""
+        return codegen.define(f"{self.pattern.name}: drop {what}{tail}", "\n".join(lines), "drop", env)
 
     def _single_step_source(self, n: _Node, t: str, c: str, env: dict[str, Any], past: bool = False) -> list[str]:
         """Generated lines (unindented) of an update path's step from node ``n`` to its parent
@@ -1596,7 +1788,7 @@ class PatternRuntime:
         """An update path's deltas (``chain``, not None) as enumeration reads them: the root's
         delta tuples, and per other node on the path its delta (``_enumerate_deltas``)."""
         nodes = self.nodes
-        root = self.plan.root
+        root, checked = self._split_nodes
         deltas: dict[int, Any] = {}
         roots: list = []
         for item in chain:
@@ -1608,7 +1800,7 @@ class PatternRuntime:
                         deltas[nid] = _group_delta(nodes[nid], d)
             elif item[0] == root:
                 roots = [item[1]]
-            elif nodes[item[0]].is_guard and nodes[item[0]].sibling is not None and nodes[item[0]].delta_check:
+            elif item[0] in checked:
                 deltas[item[0]] = _group_delta(nodes[item[0]], {item[1]: item[2]})
             else:
                 # one changed tuple: every delta tuple above it derives from it and joins it (a
@@ -1876,13 +2068,15 @@ class PatternRuntime:
         return total
 
 
-def _inline_residual(exprs: list, variables: dict,
-                     leaf_pos: dict[str, tuple[int, int]]) -> tuple[list[str], str, dict[str, Any]] | None:
+def _inline_residual(exprs: list, variables: dict, leaf_pos: dict[str, tuple[int, int]],
+                     times: frozenset[str] = frozenset()) -> tuple[list[str], str, dict[str, Any]] | None:
     """The residual filters ``exprs`` (each true iff TRUE, 3-valued) as one Python condition over the
     enumeration's slot variables (``s<atom>``, the atoms' leaf tuples): the lines reading the
     values it needs into locals, the condition, and the names it needs.  The caller evaluates the
     condition inside ``try``/``except OverflowError`` (not true).  None when a filter has no
-    expression or is too deep to inline (the caller calls the filters' functions instead)."""
+    expression or is too deep to inline (the caller calls the filters' functions instead).
+    ``times``: the variables holding only event times, numbers (``time_variables``): read with no
+    type test (card testing's ``big.ts - s1.ts <= 3600``, per candidate match)."""
     if not exprs or any(x is None for x in exprs):
         return None
     from cep.lang.expr import inline_conditions
@@ -1894,7 +2088,7 @@ def _inline_residual(exprs: list, variables: dict,
         atom, i = leaf_pos[var_of[(attr.alias, attr.name)]]
         return reads.setdefault(f"s{atom}[{i}]", f"r{len(reads)}")
 
-    got = inline_conditions(exprs, access, "_rc")
+    got = inline_conditions(exprs, access, "_rc", lambda attr: var_of[(attr.alias, attr.name)] in times)
     if got is None:
         return None
     conds, env = got
