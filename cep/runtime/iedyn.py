@@ -951,6 +951,33 @@ class PatternRuntime:
             f = self._inserts[leaf] = self._compile_propagation(leaf, fresh=True)
         return f
 
+    def _inline_leaf(self, atom: int, items: Sequence[str], name: Callable[[str, Any], str], *,
+                     numeric: bool) -> tuple[int, Any, Callable[[list[int]], str], str | None] | None:
+        """What ``insert_inline`` and ``expire_inline`` share: atom ``atom``'s leaf, its one sorted
+        index (``numeric``: and a numeric one), the key expression of tuple positions over the loop's
+        locals ``items``, and the test of the parent's gate (None: not gated); None when the leaf
+        does not take the inline form (no insert path, several indexes, a T-reduct, the root, a
+        gated leaf)."""
+        if self.insert_path(atom) is None:
+            return None
+        leaf = self._leaf_of_atom[atom]
+        n = self.nodes[leaf]
+        if len(n.stores) != 1 or self.rho[leaf] is not None or n.parent is None or leaf in self._gated:
+            return None
+        idx = n.stores[0]
+        if not idx.sorted or (numeric and not idx.numeric):
+            return None
+
+        def key(positions: list[int]) -> str:
+            return items[positions[0]] if len(positions) == 1 else "(" + "".join(f"{items[p]}, " for p in positions) + ")"
+
+        gate = None
+        if n.parent in self._gated:
+            m = self.nodes[self._gated[n.parent]]
+            assert m.S is not None
+            gate = f"{key([n.pos[v] for v in m.S.spec.key_vars])} in {name('Gg', m.S.groups)}"
+        return leaf, idx, key, gate
+
     def insert_inline(self, atom: int, items: Sequence[str], t: str,
                       name: Callable[[str, Any], str]) -> tuple[list[str], str | None, Callable] | None:
         """``insert_path`` split for the batch loop, which makes leaf tuple ``t`` of its locals
@@ -960,26 +987,12 @@ class PatternRuntime:
         gives the batch function's global name of an object.  None unless the leaf stores one sorted
         numeric index and no T-reduct.  Why: card testing's s2 insert (2 events in 3) is then a
         dict lookup and appends in the loop, and a call only for a card with a big purchase."""
-        if self.insert_path(atom) is None:
+        found = self._inline_leaf(atom, items, name, numeric=True)
+        if found is None:
             return None
-        leaf = self._leaf_of_atom[atom]
-        n = self.nodes[leaf]
-        if len(n.stores) != 1 or self.rho[leaf] is not None or n.parent is None or leaf in self._gated:
-            return None
-        idx = n.stores[0]
-        if not (idx.sorted and idx.numeric):
-            return None
-
-        def key(positions: list[int]) -> str:
-            return items[positions[0]] if len(positions) == 1 else "(" + "".join(f"{items[p]}, " for p in positions) + ")"
-
+        leaf, idx, key, gate = found
         lines = idx.fresh_source(name("G", idx.groups), name("pair", grown_pair), name("shrink", _shrink), t,
                                  key(idx.own_key_pos), items[idx.sort_pos])
-        gate = None
-        if n.parent in self._gated:
-            m = self.nodes[self._gated[n.parent]]
-            assert m.S is not None
-            gate = f"{key([n.pos[v] for v in m.S.spec.key_vars])} in {name('Gg', m.S.groups)}"
         rest = self._rests.get(leaf)
         if rest is None:
             rest = self._rests[leaf] = self._compile_propagation(leaf, fresh=True, after=True)
@@ -995,25 +1008,11 @@ class PatternRuntime:
         nothing and its tuple holds its serial (one entry per event, weight 1 but for ``update``'s
         general case).  Why: card testing's s2 expiry (one event in two) is then a dict lookup and
         three deletions in the loop, and a call only for a card with a big purchase."""
-        if self.insert_path(atom) is None:
+        found = self._inline_leaf(atom, items, name, numeric=False)
+        if found is None:
             return None
-        leaf = self._leaf_of_atom[atom]
-        n = self.nodes[leaf]
-        if len(n.stores) != 1 or self.rho[leaf] is not None or n.parent is None or leaf in self._gated:
-            return None
-        idx = n.stores[0]
-        if not idx.sorted:
-            return None
-
-        def key(positions: list[int]) -> str:
-            return items[positions[0]] if len(positions) == 1 else "(" + "".join(f"{items[p]}, " for p in positions) + ")"
-
+        leaf, idx, key, gate = found
         lines = idx.expire_source(name("G", idx.groups), name("upd", idx.update), t, key(idx.own_key_pos))
-        gate = None
-        if n.parent in self._gated:
-            m = self.nodes[self._gated[n.parent]]
-            assert m.S is not None
-            gate = f"{key([n.pos[v] for v in m.S.spec.key_vars])} in {name('Gg', m.S.groups)}"
         rest = self._drop_rests.get(leaf)
         if rest is None:
             rest = self._drop_rests[leaf] = self._compile_drop(leaf, after=True)
