@@ -67,7 +67,14 @@ def _decoded_one_at_a_time(case, lines: list[bytes]) -> tuple:
     decode = make_decoder(time_field=case.time_field, time_unit=case.time_unit)
     eng = _engine(case)
     outs, late, bad = [], [], []
-    for n, raw in enumerate(lines, 1):
+    _one_at_a_time(decode, eng, enumerate(lines, 1), outs, late, bad)
+    return outs, late, bad, _state(eng)
+
+
+def _one_at_a_time(decode, eng: Engine, numbered, outs: list, late: list, bad: list) -> None:
+    """Each ``(line number, raw line)`` decoded and pushed alone, its outputs, late and bad line
+    numbers appended."""
+    for n, raw in numbered:
         try:
             ev = decode(str(n), raw)
         except BadRecord:
@@ -77,7 +84,6 @@ def _decoded_one_at_a_time(case, lines: list[bytes]) -> tuple:
             outs += eng.push(ev)
         except LateEventError:
             late.append(n)
-    return outs, late, bad, _state(eng)
 
 
 def _fused(case, lines: list[bytes], cuts: list[int], first: int = 1) -> tuple:
@@ -94,16 +100,7 @@ def _fused(case, lines: list[bytes], cuts: list[int], first: int = 1) -> tuple:
         try:
             recs = decode.plain(batch)
             if recs is None:  # not a plain batch (a bad or blank line among them): the usual way
-                for n, raw in enumerate(batch, first + start):
-                    try:
-                        ev = decode(str(n), raw)
-                    except BadRecord:
-                        bad.append(n)
-                        continue
-                    try:
-                        outs += eng.push(ev)
-                    except LateEventError:
-                        late.append(n)
+                _one_at_a_time(decode, eng, enumerate(batch, first + start), outs, late, bad)
                 start += len(batch)
                 continue
             took, got = eng.push_records(recs, first + start, "type", case.time_field)
