@@ -617,7 +617,6 @@ def _plain_insert(src: _Source, eng: Engine, entries: list, conds: list[str | No
             call = f"{src.name('prop', eng.runtimes[ri]._prop_of_atom[ai])}({tv}, 1)" if ins is None else \
                 f"{src.name('ins', ins)}({tv})"
             at = ind
-            guard = _guarded(src, eng, ri, ai, tv, items_of[tv])
             # the leaf's own index update inline, the rest of the path called past its gate
             # (``PatternRuntime.insert_inline``: card testing's s2, no call for a card with no big purchase)
             inline = eng.runtimes[ri].insert_inline(ai, items_of[tv], tv, src.name) if ins is not None else None
@@ -625,6 +624,8 @@ def _plain_insert(src: _Source, eng: Engine, entries: list, conds: list[str | No
                 lines, guard, rest = inline
                 src.add(ind, *lines)
                 call = f"{src.name('rest', rest)}({tv})"
+            else:
+                guard = _guarded(src, eng, ri, ai, tv, items_of[tv])
             if guard is not None:
                 src.add(ind, f"if {guard}:")
                 at = ind + 1
@@ -973,7 +974,6 @@ def _expire_one(src: _Source, eng: Engine, ri: int, qmask: int, indent: int, kee
     tuple_of: dict[int, str] = {}
     if known is not None:  # every atom holding the event holds ``t`` itself
         for j, ai in reversed(atoms):
-            guard = _guarded(src, eng, ri, ai, "t", known)
             # the leaf's own index removal inline, the rest of the path called past its gate
             # (``PatternRuntime.expire_inline``: card testing's s2, no call for a card with no big purchase)
             inline = rt.expire_inline(ai, known, "t", src.name)
@@ -985,6 +985,7 @@ def _expire_one(src: _Source, eng: Engine, ri: int, qmask: int, indent: int, kee
                 else:
                     src.add(indent + 1, f"{src.name('drop', rest)}(t)")
                 continue
+            guard = _guarded(src, eng, ri, ai, "t", known)
             src.add(indent, f"if m & {1 << j}{'' if guard is None else ' and ' + guard}:",
                     f"    {src.name('drop', rt._drop_of_atom[ai])}(t)")
         return
