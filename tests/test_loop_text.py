@@ -1,10 +1,13 @@
-"""The batch loop's text for one attribute's number-guarded filters (``cep.runtime.handler._filters``,
-``_number_block``): the number test once, as an ``if``, each filter inside it and false outside.
+"""The batch loop's text for one attribute's comparisons with numbers (``cep.runtime.handler._filters``,
+``cep.lang.expr.inline_number_tests``): the number test once, as an ``if``, each filter inside it and
+false outside.
 
-Checked here: which conditions take that form (one attribute, each condition the guard ``and`` one
-parenthesised test of it) and which keep the hoisted form; and over card testing's stream with
-amounts of every JSON type (numbers, numeric strings, null, booleans, missing), the fused loop's
-matches, kept events and counters equal those of the reference pattern run one event at a time.
+Checked here: which conditions take that form (one attribute compared with number constants through
+AND, OR and NOT) and which keep the guarded form; that the form's truth equals the compiled
+condition's (3VL: a comparison with a non-number is unknown) for random conditions and values of every
+JSON type; and over card testing's stream with amounts of every JSON type (numbers, numeric strings,
+null, booleans, missing), the fused loop's matches, kept events and counters equal those of the
+reference pattern run one event at a time.
 """
 
 from __future__ import annotations
@@ -16,30 +19,70 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cep.io.readers import make_decoder
+from cep.lang import ast
 from cep.lang.compiler import compile_text
+from cep.lang.expr import compile_condition, inline_number_tests
 from cep.runtime.engine import Engine
-from cep.runtime.handler import _balanced, _number_block
-
-G = "(type(F0) is int or type(F0) is float)"
 
 
-@pytest.mark.parametrize("conds, want", [
-    ([f"({G} and ((F0 < 100)))", f"({G} and ((F0 > 400)))"], ("F0", ["((F0 < 100))", "((F0 > 400))"])),
-    ([f"({G} and ((F0 < 1) or (F0 > 2)))"], ("F0", ["((F0 < 1) or (F0 > 2))"])),
-    ([f"({G} and (F0 < 1)) or ({G} and (F0 > 2))"], None),  # two guarded tests, not one
-    ([f"({G} and (F0 < 1))", "(F0 == 'x')"], None),  # a condition without the guard
-    ([f"({G} and ({G}))"], None),  # the guard inside
-    ([], None),
+def _filters(where: str) -> list[ast.Expr]:
+    """The atoms' filters of ``SEQ(T a, T b)`` with ``where``, in alias order."""
+    (cp,) = compile_text(f"PATTERN p SEQ(T a, T b) WHERE {where}")
+    return [a.filter_expr for a in cp.atoms if a.filter is not None]
+
+
+def _by_name(attr: ast.Attr) -> str:
+    return {"amount": "F0", "other": "F1"}[attr.name]
+
+
+@pytest.mark.parametrize("where, want", [
+    ("a.amount < 100 AND b.amount > 400", ["(F0 < 100)", "(F0 > 400)"]),  # two aliases, one attribute
+    ("a.amount >= 10 AND a.amount <= 30", ["((F0 >= 10) and (F0 <= 30))"]),  # one filter, a chain
+    ("(a.amount < 1 OR a.amount > 2) AND NOT b.amount = -3", ["((F0 < 1) or (F0 > 2))", "(not (F0 == -3))"]),
+    ("a.amount < 1 AND a.other > 2", None),  # two attributes
+    ("a.amount = 'x'", None),  # a string constant
+    ("a.amount < 1 AND b.amount IN (1, 2)", None),  # not a comparison
+    ("a.amount = a.amount AND b.amount < 1", None),  # an attribute with itself: true of strings too
 ])
-def test_which_conditions_take_the_number_block(conds, want):
-    assert _number_block(conds, ["F0"]) == want
-    assert _number_block(conds, ["F0", "F1"]) is None  # two attributes read
+def test_which_conditions_take_the_number_block(where, want):
+    got = inline_number_tests(_filters(where), _by_name)
+    if want is None:
+        assert got is None
+    else:
+        v, tests, env = got
+        assert v == "F0" and [_literal(t, env) for t in tests] == want
 
 
-def test_balanced():
-    assert _balanced("(a < (b))") and _balanced("((a) or (b))")
-    assert _balanced("(')')")  # (a parenthesis in a string literal)
-    assert not _balanced("(a) and (b)") and not _balanced("(a") and not _balanced("(a)) or ((b)")
+def _literal(test: str, env: dict) -> str:
+    """``test`` with its constants' names replaced by their values (the names are the generator's)."""
+    for name in sorted(env, key=len, reverse=True):
+        test = test.replace(name, repr(env[name]))
+    return test
+
+
+_LEAF = st.builds(lambda op, c: ast.Compare(op, ast.Attr("a", "amount"), ast.Literal(c)),
+                  st.sampled_from(["=", "!=", "<", "<=", ">", ">="]),
+                  st.one_of(st.integers(-5, 5), st.floats(-5, 5), st.just(10**400 // 10**390)))
+_CONDITION = st.recursive(_LEAF, lambda sub: st.one_of(
+    st.builds(ast.And, sub, sub), st.builds(ast.Or, sub, sub), st.builds(ast.Not, sub)), max_leaves=6)
+_VALUES = st.one_of(st.integers(-6, 6), st.integers(-10**30, 10**30), st.floats(allow_nan=False), st.none(),
+                    st.booleans(), st.sampled_from(["", "3", "x"]), st.just([1]))
+
+
+@settings(max_examples=200, deadline=None)
+@given(_CONDITION, st.lists(_VALUES, min_size=1, max_size=8))
+def test_the_number_block_is_the_conditions_truth(cond, values):
+    v, (test,), env = inline_number_tests([cond], _by_name)
+    compiled = compile_condition(cond, lambda attr: "amount", ["amount"])
+    for x in values:
+        if type(x) is float or type(x) is int:
+            try:
+                got = eval(test, dict(env), {v: x})
+            except OverflowError:
+                got = False
+        else:
+            got = False
+        assert bool(got) is compiled(x), (test, x)
 
 
 CARD = (PATTERNS / "card_testing.pattern").read_text()

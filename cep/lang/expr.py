@@ -636,6 +636,54 @@ def inline_conditions(exprs: Sequence[ast.Expr], access: AccessFn,
     return srcs, env
 
 
+def inline_number_tests(exprs: Sequence[ast.Expr], access: AccessFn,
+                        const_prefix: str = "_c") -> tuple[str, list[str], dict[str, Any]] | None:
+    """``(v, tests, names)`` when every condition compares one and the same attribute with number
+    constants only (through AND, OR and NOT): ``v`` is the caller's name for that attribute read and
+    each test is its condition's truth where ``v`` holds a number (an int or a float, not a
+    boolean).  Where ``v`` holds anything else every comparison is unknown, so no condition is
+    TRUE: the caller tests the number once, as an ``if``, with the tests inside it and every
+    condition false outside it (card testing's ``amount < 100`` and ``amount > 400``: one type
+    test an event instead of one per comparison).  Each test may raise OverflowError (a huge int
+    against a float), as ``inline_conditions``' sources may.  None for any other conditions."""
+    g = _Gen(access, [], const_prefix=const_prefix)
+    reads: set[str] = set()  # the caller's names of the attributes read (one event: s1, s2 and big's amount)
+
+    def test(e: ast.Expr, depth: int) -> str | None:
+        if depth > _MAX_INLINE_DEPTH:
+            return None
+        if isinstance(e, (ast.And, ast.Or)):
+            parts = [test(x, depth + 1) for x in _chain(e, type(e))]
+            if None in parts:
+                return None
+            return "(" + (" and " if isinstance(e, ast.And) else " or ").join(parts) + ")"
+        if isinstance(e, ast.Not):
+            inner = test(e.operand, depth + 1)
+            return None if inner is None else f"(not {inner})"
+        if not isinstance(e, ast.Compare) or isinstance(e.left, ast.Attr) == isinstance(e.right, ast.Attr):
+            return None  # (two attributes: ``a.x = a.x`` holds for strings too)
+        sides = []
+        for side in (e.left, e.right):
+            if isinstance(side, ast.Attr):
+                reads.add(name := g.attr(side))
+                sides.append((name, _NUM))  # a number inside the caller's test
+                continue
+            ok, v = g.constant(side)
+            if not ok or not _is_num_literal(v):
+                return None
+            sides.append(g.literal(v))
+        parts = g.compare_src(e.op, *sides[0], *sides[1])
+        assert isinstance(parts, tuple) and not parts[0], parts  # two numbers: no guard
+        return parts[1]
+
+    tests = [t for t in (test(e, 0) for e in exprs) if t is not None]
+    if not tests or len(tests) != len(exprs) or len(reads) != 1 or g.cache or g.prologue:
+        return None
+    env = _env(g.consts)
+    del env["__builtins__"]
+    return reads.pop(), tests, env
+
+
 def _compile(expr: ast.Expr, access: AccessFn, params: Sequence[str], mode: str,
              cache: dict | None = None, label: str = "expression") -> Callable:
     src, consts = _build(expr, access, params, mode, cache, label)

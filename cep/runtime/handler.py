@@ -40,7 +40,6 @@ are made with ``cep.codegen.define``, so a traceback shows the generated line an
 
 from __future__ import annotations
 
-import ast
 import heapq
 import math
 from typing import TYPE_CHECKING, Any
@@ -48,7 +47,7 @@ from typing import TYPE_CHECKING, Any
 from cep import codegen
 from cep.errors import BatchInterrupted
 from cep.event import LineEvent
-from cep.lang.expr import inline_conditions
+from cep.lang.expr import inline_conditions, inline_number_tests
 from cep.lang.gcq import TIME_ATTR
 from cep.runtime.iedyn import leaf_tuple_line
 from cep.runtime.output import new_matches_fn
@@ -328,11 +327,14 @@ def _filters(src: _Source, entries: list[tuple[int, int, Any, int]], eng: Engine
         return reads[attr.name]
 
     inlined = None
+    out: list[str | None] = [None] * len(atoms)
     if exprs and all(x is not None for _j, x in exprs):
         # one constant prefix per inlined body: the types' bodies share the batch function's names
         src.bodies += 1
+        block = inline_number_tests([x for _j, x in exprs], access, f"_c{src.bodies}_")
+        if block is not None:
+            return _number_block(src, block, exprs, reads, len(atoms))
         inlined = inline_conditions([x for _j, x in exprs], access, f"_c{src.bodies}_")
-    out: list[str | None] = [None] * len(atoms)
     if inlined is None:
         _make_event(src)
         for j, _x in exprs:
@@ -343,20 +345,6 @@ def _filters(src: _Source, entries: list[tuple[int, int, Any, int]], eng: Engine
     src.env.update(env)
     src.add(1, *(f"{v} = f.get({a!r})" for a, v in reads.items()))
     first: dict[str, str] = {}  # condition source -> the variable holding it (s1 and s2: one test)
-    block = _number_block(conds, list(reads.values()))
-    if block is not None:
-        # every condition is one attribute's number test and a test of it: the number test once,
-        # as an ``if``, the conditions inside it, all false outside it (card testing: ~7 fewer
-        # bytecodes an event than the hoisted test ``N0`` stored and read by each condition)
-        v, inners = block
-        inside: list[str] = []
-        for (j, _x), inner in zip(exprs, inners, strict=True):
-            out[j] = first.setdefault(inner, f"p{j}")
-            if out[j] == f"p{j}":
-                inside += ["try:", f"    p{j} = {inner}", "except OverflowError:", f"    p{j} = False"]
-        src.add(1, f"if type({v}) is float or type({v}) is int:", *(f"    {x}" for x in inside), "else:",
-                f"    {' = '.join(dict.fromkeys(x for x in out if x is not None))} = False")
-        return out
     conds = _hoist_number_tests(src, conds, list(reads.values()))
     for (j, _x), cond in zip(exprs, conds, strict=True):
         out[j] = first.setdefault(cond, f"p{j}")
@@ -365,41 +353,25 @@ def _filters(src: _Source, entries: list[tuple[int, int, Any, int]], eng: Engine
     return out
 
 
-def _number_block(conds: list[str], names: list[str]) -> tuple[str, list[str]] | None:
-    """``(v, inners)`` when every condition is ``(G and (inner))``, ``G`` the number test of the one
-    attribute read ``v`` (``cep.lang.expr``'s guard of a comparison, ``_hoist_number_tests``) and
-    ``inner`` free of it: each condition is then ``inner`` where ``v`` is a number, and false
-    elsewhere (``G and x`` is ``G``'s False when ``G`` fails, ``x`` otherwise; the caller tests
-    truth only).  None otherwise."""
-    if len(names) != 1 or not conds:
-        return None
-    v = names[0]
-    guard = f"(type({v}) is int or type({v}) is float)"
-    head, tail = f"({guard} and (", "))"
-    inners = []
-    for c in conds:
-        if not (c.startswith(head) and c.endswith(tail)):
-            return None
-        inner = c[len(head) - 1:len(c) - len(tail) + 1]
-        if guard in inner or not _balanced(inner):
-            return None
-        inners.append(inner)
-    return v, inners
-
-
-def _balanced(text: str) -> bool:
-    """Whether ``text``'s parentheses outside string literals pair up from its first to its last
-    character: ``(a) and (b)`` is not one parenthesised expression, ``(a < (b))`` is."""
-    try:
-        tree = ast.parse(text, mode="eval")
-    except SyntaxError:
-        return False
-    # one expression whose source, parenthesised, is ``text`` itself: parse ``text[1:-1]`` too
-    try:
-        inner = ast.parse(text[1:-1], mode="eval")
-    except SyntaxError:
-        return False
-    return ast.dump(tree) == ast.dump(inner)
+def _number_block(src: _Source, block: tuple[str, list[str], dict[str, Any]], exprs: list[tuple[int, Any]],
+                  reads: dict[str, str], entries: int) -> list[str | None]:
+    """The filters of one attribute's comparisons with numbers (``cep.lang.expr.inline_number_tests``):
+    the number test once, as an ``if``, the conditions inside it, all false outside it (card testing:
+    ~7 fewer bytecodes an event than the hoisted test ``N0`` stored and read by each condition).
+    Returns ``_filters``' list: per route entry the variable holding its filter, or None."""
+    v, tests, env = block
+    out: list[str | None] = [None] * entries
+    src.env.update(env)
+    src.add(1, *(f"{name} = f.get({a!r})" for a, name in reads.items()))
+    first: dict[str, str] = {}  # test source -> the variable holding it (s1 and s2: one test)
+    inside: list[str] = []
+    for (j, _x), test in zip(exprs, tests, strict=True):
+        out[j] = first.setdefault(test, f"p{j}")
+        if out[j] == f"p{j}":
+            inside += ["try:", f"    p{j} = {test}", "except OverflowError:", f"    p{j} = False"]
+    src.add(1, f"if type({v}) is float or type({v}) is int:", *(f"    {x}" for x in inside), "else:",
+            f"    {' = '.join(dict.fromkeys(x for x in out if x is not None))} = False")
+    return out
 
 
 def _hoist_number_tests(src: _Source, conds: list[str], names: list[str]) -> list[str]:
