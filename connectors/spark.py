@@ -1,13 +1,14 @@
 """cep on Spark Structured Streaming: ``detect(events, patterns, ...)`` -> a DataFrame of composite events.
 
 Why this shape: the engine core (``cep.runtime.engine.Engine``) is a plain Python object whose state is plain data (``Engine.dumps()``: versioned JSON, no pickle), so Spark
-only has to (1) route every input record to the group(s) that need it and (2) keep one engine state per group in
-its state store. A group is ``(pattern, key group)``, a key group being a hash bucket of partition key values.
+only has to (1) route every input record to the group(s) that need it and (2) keep the engine states of each group
+in its state store. A group is ``(pattern, key group)``, a key group holding a few hash buckets of partition key
+values, one engine each (see "Key groups" below).
 The compiler's partition analysis (``CompiledPattern.partition_vars`` and each atom's ``attrs``) says which
 attribute of each event type holds the key, so events of one key meet in one engine and different key groups
 run on different executors. A pattern without a partition key runs as one group (one task). State lives in the state store (``applyInPandasWithState``, state =
-``Engine.dumps()`` bytes), checkpointed with the query, so a restart resumes the same state; an event-time
-timeout drops a group's state once the watermark has passed its window.
+the group's ``Engine.dumps()`` bytes: ``_state_blob``), checkpointed with the query, so a restart resumes the same
+state; an event-time timeout drops a group's state once the watermark has passed its window.
 
 Stages:
 
@@ -25,10 +26,13 @@ Stages:
    advance its watermark to Spark's, push the batch's rows in event-time order, emit the composite events, save
    the state.
 
-Key groups: the partition key value is hashed (crc32 of its canonical JSON) into ``key_groups`` buckets, as
-Flink does; a group's engine holds every key of its bucket and partitions them internally. Grouping by the raw
-key would build one engine per key per micro-batch (milliseconds each: planning and runtime construction),
-which dominated the cost. The bucket count bounds the parallelism and is fixed for the life of a checkpoint.
+Key groups: the partition key value is hashed (crc32 of its canonical JSON) into ``engine_buckets()`` buckets
+(64 by default), as Flink does; a bucket's engine holds every key of its bucket and partitions them internally, and
+Spark groups the buckets into ``key_groups`` key groups (bucket % key_groups; 16 by default), each holding its
+buckets' engines. Grouping by the raw key would build one engine per key per micro-batch (milliseconds each:
+planning and runtime construction), which dominated the cost; a Spark group per bucket pays PySpark's per-group
+cost 64 times a micro-batch, while fewer, larger buckets make the engine slower per event (``engine_buckets``).
+The key-group count bounds the parallelism; both counts are fixed for the life of a checkpoint.
 
 Output columns: ``pattern, op, id, match`` (match as a JSON string), ``key`` (the partition key as the Kafka
 record key, as ``cep run`` keys it: null without one) and ``value`` (the output line exactly as ``cep run`` writes it, no newline).
@@ -262,7 +266,7 @@ KEY_CACHE_SIZE = 100_000  # string partition keys whose key group a route step r
 def _router(spec: PatternSpec):
     """``route(lines, start, prefix, poss, packs) -> routed``: each record ``lines[i]`` (raw bytes, ``i >= start``) to
     its groups' packs (see ``_route_batches``), its position being ``prefix + str(i)`` (a whole file: ``i`` is
-    the line number) or ``poss[i]``: ``packs[(g, kg)] = [largest time in time units, segments]``, a segment
+    the line number) or ``poss[i]``: ``packs[(g, bucket)] = [largest time in time units, segments]``, a segment
     being ``(prefix, position rests, texts)`` of one call; bad records (with ``on_error="skip"``) to
     ``(BAD_ROW_GROUP, 0)`` as their report, blank ones nowhere."""
     import orjson
