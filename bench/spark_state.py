@@ -51,11 +51,12 @@ class FakeGroupState:
         pass
 
 
-PHASES = ("_group_step", "_push_all", "_group_lines", "_decode_group", "_out_rows", "_frame", "_save", "_engine_for")
+PHASES = ("_group_step", "_push_all", "_group_lines", "_decode_group", "_out_rows", "_frame", "_save", "_engines_for", "_push_values", "_by_bucket")
 ENGINE_PHASES = ("push_batch", "advance_watermark", "dumps")
 
 
-def phases(batch: int, batches: int, keys: int, lateness: int) -> dict[str, float]:
+def phases(batch: int, batches: int, keys: int, lateness: int, key_groups: int | None = None,
+           group_engines: int | None = None) -> dict[str, float]:
     """CPU s per 10^5 events of the route step, the state step and each timed part (see ``--phases``)."""
     import functools
 
@@ -63,7 +64,7 @@ def phases(batch: int, batches: int, keys: int, lateness: int) -> dict[str, floa
 
     from cep.runtime.engine import Engine
 
-    spec = S.pattern_spec(PATTERN, lateness=lateness)
+    spec = S.pattern_spec(PATTERN, lateness=lateness, key_groups=key_groups, group_engines=group_engines)
     spec.match_column, spec.pack_output = False, True
     events = make_events(batch * batches, keys)
     acc: dict[str, float] = {}
@@ -130,19 +131,23 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--keys", type=int, default=1000)
     ap.add_argument("--lateness", type=int, default=120)
     ap.add_argument("--phases", action="store_true", help="CPU s per 10^5 events of each part of the two steps")
+    ap.add_argument("--key-groups", type=int, default=None, help="Spark groups (default: the Spark path's)")
+    ap.add_argument("--group-engines", type=int, default=None, help="engines per key group (default: the Spark path's)")
     args = ap.parse_args(argv)
     if args.phases:
         from cep.gc_policy import stream_gc
 
         with stream_gc():  # as the route and state steps run on Spark
-            got = phases(args.batch, max(args.batches, 2), args.keys, args.lateness)
+            got = phases(args.batch, max(args.batches, 2), args.keys, args.lateness, args.key_groups,
+                         args.group_engines)
         print("| part | CPU s per 10^5 events |\n|---|---|")
         for name, v in sorted(got.items(), key=lambda kv: -kv[1]):
             print(f"| {name} | {v:.3f} |")
         return 0
     from cep.connectors import spark as S
 
-    spec = S.pattern_spec(PATTERN, lateness=args.lateness)
+    spec = S.pattern_spec(PATTERN, lateness=args.lateness, key_groups=args.key_groups,
+                          group_engines=args.group_engines)
     events = make_events(args.batch * args.batches, args.keys)
     handler, route = S._handler(spec), S._route_batches(spec)
     states: dict[tuple, FakeGroupState] = {}

@@ -1,13 +1,14 @@
 """cep on Spark Structured Streaming: ``detect(events, patterns, ...)`` -> a DataFrame of composite events.
 
 Why this shape: the engine core (``cep.runtime.engine.Engine``) is a plain Python object whose state is plain data (``Engine.dumps()``: versioned JSON, no pickle), so Spark
-only has to (1) route every input record to the group(s) that need it and (2) keep one engine state per group in
-its state store. A group is ``(pattern, key group)``, a key group being a hash bucket of partition key values.
+only has to (1) route every input record to the group(s) that need it and (2) keep the engine states of each group
+in its state store. A group is ``(pattern, key group)``, a key group holding a few hash buckets of partition key
+values, one engine each (see "Key groups" below).
 The compiler's partition analysis (``CompiledPattern.partition_vars`` and each atom's ``attrs``) says which
 attribute of each event type holds the key, so events of one key meet in one engine and different key groups
 run on different executors. A pattern without a partition key runs as one group (one task). State lives in the state store (``applyInPandasWithState``, state =
-``Engine.dumps()`` bytes), checkpointed with the query, so a restart resumes the same state; an event-time
-timeout drops a group's state once the watermark has passed its window.
+the group's ``Engine.dumps()`` bytes: ``_state_blob``), checkpointed with the query, so a restart resumes the same
+state; an event-time timeout drops a group's state once the watermark has passed its window.
 
 Stages:
 
@@ -25,10 +26,13 @@ Stages:
    advance its watermark to Spark's, push the batch's rows in event-time order, emit the composite events, save
    the state.
 
-Key groups: the partition key value is hashed (crc32 of its canonical JSON) into ``key_groups`` buckets, as
-Flink does; a group's engine holds every key of its bucket and partitions them internally. Grouping by the raw
-key would build one engine per key per micro-batch (milliseconds each: planning and runtime construction),
-which dominated the cost. The bucket count bounds the parallelism and is fixed for the life of a checkpoint.
+Key groups: the partition key value is hashed (crc32 of its canonical JSON) into ``engine_buckets()`` buckets
+(64 by default), as Flink does; a bucket's engine holds every key of its bucket and partitions them internally, and
+Spark groups the buckets into ``key_groups`` key groups (bucket % key_groups; 16 by default), each holding its
+buckets' engines. Grouping by the raw key would build one engine per key per micro-batch (milliseconds each:
+planning and runtime construction), which dominated the cost; a Spark group per bucket pays PySpark's per-group
+cost 64 times a micro-batch, while fewer, larger buckets make the engine slower per event (``engine_buckets``).
+The key-group count bounds the parallelism; both counts are fixed for the life of a checkpoint.
 
 Output columns: ``pattern, op, id, match`` (match as a JSON string), ``key`` (the partition key as the Kafka
 record key, as ``cep run`` keys it: null without one) and ``value`` (the output line exactly as ``cep run`` writes it, no newline).
@@ -58,7 +62,8 @@ from cep.io.readers import _DIGITS
 from cep.plan.partition import partition_attrs
 from cep.units import TIME_UNITS
 
-ROUTE_SCHEMA = "g int, kg int, tus long, value string"  # one row per group: see _packed_frame
+# one row per (pattern, engine bucket): see _packed_frame; kg = the key group (Spark's group), eg = the bucket
+ROUTE_SCHEMA = "g int, kg int, eg int, tus long, value string"
 PLAIN_MARK = "p"  # leads a packed value whose texts all passed ``plain_lines`` (``_pack_segments``)
 PACK_SEP = "\n"  # joins a packed row's parts (a record whose position or text holds it rides alone: ``_pack``)
 PACK_RECORDS = 200_000  # routed records a route task holds before it emits its packed rows (bounds its memory)
@@ -84,6 +89,14 @@ SIDE_OPS = ("late", "error")  # output rows that are not composite events (see d
 BAD_RECORD_MARK = "cep-bad-record: "  # prefix of a bad record's message inside Spark's failure text
 
 
+# A new query's Spark groups of partition keys (``--key-groups``) and the engine buckets in all (each key group holds
+# ENGINE_BUCKETS // key_groups engines, at least one). Why 16 and 64: PySpark's per-group cost falls with fewer
+# groups, while the engine is cheapest per event with about 64 buckets on the bench stream (1 000 keys);
+# 16 key groups still spread over the default 4 state partitions (Spark hashes the groups to them: 3-5 each).
+DEFAULT_KEY_GROUPS = 16
+ENGINE_BUCKETS = 64
+
+
 class SparkPathError(ValueError):
     """A pattern set or input the Spark path cannot run, with a message for the user."""
 
@@ -102,7 +115,12 @@ class PatternSpec:
     op_field: str = "op"
     lateness: int | float = 0  # in time units
     on_error: str = "fail"  # fail | skip
-    key_groups: int = 64  # hash buckets of partition key values; fixed for the life of a checkpoint
+    # Spark's groups of partition key values (the unit of state and of parallelism), each holding
+    # ``group_engines`` engines (hash buckets of their own): see ``engine_buckets``; both fixed for the life of a
+    # checkpoint (``check_checkpoint`` reads them from it)
+    key_groups: int = DEFAULT_KEY_GROUPS
+    group_engines: int = 1
+    given: frozenset = frozenset()  # which of key_groups / group_engines the caller chose (not defaults)
     names: list[str] = field(default_factory=list)
     match_column: bool = True  # False: ``match`` is null (``cep spark`` writes only ``value``; saves a JSON per output)
     # True: one output row per group and micro-batch for the composite events (``_out_rows``), for a text sink
@@ -111,7 +129,24 @@ class PatternSpec:
 
     def cache_id(self) -> tuple:
         return (tuple(self.sources), self.time_unit, self.type_field, self.time_field, self.op_field,
-                self.lateness, self.on_error, self.key_groups)
+                self.lateness, self.on_error, self.key_groups, self.group_engines)
+
+    def engine_buckets(self) -> int:
+        """The hash buckets of partition key values, one engine each: ``key_groups * group_engines``; bucket
+        ``b`` is in key group ``b % key_groups``.
+
+        Why two counts: PySpark pays per group and micro-batch (Arrow -> pandas of the group's rows, the state
+        object's pickle both ways, a state and an output frame: bench/results/spark.md), so fewer Spark groups
+        are cheaper; but one engine per fewer, larger buckets costs more per event (the engine's indexes and
+        batch paths over more keys: 8 instead of 64 buckets, ~15-20 % more). A key group holds the engines of
+        its buckets in its one state row (``_state_blob``).
+        """
+        return self.key_groups * self.group_engines
+
+    def layout(self) -> str:
+        """The state layout's name, at the head of every state's nonce: ``"64"`` (one engine per key group, the
+        state blob an ``Engine.dumps``) or ``"16x4"`` (``_state_blob``'s several engines)."""
+        return str(self.key_groups) if self.group_engines == 1 else f"{self.key_groups}x{self.group_engines}"
 
     def compile(self) -> list:
         """The compiled patterns, once per process for the same text and time unit."""
@@ -177,11 +212,17 @@ def pattern_spec(patterns: str | os.PathLike | Sequence[str | os.PathLike], **kw
             sources.append(("<pattern>", s))
         else:
             raise SparkPathError(f"no such pattern file: {s}")
-    spec = PatternSpec(sources, **kw)
+    given = frozenset(k for k in ("key_groups", "group_engines") if kw.get(k) is not None)
+    kw = {k: v for k, v in kw.items() if v is not None or k not in ("key_groups", "group_engines")}
+    spec = PatternSpec(sources, **kw, given=given)
     if spec.time_unit not in TIME_US:
         raise SparkPathError(f"unknown time unit {spec.time_unit!r} (use s, ms or us)")
-    if not isinstance(spec.key_groups, int) or spec.key_groups < 1:
-        raise SparkPathError(f"key_groups must be a positive integer, got {spec.key_groups!r}")
+    for name in ("key_groups", "group_engines"):
+        v = getattr(spec, name)
+        if type(v) is not int or v < 1:
+            raise SparkPathError(f"{name} must be a positive integer, got {v!r}")
+    if "group_engines" not in given:
+        spec.group_engines = max(1, ENGINE_BUCKETS // spec.key_groups)
     if spec.on_error not in ("fail", "skip"):
         raise SparkPathError(f"on_error must be fail or skip, got {spec.on_error!r}")
     cps = spec.compile()
@@ -225,7 +266,7 @@ KEY_CACHE_SIZE = 100_000  # string partition keys whose key group a route step r
 def _router(spec: PatternSpec):
     """``route(lines, start, prefix, poss, packs) -> routed``: each record ``lines[i]`` (raw bytes, ``i >= start``) to
     its groups' packs (see ``_route_batches``), its position being ``prefix + str(i)`` (a whole file: ``i`` is
-    the line number) or ``poss[i]``: ``packs[(g, kg)] = [largest time in time units, segments]``, a segment
+    the line number) or ``poss[i]``: ``packs[(g, bucket)] = [largest time in time units, segments]``, a segment
     being ``(prefix, position rests, texts)`` of one call; bad records (with ``on_error="skip"``) to
     ``(BAD_ROW_GROUP, 0)`` as their report, blank ones nowhere."""
     import orjson
@@ -238,7 +279,7 @@ def _router(spec: PatternSpec):
     type_field, time_field, op_field = spec.type_field, spec.time_field, spec.op_field
     decode = make_decoder(spec.type_field, spec.time_field, spec.time_unit, spec.op_field)
     factor = TIME_US[spec.time_unit]
-    groups = spec.key_groups
+    groups = spec.engine_buckets()  # a record's bucket; its key group is the bucket % key_groups (_packed_frame)
     skip = spec.on_error == "skip"
     crc32 = zlib.crc32
     # type -> [(g, attrs or None, the one attribute of a one-field key or None)]
@@ -299,7 +340,7 @@ def _router(spec: PatternSpec):
         key only): the same records take that path, with the same values (the events are made in the state
         step). Why: making 10^5 events per micro-batch that are dropped at once was a third of the route step.
         """
-        cur: dict[tuple[int, int], list] = {}  # (g, kg) -> [largest time, indexes into lines]
+        cur: dict[tuple[int, int], list] = {}  # (g, bucket) -> [largest time, indexes into lines]
         at_value: list[dict[str, list]] = [{} for _ in cps]  # per pattern: a string key value -> its pack in cur
         bad: list[tuple[str, bytes]] = []
         many = decode.lines
@@ -405,6 +446,7 @@ def _router(spec: PatternSpec):
         return sum(len(idx) for _ts, idx in cur.values()) + len(bad)
 
     route.factor = factor  # type: ignore[attr-defined]
+    route.key_groups = spec.key_groups  # type: ignore[attr-defined]
     return route
 
 
@@ -480,17 +522,19 @@ def _route_batches(spec: PatternSpec, whole_files: bool = False):
                             lines.append(value.encode() if isinstance(value, str) else bytes(value))
                     held += route(lines, 0, "", poss, packs)
             if held >= PACK_RECORDS:  # checked per input batch (a whole file is one)
-                yield _packed_frame(packs, route.factor)
+                yield _packed_frame(packs, route.factor, route.key_groups)
                 packs, held = {}, 0
         if packs:
-            yield _packed_frame(packs, route.factor)
+            yield _packed_frame(packs, route.factor, route.key_groups)
 
     return fn
 
 
-def _packed_frame(packs: dict[tuple[int, int], list], factor: int):
-    """The route step's output rows: one per group, its records in one ``value`` (``_pack_segments``); ``tus`` =
-    the pack's largest time (in time units, ``factor`` us each) in us, ``_NO_TIME_US`` for bad records (-inf).
+def _packed_frame(packs: dict[tuple[int, int], list], factor: int, key_groups: int):
+    """The route step's output rows: one per (pattern, engine bucket), its records in one ``value``
+    (``_pack_segments``), ``kg`` = the bucket's key group (Spark groups by ``g, kg``), ``eg`` = the bucket;
+    ``tus`` = the pack's largest time (in time units, ``factor`` us each) in us, ``_NO_TIME_US`` for bad records
+    (-inf).
 
     A group whose positions or texts hold the separator themselves (a Kafka value with a newline in it, say)
     is emitted one record per row.
@@ -498,10 +542,11 @@ def _packed_frame(packs: dict[tuple[int, int], list], factor: int):
     import pandas as pd
 
     rows = []
-    for (g, kg), (ts, segs) in packs.items():
+    for (g, eg), (ts, segs) in packs.items():
         tus = _NO_TIME_US if ts == -math.inf else int(round(ts * factor))
-        rows.extend((g, kg, tus, value) for value in _pack_segments(segs))
-    return pd.DataFrame(rows, columns=["g", "kg", "tus", "value"])
+        kg = eg % key_groups
+        rows.extend((g, kg, eg, tus, value) for value in _pack_segments(segs))
+    return pd.DataFrame(rows, columns=["g", "kg", "eg", "tus", "value"])
 
 
 def _common_prefix(strs: list[str]) -> str:
@@ -610,27 +655,31 @@ def _group_lines(pdfs) -> tuple[list[str], list[bytes], bool]:
     Why bytes: the state step decodes them as ``cep run`` decodes a JSON lines file (``decode.lines``); a
     packed value's texts are encoded once and split, not one record at a time.
     """
+    return _lines_of([v for pdf in pdfs for v in pdf["value"].tolist()])
+
+
+def _lines_of(values: list[str]) -> tuple[list[str], list[bytes], bool]:
+    """``_group_lines`` of packed row values."""
     poss: list[str] = []
     lines: list[bytes] = []
     plain = True
-    for pdf in pdfs:
-        for value in pdf["value"].tolist():
-            if value[0] == "s":
-                (p,), (t,) = _unpacked(value)
-                poss.append(p)
-                lines.append(t.encode())
-                plain = False
-                continue
-            sp = value.index(" ")
-            if value[0] == PLAIN_MARK:
-                n = int(value[1:sp])
-            else:
-                n = int(value[:sp])
-                plain = False
-            parts = value.split(PACK_SEP, n + 1)
-            prefix = parts[0][sp + 1:]
-            poss += [prefix + r for r in parts[1:n + 1]] if prefix else parts[1:n + 1]
-            lines += parts[n + 1].encode().split(PACK_SEP.encode())
+    for value in values:
+        if value[0] == "s":
+            (p,), (t,) = _unpacked(value)
+            poss.append(p)
+            lines.append(t.encode())
+            plain = False
+            continue
+        sp = value.index(" ")
+        if value[0] == PLAIN_MARK:
+            n = int(value[1:sp])
+        else:
+            n = int(value[:sp])
+            plain = False
+        parts = value.split(PACK_SEP, n + 1)
+        prefix = parts[0][sp + 1:]
+        poss += [prefix + r for r in parts[1:n + 1]] if prefix else parts[1:n + 1]
+        lines += parts[n + 1].encode().split(PACK_SEP.encode())
     return poss, lines, plain and bool(lines)
 
 
@@ -679,11 +728,16 @@ def _push_all(spec: PatternSpec, eng, g: int, pdfs) -> tuple[list[tuple], list]:
     The records go to the engine in one ``push_batch`` (as ``cep run``'s batch loop): a late record or an unknown
     retraction interrupts it (``BatchInterrupted``: the outputs before it), and the batch goes on after it.
     """
+    return _push_values(spec, eng, g, [v for pdf in pdfs for v in pdf["value"].tolist()])
+
+
+def _push_values(spec: PatternSpec, eng, g: int, values: list[str]) -> tuple[list[tuple], list]:
+    """``_push_all`` of packed row values."""
     from cep.errors import BatchInterrupted, LateEventError, UnknownRetractionError
     from cep.io.readers import make_decoder
 
     decode = make_decoder(spec.type_field, spec.time_field, spec.time_unit, spec.op_field)
-    poss, lines, plain = _group_lines(pdfs)
+    poss, lines, plain = _lines_of(values)
     evs, ordered, inserts = _decode_group(spec, decode, lines, poss, plain or None)
     arrived = evs
     # packed rows of a group come from several tasks in no guaranteed order: event time, inserts before
@@ -921,47 +975,71 @@ def out_schema(spec: PatternSpec) -> str:
 OUT_COLS = ["pattern", "op", "id", "match", "key", "value"]
 PACKED_OUT_COLS = [*OUT_COLS, "n_plus", "n_minus"]
 
-# Engines kept in the Python worker between micro-batches, keyed by (spec, group); valid only while the state
-# store holds the same nonce (a replayed or foreign state has another nonce and is loaded from its bytes).
+# Engines kept in the Python worker between micro-batches, keyed by (spec, pattern, key group): the key group's
+# engines by bucket, valid only while the state store holds the same nonce (a replayed or foreign state has
+# another nonce and is loaded from its bytes). A step takes its entry out of the cache and puts it back when it
+# saves, so a step that fails half way leaves no half-updated engines behind for a retry.
 _ENGINES: OrderedDict = OrderedDict()
-ENGINE_CACHE_SIZE = 512
+ENGINE_CACHE_SIZE = 512  # key groups
 
 
-def _engine_for(spec: PatternSpec, g: int, kg: int, state):
-    """The group's engine: from the worker cache when it matches the stored state, else from the state bytes.
+def _engines_for(spec: PatternSpec, g: int, kg: int, state) -> dict[int, Any]:
+    """The key group's engines by bucket: from the worker cache when it matches the stored state, else from the
+    state bytes (``_state_engines``); none for a new state.
 
-    The engine does not derive a watermark from its own rows (``own_watermark=False``): a key group holds keys
+    The engines do not derive a watermark from their own rows (``own_watermark=False``): a key group holds keys
     from every input partition, and one partition running ahead would make another's rows late. Spark's
-    global watermark moves it instead (``engine_watermark``).
+    global watermark moves them instead (``engine_watermark``).
     """
     if not state.exists:
-        return spec.new_engine(g, own_watermark=False, lines=spec.pack_output)
+        return {}
     nonce, blob = state.get
-    if not nonce.startswith(f"{spec.key_groups}:"):
-        raise SparkPathError(f"this checkpoint was written with {nonce.split(':')[0]} key groups, not "
-                             f"{spec.key_groups}: the key-group count is fixed for the life of a checkpoint")
-    ck = (spec.cache_id(), g, kg)
-    hit = _ENGINES.get(ck)
+    hit = _ENGINES.pop((spec.cache_id(), g, kg), None)
     if hit is not None and hit[0] == nonce:
-        _ENGINES.move_to_end(ck)
         return hit[1]
-    eng = spec.load_engine(g, bytes(blob), lines=spec.pack_output)
-    eng.own_watermark = False
-    return eng
+    engines = _state_engines(spec, g, kg, nonce, bytes(blob), lines=spec.pack_output)
+    for eng in engines.values():
+        eng.own_watermark = False
+    return engines
 
 
-def _save(spec: PatternSpec, g: int, kg: int, state, eng) -> None:
-    nonce = f"{spec.key_groups}:{uuid.uuid4().hex}"
-    state.update((nonce, eng.dumps()))
+def _state_engines(spec: PatternSpec, g: int, kg: int, nonce: str, blob: bytes, *, lines: bool = False) -> dict:
+    """The engines by bucket of a stored state (``_state_blob``), after checking its layout (the nonce's head)."""
+    layout = nonce.split(":", 1)[0]
+    if layout != spec.layout():
+        raise SparkPathError(f"this checkpoint's state was written with --key-groups {layout.replace('x', ' and ')} "
+                             f"engines each, not {spec.layout().replace('x', ' and ')}: the key-group layout is "
+                             "fixed for the life of a checkpoint")
+    if spec.group_engines == 1:
+        return {kg: spec.load_engine(g, blob, lines=lines)}
+    head, _, rest = blob.partition(b"\n")
+    engines, at = {}, 0
+    for part in head.split(b" "):
+        eg, size = map(int, part.split(b":"))
+        engines[eg] = spec.load_engine(g, rest[at:at + size], lines=lines)
+        at += size
+    return engines
+
+
+def _state_blob(spec: PatternSpec, engines: dict[int, Any]) -> bytes:
+    """The state bytes of a key group's engines: one engine's ``dumps`` (one engine per key group: the layout of
+    checkpoints written before key groups held several), else a head line of ``<bucket>:<size>`` for each
+    engine, then their ``dumps`` in that order."""
+    if spec.group_engines == 1:
+        (eng,) = engines.values()
+        return eng.dumps()
+    blobs = [eng.dumps() for eng in engines.values()]
+    head = " ".join(f"{eg}:{len(b)}" for eg, b in zip(engines, blobs, strict=True)).encode()
+    return b"\n".join([head, b"".join(blobs)])
+
+
+def _save(spec: PatternSpec, g: int, kg: int, state, engines: dict[int, Any]) -> None:
+    nonce = f"{spec.layout()}:{uuid.uuid4().hex}"
+    state.update((nonce, _state_blob(spec, engines)))
     ck = (spec.cache_id(), g, kg)
-    _ENGINES[ck] = (nonce, eng)
-    _ENGINES.move_to_end(ck)
+    _ENGINES[ck] = (nonce, engines)
     while len(_ENGINES) > ENGINE_CACHE_SIZE:
         _ENGINES.popitem(last=False)
-
-
-def _forget_engine(spec: PatternSpec, g: int, kg: int) -> None:
-    _ENGINES.pop((spec.cache_id(), g, kg), None)
 
 
 def spark_delay_ms(spec: PatternSpec) -> int:
@@ -1009,7 +1087,7 @@ def timer_ms(spec: PatternSpec, decision_time: int | float) -> int:
 
 
 def _handler(spec: PatternSpec):
-    """applyInPandasWithState: one key group's engine in the state store, under Spark's global watermark.
+    """applyInPandasWithState: one key group's engines in the state store, under Spark's global watermark.
 
     Spark's late-row filter is off (see ``detect``), so every row reaches the engine, and a late one is counted
     and reported (a ``late`` row) rather than dropped unseen. A group with pending matches (gap elements) sets an
@@ -1029,54 +1107,92 @@ def _handler(spec: PatternSpec):
     return fn
 
 
+def _by_bucket(pdfs) -> dict[int, list[str]]:
+    """A key group's packed row values by engine bucket (``eg``), in row order."""
+    out: dict[int, list[str]] = {}
+    for pdf in pdfs:
+        if len(pdf):
+            for eg, value in zip(pdf["eg"].tolist(), pdf["value"].tolist(), strict=True):
+                got = out.get(eg)
+                if got is None:
+                    out[eg] = [value]
+                else:
+                    got.append(value)
+    return out
+
+
 def _group_step(spec: PatternSpec, g: int, kg: int, pdfs, state) -> list[tuple]:
-    """One group's micro-batch (see ``_handler``): its output rows; its state saved, removed or timed."""
+    """One key group's micro-batch (see ``_handler``): its output rows; its state saved, removed or timed.
+
+    Every engine of the group moves to Spark's watermark (deciding pending matches, expiring events); the
+    engines of the buckets with rows then push them (``_push_values``) and move ahead to the watermark their
+    own rows imply.
+    """
     if g == BAD_ROW_GROUP:
         return [(None, "error", pos, None, None, report) for pos, report in _unpack(pdfs)]
-    eng = _engine_for(spec, g, kg, state)
-    outs: list = []
+    engines = _engines_for(spec, g, kg, state)
+    values = _by_bucket(pdfs)
+    for eg in values:
+        if eg not in engines:
+            engines[eg] = spec.new_engine(g, own_watermark=False, lines=spec.pack_output)
     wm = engine_watermark(spec, state.getCurrentWatermarkMs())
-    if wm is not None:
-        # moving the watermark decides pending matches (patterns with gap elements)
-        outs = eng.advance_watermark(wm)
-    rows, pushed = _push_all(spec, eng, g, pdfs)
-    outs += pushed
-    if eng.max_ts is not None:
-        # Spark's next watermark is at least this group's own (its rows are among all rows), so expiring and
-        # deciding up to it now loses nothing and saves a state of window + lateness, not the whole batch
-        ahead = engine_watermark(spec, spark_watermark_after(spec, eng.max_ts))
-        if ahead is not None:
-            outs += eng.advance_watermark(ahead)
+    rows: list[tuple] = []
+    outs: list = []
+    wake = None
+    for eg in sorted(engines):
+        eng = engines[eg]
+        if wm is not None:
+            # moving the watermark decides pending matches (patterns with gap elements)
+            outs += eng.advance_watermark(wm)
+        mine = values.get(eg)
+        if mine:
+            side, pushed = _push_values(spec, eng, g, mine)
+            rows += side
+            outs += pushed
+        if eng.max_ts is not None:
+            # Spark's next watermark is at least this bucket's own (its rows are among all rows), so expiring and
+            # deciding up to it now loses nothing and saves a state of window + lateness, not the whole batch
+            ahead = engine_watermark(spec, spark_watermark_after(spec, eng.max_ts))
+            if ahead is not None:
+                outs += eng.advance_watermark(ahead)
+        if eng.retained_events == 0:
+            del engines[eg]  # a bucket's engine that holds nothing is made afresh when it gets rows again
+            continue
+        # wake up at the next pending decision, or once the watermark has expired every event: then the
+        # engine holds nothing and is dropped, even if its bucket never gets rows again
+        at = eng.next_decision_time()
+        if at is None:
+            at = eng.empty_at()
+        if at is not None and at != math.inf and (wake is None or at < wake):
+            wake = at
     rows += _out_rows(spec, g, outs)
 
-    if eng.retained_events == 0:
+    if not engines:
         if state.exists:
             state.remove()
-        _forget_engine(spec, g, kg)
     else:
-        _save(spec, g, kg, state, eng)
-        # wake up at the next pending decision, or once the watermark has expired every event: then the
-        # group's state is empty and removed, even if the group never gets rows again
-        wake = eng.next_decision_time()
-        if wake is None:
-            wake = eng.empty_at()
-        if wake is not None and wake != math.inf:
+        _save(spec, g, kg, state, engines)
+        if wake is not None:
             state.setTimeoutTimestamp(max(timer_ms(spec, wake), state.getCurrentWatermarkMs(), 1))
     return rows
 
 
 def _batch_handler(spec: PatternSpec):
-    """applyInPandas for a static DataFrame: one fresh engine per key group over all its rows."""
+    """applyInPandas for a static DataFrame: one fresh engine per engine bucket over all its rows."""
 
     def fn(key, pdf):
         g = int(key[0])
         if g == BAD_ROW_GROUP:
             rows = [(None, "error", pos, None, None, report) for pos, report in _unpack([pdf])]
         else:
-            eng = spec.new_engine(g, lines=spec.pack_output)
-            rows, outs = _push_all(spec, eng, g, [pdf])
-            # a static DataFrame is a bounded input: its end decides every pending match
-            rows += _out_rows(spec, g, outs + eng.advance_watermark(math.inf))
+            rows, outs = [], []
+            for _eg, values in sorted(_by_bucket([pdf]).items()):
+                eng = spec.new_engine(g, lines=spec.pack_output)
+                side, pushed = _push_values(spec, eng, g, values)
+                # a static DataFrame is a bounded input: its end decides every pending match
+                rows += side
+                outs += pushed + eng.advance_watermark(math.inf)
+            rows += _out_rows(spec, g, outs)
         return _frame(spec, rows)
 
     return fn
@@ -1171,7 +1287,8 @@ def detect(
     time_unit: str = "s",
     lateness: int | float = 0,
     on_error: str = "fail",
-    key_groups: int = 64,
+    key_groups: int | None = None,
+    group_engines: int | None = None,
     match_schema: str | None = None,
     side_outputs: bool = False,
 ):
@@ -1186,8 +1303,11 @@ def detect(
     ``<file>:<i>``, split in the route step (cheaper than a Spark row per line).
 
     ``patterns``: pattern file path(s), pattern text, or a ``PatternSpec``. ``lateness`` is in time units.
-    ``key_groups``: hash buckets of partition key values (the unit of state and of parallelism; fixed for the
-    life of a checkpoint).
+    ``key_groups``: Spark's groups of partition key values (the unit of state and of parallelism; default
+    ``DEFAULT_KEY_GROUPS``), each holding ``group_engines`` engines (default ``ENGINE_BUCKETS // key_groups``,
+    at least one), both fixed for the life of a checkpoint: a query resumed on a checkpoint written with other
+    counts fails (``cep spark`` reads them from the checkpoint; checkpoints written before key groups held
+    several engines have 64 key groups of one engine each: ``key_groups=64, group_engines=1``).
     ``match_schema``: a DDL string (``"card string, first_ts long, amount double"``) to get ``match`` as a
     struct of those typed fields (``from_json``: a field missing or of another type is null); without it
     ``match`` is the JSON text.
@@ -1206,7 +1326,7 @@ def detect(
 
     spec = patterns if isinstance(patterns, PatternSpec) else pattern_spec(
         patterns, time_unit=time_unit, type_field=type_field, time_field=time_field, op_field=op_field,
-        lateness=lateness, on_error=on_error, key_groups=key_groups)
+        lateness=lateness, on_error=on_error, key_groups=key_groups, group_engines=group_engines)
     routed = input_records(events, spec).mapInPandas(_route_batches(spec, whole_files(events)), ROUTE_SCHEMA)
     if not events.isStreaming:
         out = routed.groupBy("g", "kg").applyInPandas(_batch_handler(spec), out_schema(spec))
@@ -1250,7 +1370,8 @@ def drain(spark, checkpoint: str, patterns, **kw: Any):
     """
     spec = patterns if isinstance(patterns, PatternSpec) else pattern_spec(patterns, **kw)
     states = spark.read.format("statestore").load(checkpoint)
-    rows = states.selectExpr("key.g AS g", "value.groupState.blob AS blob")
+    rows = states.selectExpr("key.g AS g", "key.kg AS kg", "value.groupState.nonce AS nonce",
+                             "value.groupState.blob AS blob")
     return rows.mapInPandas(_drain_batches(spec), OUT_SCHEMA).where("op IN ('+', '-')")
 
 
@@ -1260,11 +1381,11 @@ def _drain_batches(spec: PatternSpec):
 
         for pdf in batches:
             rows: list[tuple] = []
-            for g, blob in zip(pdf["g"], pdf["blob"], strict=True):
+            for g, kg, nonce, blob in zip(pdf["g"], pdf["kg"], pdf["nonce"], pdf["blob"], strict=True):
                 if blob is None:
                     continue
-                eng = spec.load_engine(int(g), bytes(blob))
-                rows += _rows(spec, int(g), eng.advance_watermark(math.inf))
+                for _eg, eng in sorted(_state_engines(spec, int(g), int(kg), nonce, bytes(blob)).items()):
+                    rows += _rows(spec, int(g), eng.advance_watermark(math.inf))
             yield pd.DataFrame(rows, columns=OUT_COLS)
 
     return fn
@@ -1460,12 +1581,16 @@ CHECKPOINT_META = "cep-spark.json"  # beside Spark's own files in the checkpoint
 
 
 def checkpoint_fingerprint(spec: PatternSpec) -> dict:
-    """What a checkpoint's state depends on: the patterns (as printed), key groups, time unit and fields."""
+    """What a checkpoint's state depends on: the patterns (as printed), key groups and engines per key group,
+    time unit and fields."""
     from cep.runtime.engine import pattern_signature
 
     return {"patterns": [pattern_signature(cp) for cp in spec.compile()], "key_groups": spec.key_groups,
-            "time_unit": spec.time_unit, "type_field": spec.type_field, "time_field": spec.time_field,
-            "op_field": spec.op_field, "lateness": spec.lateness}
+            "group_engines": spec.group_engines, "time_unit": spec.time_unit, "type_field": spec.type_field,
+            "time_field": spec.time_field, "op_field": spec.op_field, "lateness": spec.lateness}
+
+
+LAYOUT_KEYS = ("key_groups", "group_engines")  # a checkpoint's state layout: its own on resume unless given
 
 
 def check_checkpoint(checkpoint: str, spec: PatternSpec) -> None:
@@ -1473,22 +1598,30 @@ def check_checkpoint(checkpoint: str, spec: PatternSpec) -> None:
 
     Why: the state store holds engine states of (pattern, key group) groups; other patterns or another key-group
     count would route records to the wrong states, and Spark would only fail deep inside a micro-batch.
+    The key-group layout (``LAYOUT_KEYS``) the caller did not choose (``spec.given``) is taken from the
+    checkpoint into ``spec``, as Flink keeps a savepoint's max parallelism: a checkpoint written with other
+    defaults (64 key groups of one engine each, before key groups held several) resumes as it was written.
     """
     import json
 
     meta = Path(checkpoint) / CHECKPOINT_META
-    want = checkpoint_fingerprint(spec)
     if meta.is_file():
         try:
             have = json.loads(meta.read_text())
         except ValueError:
             raise SparkPathError(f"checkpoint {checkpoint}: {CHECKPOINT_META} is not readable") from None
+        have.setdefault("group_engines", 1)  # written when a key group was one engine
+        for k in LAYOUT_KEYS:
+            if k not in spec.given and type(have.get(k)) is int:
+                setattr(spec, k, have[k])
+        want = checkpoint_fingerprint(spec)
         diff = sorted(k for k in want if have.get(k) != want[k])
         if diff:
             what = ", ".join("pattern files" if k == "patterns" else f"--{k.replace('_', '-')}" for k in diff)
             raise SparkPathError(f"checkpoint {checkpoint} was written with other {what} (a resumed query needs "
                                  "the same patterns and options); use a new checkpoint directory")
         return
+    want = checkpoint_fingerprint(spec)
     if (Path(checkpoint) / "offsets").is_dir():
         raise SparkPathError(f"checkpoint {checkpoint} was not written by cep spark (no {CHECKPOINT_META}); "
                              "use a new checkpoint directory")

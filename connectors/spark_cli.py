@@ -32,9 +32,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--state-partitions", type=int, default=None,
                    help="number of state partitions (spark.sql.shuffle.partitions); fixed by the first run of "
                         "a checkpoint (default 4 for a new checkpoint)")
-    p.add_argument("--key-groups", type=int, default=64,
-                   help="hash buckets of partition key values, the unit of state (default 64); fixed for the "
-                        "life of a checkpoint, and an upper bound on useful state partitions")
+    p.add_argument("--key-groups", type=int, default=None,
+                   help="groups of partition key values, the unit of state (default 16 for a new checkpoint, "
+                        "each holding 64 / key-groups engines); fixed for the life of a checkpoint (a resumed "
+                        "query keeps the checkpoint's), and an upper bound on useful state partitions")
     p.add_argument("--master", default=None,
                    help="Spark master; default: the one spark-submit or the Spark configuration gives, else local[*]")
     p.add_argument("--type-field", default="type")

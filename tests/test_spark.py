@@ -213,14 +213,18 @@ def test_packed_output_rows_hold_the_same_lines_and_counts():
     values = [json.dumps(r) for r in recs]
     df = next(S._route_batches(S.pattern_spec(text, key_groups=1))(
         iter([pd.DataFrame({"pos": [f"f:{i + 1}" for i in range(len(values))], "value": values})])))
-    late = pd.DataFrame({"g": [0], "kg": [0], "tus": [0], "value": S._pack(["f:9"], [values[0]])})
+    # k = 1's engine bucket for p (one key group of ENGINE_BUCKETS engines); q is not keyed (bucket 0)
+    eg = [S.zlib.crc32(S._canon_key([1]).encode()) % S.ENGINE_BUCKETS, 0]
+    assert [set(df[df.g == g].eg) for g in (0, 1)] == [{eg[0]}, {0}]
+    late = [pd.DataFrame({"g": [g], "kg": [0], "eg": [eg[g]], "tus": [0], "value": S._pack(["f:9"], [values[0]])})
+            for g in (0, 1)]
 
     def run(pack: bool) -> list[list]:
         spec = dataclasses.replace(S.pattern_spec(text, key_groups=1), pack_output=pack, names=["p", "q"])
         handler, out = S._handler(spec), []
         for g in (0, 1):
             st = FakeGroupState()
-            for batch in ([df[df.g == g]], [late]):
+            for batch in ([df[df.g == g]], [late[g]]):
                 out += [list(r) for f in handler((g, 0), batch, st) for r in f.itertuples(index=False)]
                 st.watermark_ms = S.spark_watermark_after(spec, 6)
         return out
@@ -339,7 +343,9 @@ def test_batched_route_and_state_steps_equal_one_record_at_a_time(frac, nested):
     assert S.plain_lines([v.encode() for v in values]) is not nested
     pos = [f"f:{i + 1}" for i in range(len(values))]
     df = pd.concat(S._route_batches(spec)(iter([pd.DataFrame({"pos": pos, "value": values})])))
-    got = {(g, k): list(S._unpack([rows])) for (g, k), rows in df.groupby(["g", "kg"])}
+    # a (pattern, engine bucket)'s records; its key group (Spark's group) is the bucket % key_groups
+    got = {(g, k): list(S._unpack([rows])) for (g, k), rows in df.groupby(["g", "eg"])}
+    assert (df.kg == df.eg % 3).all() and spec.engine_buckets() == 3 * (S.ENGINE_BUCKETS // 3)
 
     decode = make_decoder()
     want: dict = {}
@@ -353,14 +359,14 @@ def test_batched_route_and_state_steps_equal_one_record_at_a_time(frac, nested):
         for g, cp in enumerate(spec.compile()):
             attrs = S.partition_attrs(cp)
             if ev.type in {a.type for a in cp.atoms}:
-                kg = 0 if attrs is None else S.zlib.crc32(
-                    S._canon_key(read_key(ev, attrs[ev.type])).encode()) % 3
-                want.setdefault((g, kg), []).append((p, v))
+                eg = 0 if attrs is None else S.zlib.crc32(
+                    S._canon_key(read_key(ev, attrs[ev.type])).encode()) % spec.engine_buckets()
+                want.setdefault((g, eg), []).append((p, v))
     assert got == want and len(got) > 3
 
     wm = 1000 + len(values) // 6  # the second half of each group's records is on time
     sides = []
-    for (g, kg), rows in df.groupby(["g", "kg"]):
+    for (g, kg), rows in df.groupby(["g", "eg"]):
         if g == S.BAD_ROW_GROUP:
             continue
         eng = spec.new_engine(g, own_watermark=False)
@@ -380,7 +386,12 @@ def test_batched_route_and_state_steps_equal_one_record_at_a_time(frac, nested):
                     ref_side.append((None, "error", ev.pos, None, None, S.error_report(
                         ev.pos, "retraction of an event that was never inserted (or was already retracted or "
                         "expired)", v.encode())))
-        top = max(ev.ts for ev, _v in evs if ev.ts >= wm)
+        on_time = [ev.ts for ev, _v in evs if ev.ts >= wm]
+        if not on_time:  # a bucket of late records only (key "a" of three records at time 2): Spark's holds
+            assert eng.watermark == wm and side == ref_side and not outs and not ref_outs
+            sides += side
+            continue
+        top = max(on_time)
         # the engine's own watermark moved with the records (whole seconds), or Spark's held (finer times)
         assert eng.watermark == (top if not frac else wm)
         assert side == ref_side
@@ -652,6 +663,37 @@ def test_query_stopped_mid_stream_resumes_from_checkpoint(spark, data, tmp_path)
         assert o == expected[o["id"]]
 
 
+def test_a_checkpoint_of_one_engine_per_key_group_resumes_as_written(spark, data, tmp_path):
+    """A checkpoint written before key groups held several engines (64 key groups of one engine each, no
+    ``group_engines`` in its record) resumes without --key-groups in its own layout: the state it holds (partial
+    matches across the stop) is read, and the output is that of one uninterrupted run."""
+    from cep.connectors import spark as S
+    from cep.connectors.spark_cli import start_query
+
+    events, ref = data
+    files = split_files(events, tmp_path / "all", 6)
+    inp, out, ck = tmp_path / "in", tmp_path / "out", tmp_path / "ck"
+    inp.mkdir()
+    for f in files[:3]:
+        f.rename(inp / f.name)
+    q = start_query(spark, cli_args("-i", str(inp), "-o", str(out), "--checkpoint", str(ck), "--available-now",
+                                    "--key-groups", "64"))
+    q.awaitTermination()
+    assert q.exception() is None
+    meta = json.loads((ck / S.CHECKPOINT_META).read_text())
+    assert (meta.pop("key_groups"), meta.pop("group_engines")) == (64, 1)
+    (ck / S.CHECKPOINT_META).write_text(json.dumps({**meta, "key_groups": 64}))  # the record as written then
+    first = read_dir_output(out)
+    for f in files[3:]:
+        f.rename(inp / f.name)
+    q = start_query(spark, cli_args("-i", str(inp), "-o", str(out), "--checkpoint", str(ck), "--available-now"))
+    q.awaitTermination()
+    assert q.exception() is None
+    got = read_dir_output(out)
+    assert 0 < len(first) < len(got)
+    assert content(got) == content(ref)
+
+
 @pytest.mark.kafka
 @need_kafka
 def test_kafka_to_kafka_matches_cep_run(spark, kafka_broker, data, tmp_path):
@@ -896,6 +938,89 @@ def test_checkpoint_of_other_patterns_or_key_groups_is_refused(tmp_path):
     r = run_cep("spark", PATTERNS[0], "-i", str(tmp_path), "-o", str(tmp_path / "out"), "--checkpoint", ck,
                 check=False)
     assert r.returncode == 1 and "pattern files" in r.stderr and r.stderr.count("\n") == 1, r.stderr
+
+
+def test_a_checkpoint_keeps_its_key_group_layout_unless_one_is_given(tmp_path):
+    """A new checkpoint records the default layout (DEFAULT_KEY_GROUPS key groups of several engines); a resumed
+    query takes the checkpoint's layout when the caller gives none (a checkpoint written before key groups held
+    several engines has no ``group_engines``: 64 key groups of one engine each), and a given --key-groups that
+    contradicts it is refused in one line. Checked before Spark starts."""
+    from cep.connectors import spark as S
+
+    new = S.pattern_spec(PATTERNS)
+    assert (new.key_groups, new.group_engines) == (S.DEFAULT_KEY_GROUPS, S.ENGINE_BUCKETS // S.DEFAULT_KEY_GROUPS)
+    assert new.group_engines > 1 and new.layout() == f"{new.key_groups}x{new.group_engines}"
+    ck = tmp_path / "ck"
+    S.check_checkpoint(str(ck), new)
+    meta = json.loads((ck / S.CHECKPOINT_META).read_text())
+    assert (meta["key_groups"], meta["group_engines"]) == (new.key_groups, new.group_engines)
+    old = tmp_path / "old"
+    S.check_checkpoint(str(old), S.pattern_spec(PATTERNS, key_groups=64))
+    meta = json.loads((old / S.CHECKPOINT_META).read_text())
+    assert meta["group_engines"] == 1
+    del meta["group_engines"]  # as written before key groups held several engines
+    (old / S.CHECKPOINT_META).write_text(json.dumps(meta))
+    for given, want in (({}, (64, 1)), ({"key_groups": 64}, (64, 1))):
+        spec = S.pattern_spec(PATTERNS, **given)
+        S.check_checkpoint(str(old), spec)
+        assert (spec.key_groups, spec.group_engines, spec.layout()) == (*want, "64")
+    spec = S.pattern_spec(PATTERNS)
+    S.check_checkpoint(str(ck), spec)
+    assert (spec.key_groups, spec.group_engines) == (new.key_groups, new.group_engines)
+    with pytest.raises(S.SparkPathError, match="--key-groups"):
+        S.check_checkpoint(str(old), S.pattern_spec(PATTERNS, key_groups=S.DEFAULT_KEY_GROUPS))
+    r = run_cep("spark", *PATTERNS, "-i", str(tmp_path), "-o", str(tmp_path / "out"), "--checkpoint", str(old),
+                "--key-groups", "16", check=False)
+    assert r.returncode == 1 and r.stderr.count("\n") == 1 and "--key-groups" in r.stderr, r.stderr
+
+
+def test_a_key_group_s_engines_round_trip_through_its_state():
+    """A key group of several engine buckets stores them in one state row (``_state_blob``) and loads each
+    bucket's engine back (the same state); a state of another layout (its nonce's head) is refused."""
+    import pandas as pd
+    from cep.connectors import spark as S
+
+    from bench.spark_state import FakeGroupState
+
+    spec = S.pattern_spec("PATTERN p SEQ(A a, B b) WHERE a.k = b.k WITHIN 10\n", key_groups=2)
+    assert spec.group_engines == S.ENGINE_BUCKETS // 2
+    recs = [{"type": "A", "ts": i, "k": i % 9} for i in range(40)]
+    df = next(S._route_batches(spec)(iter([pd.DataFrame({"pos": [f"f:{i}" for i in range(40)],
+                                                          "value": [json.dumps(r) for r in recs]})])))
+    assert set(df.kg) == {0, 1} and (df.kg == df.eg % 2).all()
+    kg = int(df.kg.value_counts().idxmax())
+    rows = df[df.kg == kg]
+    assert rows.eg.nunique() > 1  # several buckets in this key group
+    st = FakeGroupState()
+    S._ENGINES.clear()
+    assert S._group_step(spec, 0, kg, [rows], st) == []
+    nonce, blob = st.get
+    assert nonce.startswith(f"{spec.layout()}:")
+    engines = S._state_engines(spec, 0, kg, nonce, blob)
+    assert sorted(engines) == sorted(set(rows.eg))
+    cached = kept = S._ENGINES[(spec.cache_id(), 0, kg)][1]
+    assert {eg: e.dumps() for eg, e in engines.items()} == {eg: e.dumps() for eg, e in cached.items()}
+    assert sum(e.retained_events for e in engines.values()) == len(rows.value.map(S._unpacked).sum())
+    # the next micro-batch (B records matching some A's) on a worker that cached the engines and on one that
+    # loads them from the state: the same composite events and the same state after
+    bs = [{"type": "B", "ts": 41 + i, "k": i} for i in range(9)]
+    df2 = next(S._route_batches(spec)(iter([pd.DataFrame({"pos": [f"g:{i}" for i in range(9)],
+                                                           "value": [json.dumps(r) for r in bs]})])))
+    rows2 = df2[df2.kg == kg]
+    outs, states = [], []
+    for cached in (True, False):
+        st2 = FakeGroupState()
+        st2.update(st.get)
+        st2.watermark_ms = S.spark_watermark_after(spec, 39)
+        S._ENGINES.clear()
+        if cached:  # as the first step left them (``_save``)
+            S._ENGINES[(spec.cache_id(), 0, kg)] = (nonce, dict(kept))
+        outs.append(sorted(S._group_step(spec, 0, kg, [rows2], st2)))
+        states.append({eg: e.dumps() for eg, e in S._state_engines(spec, 0, kg, *st2.get).items()})
+    assert outs[0] == outs[1] and {r[1] for r in outs[0]} == {"+"}
+    assert states[0] == states[1]
+    with pytest.raises(S.SparkPathError, match="key-group layout"):
+        S._state_engines(S.pattern_spec(spec.sources[0][1], key_groups=64), 0, kg, nonce, blob)
 
 
 # ------------------------------------------------------------------------------------------ against cep run
