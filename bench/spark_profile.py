@@ -218,7 +218,7 @@ def child(args: argparse.Namespace) -> None:
     if cluster:
         os.environ["SPARK_HOME"] = spark_home_for_cluster(work)
     if args.jfr:
-        from cep.connectors.spark import JVM_OPTIONS
+        from cep.connectors.spark import given_log_config, session_settings
 
         # JFR's profile settings with Java samples every ``--jfr-period`` ms (the JDK's profile.jfc, edited)
         jfc = Path(subprocess.run(["java", "-XshowSettings:properties", "-version"], capture_output=True,
@@ -226,8 +226,12 @@ def child(args: argparse.Namespace) -> None:
         text = re.sub(r'(control="method-sampling-java-interval">)[^<]*', rf"\g<1>{args.jfr_period} ms",
                       jfc.read_text())
         (work / "sample.jfc").write_text(text)
-        opt = f"{JVM_OPTIONS} -XX:StartFlightRecording=settings={work}/sample.jfc"  # dumped by jcmd below
-        extra["spark.executor.extraJavaOptions" if cluster else "spark.driver.extraJavaOptions"] = opt
+        key = "spark.executor.extraJavaOptions" if cluster else "spark.driver.extraJavaOptions"
+        # the JVM options the session would get (cep's JIT, collector and log configuration), and JFR
+        base = session_settings(args.master, {}, log_config_given=given_log_config({}))[key]
+        # deep stacks: Spark's are deeper than JFR's default 64 frames (the root side, the phase, was cut off)
+        extra[key] = (f"{base} -XX:FlightRecorderOptions=stackdepth=1024 "
+                      f"-XX:StartFlightRecording=settings={work}/sample.jfc")  # dumped by jcmd below
     spark = make_session(args.master, args.partitions, kafka=False, app="cep-profile", extra=extra)
     marks: list[dict] = []
     pyspy: list[subprocess.Popen] = []
@@ -295,6 +299,9 @@ def child(args: argparse.Namespace) -> None:
         delta = {k: [round(v[0] - a.get(k, [0, 0])[0], 2), round(v[1] - a.get(k, [0, 0])[1], 2)] for k, v in b.items()}
         out["jvm_threads_user_sys"] = sorted(((k, v) for k, v in delta.items() if sum(v) > 0.01),
                                              key=lambda kv: -sum(kv[1]))
+    if cluster:  # what the executors logged (their stderr files under SPARK_HOME/work), warm-up query included
+        logs = list((work / "spark-home" / "work").glob("*/*/stderr"))
+        out["executor_log_lines"] = sum(len(f.read_text(errors="replace").splitlines()) for f in logs)
     if args.jfr:
         out["jfr"] = jfr_profile(sorted(work.glob("jfr-*.jfr")), data[0]["at"], args.top)
     if args.py_spy:
@@ -322,6 +329,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--py-spy", action="store_true", help="Python worker profile (needs py-spy on PATH)")
     ap.add_argument("--top", type=int, default=25)
     ap.add_argument("--keep", help="copy the py-spy stacks (collapsed) to this file")
+    ap.add_argument("--keep-jfr", help="copy the JVMs' recordings (jfr-PID.jfr) into this directory")
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--work", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
@@ -343,6 +351,12 @@ def main(argv: list[str] | None = None) -> int:
             print(text[-6000:], file=sys.stderr)
             return 1
         print(lines[-1])
+        if args.keep_jfr:
+            import shutil
+
+            Path(args.keep_jfr).mkdir(parents=True, exist_ok=True)
+            for f in work.glob("jfr-*.jfr"):
+                shutil.copy(f, Path(args.keep_jfr) / f.name)
         if args.keep and (work / "pyspy-all.txt").is_file():
             Path(args.keep).write_text((work / "pyspy-all.txt").read_text())
     return 0

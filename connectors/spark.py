@@ -52,7 +52,7 @@ import sys
 import uuid
 import zlib
 from collections import OrderedDict
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -1432,12 +1432,21 @@ JIT_OPTIONS = "-XX:TieredStopAtLevel=1"
 # extraJavaOptions keeps its own collector.
 GC_OPTIONS = "-XX:+UseParallelGC"
 JVM_OPTIONS = f"{JIT_OPTIONS} {GC_OPTIONS}"
+# The JVMs' logging: cep's log4j2 configuration (Spark's defaults at WARN, not INFO), shipped in this package.
+# Why: Spark's default executors log ~80 INFO lines per micro-batch each (tasks, broadcasts, shuffle blocks,
+# state store commits), ~6 % of local-cluster executors' Java samples (bench/results/spark.md); make_session's
+# ``setLogLevel`` reaches the driver's JVM only. Added to the JVM options of the driver and of executors on this
+# machine (local, local-cluster: the file's path exists there) unless the deployment gives its own log4j2
+# configuration (``given_log_config``), which then stays in force.
+LOG_CONFIG = Path(__file__).with_name("log4j2.properties")
+LOG_OPTION = f"-Dlog4j2.configurationFile={LOG_CONFIG}"
+DRIVER_JAVA_OPTIONS, EXECUTOR_JAVA_OPTIONS = "spark.driver.extraJavaOptions", "spark.executor.extraJavaOptions"
 
 # cep's settings for a session; anything the deployment gives (spark-submit, spark-defaults.conf,
 # PYSPARK_SUBMIT_ARGS) wins over these
 SESSION_DEFAULTS = {
-    "spark.driver.extraJavaOptions": JVM_OPTIONS,
-    "spark.executor.extraJavaOptions": JVM_OPTIONS,
+    DRIVER_JAVA_OPTIONS: JVM_OPTIONS,
+    EXECUTOR_JAVA_OPTIONS: JVM_OPTIONS,
     "spark.ui.showConsoleProgress": "false",
     "spark.sql.session.timeZone": "UTC",
     "spark.sql.execution.arrow.pyspark.enabled": "true",
@@ -1504,12 +1513,38 @@ def given_spark_conf() -> dict[str, str]:
     return conf
 
 
+LOG4J2_FILES = tuple(f"log4j2{t}.{e}" for t in ("-test", "") for e in ("properties", "yaml", "yml", "json", "jsn", "xml"))
+
+
+def given_log_config(given: dict[str, str], environ: Mapping[str, str] = os.environ) -> bool:
+    """Whether the deployment gives the JVMs a log4j2 configuration of its own (then cep's ``LOG_CONFIG`` is not
+    added): a ``log4j`` system property in its JVM options (``extraJavaOptions`` of the driver or the executors,
+    ``JDK_JAVA_OPTIONS``, ``JAVA_TOOL_OPTIONS``, ``PYSPARK_SUBMIT_ARGS``), ``LOG4J_CONFIGURATION_FILE``, or a log4j2 file in Spark's
+    configuration directory (``SPARK_CONF_DIR``, else ``$SPARK_HOME/conf``: on the JVMs' class path) or in a
+    directory of the given extra class paths."""
+    options = [given.get(DRIVER_JAVA_OPTIONS, ""), given.get(EXECUTOR_JAVA_OPTIONS, ""),
+               environ.get("JDK_JAVA_OPTIONS", ""), environ.get("JAVA_TOOL_OPTIONS", ""),
+               environ.get("PYSPARK_SUBMIT_ARGS", "")]  # (its --driver-java-options are not in ``given``)
+    if any("-Dlog4j" in o for o in options) or environ.get("LOG4J_CONFIGURATION_FILE"):
+        return True
+    dirs = [environ.get("SPARK_CONF_DIR") or (os.path.join(environ["SPARK_HOME"], "conf")
+                                               if environ.get("SPARK_HOME") else "")]
+    for key in ("spark.driver.extraClassPath", "spark.executor.extraClassPath"):
+        dirs += given.get(key, "").split(os.pathsep)
+    return any(d and os.path.isfile(os.path.join(d, f)) for d in dirs for f in LOG4J2_FILES)
+
+
 def session_settings(master: str, given: dict[str, str], state_partitions: int | None = None, *,
-                     rocksdb: bool = True) -> dict[str, str]:
+                     rocksdb: bool = True, log_config_given: bool = False) -> dict[str, str]:
     """The settings ``make_session`` adds to a session on ``master``: cep's defaults that ``given`` (the
     deployment's settings, ``given_spark_conf``) does not set, and the state partitions (an explicit
-    ``state_partitions`` wins over the deployment's; without either, 4)."""
+    ``state_partitions`` wins over the deployment's; without either, 4). ``log_config_given``: the deployment
+    gives its own log4j2 configuration (``given_log_config``): cep's ``LOG_OPTION`` is not added."""
     wanted = dict(SESSION_DEFAULTS)
+    if not log_config_given and " " not in str(LOG_CONFIG):  # (a path with a space would need quoting)
+        wanted[DRIVER_JAVA_OPTIONS] += " " + LOG_OPTION
+        if master.startswith(("local[", "local-cluster[")) or master == "local":
+            wanted[EXECUTOR_JAVA_OPTIONS] += " " + LOG_OPTION
     if master.startswith("local[") or master == "local":
         wanted.update(LOCAL_DEFAULTS)
     if master.startswith(("local[", "local-cluster[")) or master == "local":
@@ -1541,7 +1576,8 @@ def make_session(master: str | None = None, state_partitions: int | None = None,
         # this machine's executors run this interpreter (and so this cep), not whatever ``python3`` is on PATH
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     b = SparkSession.builder.master(master).appName(given.get("spark.app.name", app))
-    for k, v in session_settings(master, given, state_partitions, rocksdb=rocksdb).items():
+    for k, v in session_settings(master, given, state_partitions, rocksdb=rocksdb,
+                                 log_config_given=given_log_config(given)).items():
         b = b.config(k, v)
     if kafka:
         from cep.connectors import jars

@@ -7,6 +7,7 @@ has its own directories and checkpoint and runs with ``availableNow`` (or is sto
 from __future__ import annotations
 
 import json
+import os
 import time
 from collections import Counter
 from pathlib import Path
@@ -78,19 +79,26 @@ def test_session_settings_fill_in_only_what_the_deployment_does_not_give():
     PYSPARK_SUBMIT_ARGS) sets nothing; a setting it gives is never replaced, whichever default it is."""
     from cep.connectors.spark import (
         CHECKPOINT_FILE_MANAGER,
+        DRIVER_JAVA_OPTIONS,
+        EXECUTOR_JAVA_OPTIONS,
+        JVM_OPTIONS,
         LOCAL_DEFAULTS,
         LOCAL_FS_DEFAULTS,
+        LOG_OPTION,
         ROCKSDB_DEFAULTS,
         SESSION_DEFAULTS,
         session_settings,
     )
 
     defaults = {**SESSION_DEFAULTS, **ROCKSDB_DEFAULTS}
+    # cep's log4j2 configuration: the driver's JVM, and the executors' on this machine's masters only
+    logs = {DRIVER_JAVA_OPTIONS: f"{JVM_OPTIONS} {LOG_OPTION}", EXECUTOR_JAVA_OPTIONS: f"{JVM_OPTIONS} {LOG_OPTION}"}
     local = session_settings("local[2]", {})
-    assert local == {**defaults, **LOCAL_DEFAULTS, **LOCAL_FS_DEFAULTS, "spark.sql.shuffle.partitions": "4"}
-    assert session_settings("local-cluster[2,1,1024]", {}) == {**defaults, **LOCAL_FS_DEFAULTS,
+    assert local == {**defaults, **LOCAL_DEFAULTS, **LOCAL_FS_DEFAULTS, **logs, "spark.sql.shuffle.partitions": "4"}
+    assert session_settings("local-cluster[2,1,1024]", {}) == {**defaults, **LOCAL_FS_DEFAULTS, **logs,
                                                                "spark.sql.shuffle.partitions": "4"}
-    assert session_settings("spark://elsewhere:7077", {}) == {**defaults, "spark.sql.shuffle.partitions": "4"}
+    assert session_settings("spark://elsewhere:7077", {}) == {
+        **defaults, DRIVER_JAVA_OPTIONS: f"{JVM_OPTIONS} {LOG_OPTION}", "spark.sql.shuffle.partitions": "4"}
     for key in local:  # each of cep's settings, given by the deployment: kept as given (absent here)
         given = {key: "deployment's"}
         for master in ("local[2]", "local-cluster[2,1,1024]", "spark://elsewhere:7077"):
@@ -100,6 +108,43 @@ def test_session_settings_fill_in_only_what_the_deployment_does_not_give():
         "spark.sql.shuffle.partitions"] == "3"
     assert "spark.sql.streaming.stateStore.providerClass" not in session_settings("local[2]", {}, rocksdb=False)
     assert CHECKPOINT_FILE_MANAGER not in session_settings("local[2]", {"spark.hadoop.fs.defaultFS": "hdfs://nn:8020"})
+
+
+def test_cep_s_log_config_is_added_only_where_the_deployment_gives_none(tmp_path):
+    """cep's log4j2 configuration (WARN, not Spark's INFO) goes into the JVM options make_session fills in, unless
+    the deployment configures log4j2 itself: by a system property in its JVM options, LOG4J_CONFIGURATION_FILE,
+    a log4j2 file in Spark's configuration directory or in a directory of its extra class path."""
+    from cep.connectors.spark import (
+        DRIVER_JAVA_OPTIONS,
+        EXECUTOR_JAVA_OPTIONS,
+        LOG_CONFIG,
+        LOG_OPTION,
+        given_log_config,
+        session_settings,
+    )
+
+    assert LOG_CONFIG.is_file() and "rootLogger.level = warn" in LOG_CONFIG.read_text()
+    assert not given_log_config({}, {})
+    assert not given_log_config({DRIVER_JAVA_OPTIONS: "-Xss4m"}, {"SPARK_HOME": str(tmp_path)})
+    conf = tmp_path / "conf"
+    conf.mkdir()
+    (conf / "spark-defaults.conf").write_text("")
+    assert not given_log_config({}, {"SPARK_CONF_DIR": str(conf)})
+    (conf / "log4j2.properties").write_text("rootLogger.level = info\n")
+    assert given_log_config({}, {"SPARK_CONF_DIR": str(conf)})
+    assert given_log_config({}, {"SPARK_HOME": str(tmp_path)})  # $SPARK_HOME/conf
+    assert given_log_config({"spark.executor.extraClassPath": f"/nowhere.jar{os.pathsep}{conf}"}, {})
+    assert given_log_config({}, {"LOG4J_CONFIGURATION_FILE": "/etc/mine.xml"})
+    for key in (DRIVER_JAVA_OPTIONS, EXECUTOR_JAVA_OPTIONS):  # given for one side: kept for both
+        assert given_log_config({key: "-Xss4m -Dlog4j2.configurationFile=/etc/mine.xml"}, {})
+    for env in ("JDK_JAVA_OPTIONS", "JAVA_TOOL_OPTIONS"):
+        assert given_log_config({}, {env: "-Dlog4j.configurationFile=/etc/mine.xml"})
+    assert given_log_config({}, {"PYSPARK_SUBMIT_ARGS": "--driver-java-options '-Dlog4j2.configurationFile=x' "
+                                                        "pyspark-shell"})
+    assert not given_log_config({}, {"PYSPARK_SUBMIT_ARGS": "--master local[2] pyspark-shell"})
+    for master in ("local[2]", "local-cluster[2,1,1024]", "spark://elsewhere:7077"):
+        settings = session_settings(master, {}, log_config_given=True)
+        assert all(LOG_OPTION not in v and "log4j" not in v for v in settings.values()), (master, settings)
 
 
 def test_partition_analysis_routes_by_key():
@@ -540,6 +585,19 @@ def test_the_session_jvms_get_cep_jit_default_unless_given(spark):
     assert {b.getName() for b in jvm.getGarbageCollectorMXBeans()} == {"PS Scavenge", "PS MarkSweep"}
     executor = spark.sparkContext.getConf().get("spark.executor.extraJavaOptions").split()
     assert JIT_OPTIONS in executor and GC_OPTIONS in executor, executor
+
+
+def test_the_session_jvms_log_through_cep_s_log_config(spark):
+    """make_session's log4j2 configuration is the one the driver JVM's log4j2 loaded, and the
+    executors' JVM options carry it (the test session: a local master, no log4j2 configuration given)."""
+    from cep.connectors.spark import LOG_CONFIG, LOG_OPTION
+
+    jvm = spark.sparkContext._jvm
+    assert LOG_OPTION in list(jvm.java.lang.management.ManagementFactory.getRuntimeMXBean().getInputArguments())
+    config = jvm.org.apache.logging.log4j.LogManager.getContext(False).getConfiguration()
+    assert config.getConfigurationSource().getLocation() == str(LOG_CONFIG)
+    # (its root level is ERROR by now: make_session's setLogLevel, for the driver only)
+    assert LOG_OPTION in spark.sparkContext.getConf().get("spark.executor.extraJavaOptions")
 
 
 def test_the_session_commits_rocksdb_state_as_changelogs(spark):
