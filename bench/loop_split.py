@@ -9,9 +9,10 @@ matches); with those and the propagate/drop functions too (``-upd``: the batch l
 and the parse alone (``plain``) and the floor's decoding (``floor``, ``decode.lines``).  Medians
 over ROUNDS interleaved rounds (the machine is shared: compare within one run only).  ``--dis``:
 print the batch function's adaptive disassembly after a warm run instead (which instructions
-specialized).
+specialized).  ``--lines``: the engine in lines mode (``Engine(lines=True)``: what ``cep run`` to a
+file or stdout runs, each composite event built as its encoded line) instead of ``Output`` objects.
 
-Usage: python -m bench.loop_split PATTERN DATA [ROUNDS] [--dis]
+Usage: python -m bench.loop_split PATTERN DATA [ROUNDS] [--dis] [--lines]
 """
 
 from __future__ import annotations
@@ -26,7 +27,8 @@ import time
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     show = "--dis" in args
-    args = [a for a in args if a != "--dis"]
+    lines_mode = "--lines" in args
+    args = [a for a in args if a not in ("--dis", "--lines")]
     if len(args) < 2:
         print(__doc__.strip().splitlines()[-1], file=sys.stderr)
         return 2
@@ -44,7 +46,7 @@ def main(argv: list[str] | None = None) -> int:
     chunks = [lines[i:i + size] for i in range(0, len(lines), size)]
 
     def engine(variant: str) -> Engine:
-        eng = Engine(patterns, lateness=0)
+        eng = Engine(patterns, lateness=0, lines=lines_mode)
         g = eng._handlers.batch.__globals__
         for k in list(g):
             if variant in ("-new", "-upd") and k.startswith("new"):
