@@ -641,12 +641,7 @@ def test_local_checkpoints_go_through_the_file_system_api_and_resume_either_way(
         spark.conf.set(CHECKPOINT_FILE_MANAGER, FS_CHECKPOINT_FILE_MANAGER)
     first = read_dir_output(out)
     write_jsonl(inp / "b.jsonl", events[half:])
-    q = start_query(spark, cli_args("-i", str(inp), "-o", str(out), "--checkpoint", str(ck), "--available-now"))
-    q.awaitTermination()
-    assert q.exception() is None
-    got = read_dir_output(out)
-    assert 0 < len(first) < len(got)
-    assert content(got) == content(ref)
+    _resumed_is_one_run(spark, inp, out, ck, first, ref)
 
 
 def test_files_to_files_matches_cep_run(spark, data, tmp_path):
@@ -721,6 +716,19 @@ def test_query_stopped_mid_stream_resumes_from_checkpoint(spark, data, tmp_path)
         assert o == expected[o["id"]]
 
 
+def _resumed_is_one_run(spark, inp: Path, out: Path, ck: Path, first: list, ref) -> None:
+    """The query run again on checkpoint ``ck`` over what is in ``inp`` now: it adds to ``first`` (the output
+    before the stop), and the whole output is that of one uninterrupted run (``ref``)."""
+    from cep.connectors.spark_cli import start_query
+
+    q = start_query(spark, cli_args("-i", str(inp), "-o", str(out), "--checkpoint", str(ck), "--available-now"))
+    q.awaitTermination()
+    assert q.exception() is None
+    got = read_dir_output(out)
+    assert 0 < len(first) < len(got)
+    assert content(got) == content(ref)
+
+
 def test_a_checkpoint_of_one_engine_per_key_group_resumes_as_written(spark, data, tmp_path):
     """A checkpoint written before key groups held several engines (64 key groups of one engine each, no
     ``group_engines`` in its record) resumes without --key-groups in its own layout: the state it holds (partial
@@ -744,12 +752,7 @@ def test_a_checkpoint_of_one_engine_per_key_group_resumes_as_written(spark, data
     first = read_dir_output(out)
     for f in files[3:]:
         f.rename(inp / f.name)
-    q = start_query(spark, cli_args("-i", str(inp), "-o", str(out), "--checkpoint", str(ck), "--available-now"))
-    q.awaitTermination()
-    assert q.exception() is None
-    got = read_dir_output(out)
-    assert 0 < len(first) < len(got)
-    assert content(got) == content(ref)
+    _resumed_is_one_run(spark, inp, out, ck, first, ref)
 
 
 @pytest.mark.kafka
