@@ -1113,11 +1113,7 @@ def _by_bucket(pdfs) -> dict[int, list[str]]:
     for pdf in pdfs:
         if len(pdf):
             for eg, value in zip(pdf["eg"].tolist(), pdf["value"].tolist(), strict=True):
-                got = out.get(eg)
-                if got is None:
-                    out[eg] = [value]
-                else:
-                    got.append(value)
+                out.setdefault(eg, []).append(value)  # (a packed row per bucket and route task: a few per group)
     return out
 
 
