@@ -53,7 +53,7 @@ import uuid
 import zlib
 from collections import OrderedDict
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -1625,14 +1625,15 @@ def checkpoint_fingerprint(spec: PatternSpec) -> dict:
 LAYOUT_KEYS = ("key_groups", "group_engines")  # a checkpoint's state layout: its own on resume unless given
 
 
-def check_checkpoint(checkpoint: str, spec: PatternSpec) -> None:
+def check_checkpoint(checkpoint: str, spec: PatternSpec) -> PatternSpec:
     """Refuse a checkpoint written for other patterns or options (one line); record them in a new one.
 
     Why: the state store holds engine states of (pattern, key group) groups; other patterns or another key-group
     count would route records to the wrong states, and Spark would only fail deep inside a micro-batch.
-    The key-group layout (``LAYOUT_KEYS``) the caller did not choose (``spec.given``) is taken from the
-    checkpoint into ``spec``, as Flink keeps a savepoint's max parallelism: a checkpoint written with other
-    defaults (64 key groups of one engine each, before key groups held several) resumes as it was written.
+    Returns the spec the query runs with: ``spec`` with the key-group layout (``LAYOUT_KEYS``) the caller did not
+    choose (``spec.given``) taken from the checkpoint, as Flink keeps a savepoint's max parallelism: a checkpoint
+    written with other defaults (64 key groups of one engine each, before key groups held several) resumes as
+    it was written.
     """
     import json
 
@@ -1643,16 +1644,14 @@ def check_checkpoint(checkpoint: str, spec: PatternSpec) -> None:
         except ValueError:
             raise SparkPathError(f"checkpoint {checkpoint}: {CHECKPOINT_META} is not readable") from None
         have.setdefault("group_engines", 1)  # written when a key group was one engine
-        for k in LAYOUT_KEYS:
-            if k not in spec.given and type(have.get(k)) is int:
-                setattr(spec, k, have[k])
+        spec = replace(spec, **{k: have[k] for k in LAYOUT_KEYS if k not in spec.given and type(have.get(k)) is int})
         want = checkpoint_fingerprint(spec)
         diff = sorted(k for k in want if have.get(k) != want[k])
         if diff:
             what = ", ".join("pattern files" if k == "patterns" else f"--{k.replace('_', '-')}" for k in diff)
             raise SparkPathError(f"checkpoint {checkpoint} was written with other {what} (a resumed query needs "
                                  "the same patterns and options); use a new checkpoint directory")
-        return
+        return spec
     want = checkpoint_fingerprint(spec)
     if (Path(checkpoint) / "offsets").is_dir():
         raise SparkPathError(f"checkpoint {checkpoint} was not written by cep spark (no {CHECKPOINT_META}); "
@@ -1661,3 +1660,4 @@ def check_checkpoint(checkpoint: str, spec: PatternSpec) -> None:
     tmp = meta.with_suffix(".tmp")
     tmp.write_text(json.dumps(want, indent=1))
     tmp.replace(meta)
+    return spec

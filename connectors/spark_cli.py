@@ -188,8 +188,7 @@ def start_query(spark, args: argparse.Namespace):
     """Build and start the streaming query (used by main and by tests/benchmarks with their own session)."""
     from cep.connectors.spark import check_checkpoint, detect
 
-    spec = query_spec(args)
-    check_checkpoint(args.checkpoint, spec)
+    spec = check_checkpoint(args.checkpoint, query_spec(args))
     spec.match_column = False  # the targets take ``value`` (and ``key``) only
     # a directory's text sink writes a group's lines as one row (``spark._out_rows``: the same bytes, fewer rows
     # through Spark); Kafka needs one record per composite event, keyed by its partition key
@@ -325,8 +324,8 @@ def main(argv: list[str] | None = None) -> int:
                   "end of input\n")
         return EXIT_OTHER
     try:
-        spec = query_spec(args)  # pattern errors and a checkpoint of other patterns, before Spark starts
-        check_checkpoint(args.checkpoint, spec)
+        # pattern errors and a checkpoint of other patterns, before Spark starts
+        spec = check_checkpoint(args.checkpoint, query_spec(args))
     except PatternError as e:
         err.write(str(e) + "\n")
         return EXIT_PATTERN

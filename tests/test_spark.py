@@ -1022,11 +1022,9 @@ def test_a_checkpoint_keeps_its_key_group_layout_unless_one_is_given(tmp_path):
     del meta["group_engines"]  # as written before key groups held several engines
     (old / S.CHECKPOINT_META).write_text(json.dumps(meta))
     for given, want in (({}, (64, 1)), ({"key_groups": 64}, (64, 1))):
-        spec = S.pattern_spec(PATTERNS, **given)
-        S.check_checkpoint(str(old), spec)
+        spec = S.check_checkpoint(str(old), S.pattern_spec(PATTERNS, **given))
         assert (spec.key_groups, spec.group_engines, spec.layout()) == (*want, "64")
-    spec = S.pattern_spec(PATTERNS)
-    S.check_checkpoint(str(ck), spec)
+    spec = S.check_checkpoint(str(ck), S.pattern_spec(PATTERNS))
     assert (spec.key_groups, spec.group_engines) == (new.key_groups, new.group_engines)
     with pytest.raises(S.SparkPathError, match="--key-groups"):
         S.check_checkpoint(str(old), S.pattern_spec(PATTERNS, key_groups=S.DEFAULT_KEY_GROUPS))
