@@ -51,7 +51,7 @@ class FakeGroupState:
         pass
 
 
-PHASES = ("_group_step", "_push_all", "_group_lines", "_decode_group", "_out_rows", "_frame", "_save", "_engines_for", "_push_values", "_by_bucket")
+PHASES = ("_group_step", "_lines_of", "_decode_group", "_out_rows", "_frame", "_save", "_engines_for", "_push_values", "_by_bucket")
 ENGINE_PHASES = ("push_batch", "advance_watermark", "dumps")
 
 

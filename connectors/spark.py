@@ -564,7 +564,7 @@ def _pack_segments(segs: list[tuple[str, list[str], list[bytes], bool]]) -> list
     """A group's records as route-row values (``_pack``'s format): ``segs`` are ``(prefix, position rests, raw
     texts, plain)``, record ``j`` of a segment at position ``prefix + rests[j]``, ``plain`` whether its texts
     passed ``plain_lines``: a value of only such texts starts with ``PLAIN_MARK``, so the state step does not
-    test its bytes again (``_group_lines``; the test is one of each record's bytes, so it holds for any of
+    test its bytes again (``_lines_of``; the test is one of each record's bytes, so it holds for any of
     them).
 
     Why segments: the router gathers a group's records of one input (a whole file: its path and the line
@@ -648,18 +648,13 @@ def _unpack(pdfs) -> Iterator[tuple[str, str]]:
             yield from zip(poss, texts, strict=True)
 
 
-def _group_lines(pdfs) -> tuple[list[str], list[bytes], bool]:
-    """A group's records from its packed rows, in row order: their positions and raw texts (bytes), and whether
-    every row was marked plain by the route step (``_pack_segments``: its texts passed ``plain_lines``).
+def _lines_of(values: list[str]) -> tuple[list[str], list[bytes], bool]:
+    """The records of a bucket's packed row values, in row order: their positions and raw texts (bytes), and
+    whether every row was marked plain by the route step (``_pack_segments``: its texts passed ``plain_lines``).
 
     Why bytes: the state step decodes them as ``cep run`` decodes a JSON lines file (``decode.lines``); a
     packed value's texts are encoded once and split, not one record at a time.
     """
-    return _lines_of([v for pdf in pdfs for v in pdf["value"].tolist()])
-
-
-def _lines_of(values: list[str]) -> tuple[list[str], list[bytes], bool]:
-    """``_group_lines`` of packed row values."""
     poss: list[str] = []
     lines: list[bytes] = []
     plain = True
@@ -718,8 +713,8 @@ def _lead_patterns(spec: PatternSpec) -> dict[str, int]:
 _LEADS: dict[tuple, dict[str, int]] = {}
 
 
-def _push_all(spec: PatternSpec, eng, g: int, pdfs) -> tuple[list[tuple], list]:
-    """Push one group's records of a micro-batch (its packed rows) in event-time order; return the side rows
+def _push_values(spec: PatternSpec, eng, g: int, values: list[str]) -> tuple[list[tuple], list]:
+    """Push one bucket's records of a micro-batch (its packed row values) in event-time order; return the side rows
     (late records, bad records) and the composite events (``Output``s, for ``_out_rows``).
 
     A record below the engine's watermark (Spark's, see ``engine_watermark``) is late: it becomes a ``late`` row
@@ -728,11 +723,6 @@ def _push_all(spec: PatternSpec, eng, g: int, pdfs) -> tuple[list[tuple], list]:
     The records go to the engine in one ``push_batch`` (as ``cep run``'s batch loop): a late record or an unknown
     retraction interrupts it (``BatchInterrupted``: the outputs before it), and the batch goes on after it.
     """
-    return _push_values(spec, eng, g, [v for pdf in pdfs for v in pdf["value"].tolist()])
-
-
-def _push_values(spec: PatternSpec, eng, g: int, values: list[str]) -> tuple[list[tuple], list]:
-    """``_push_all`` of packed row values."""
     from cep.errors import BatchInterrupted, LateEventError, UnknownRetractionError
     from cep.io.readers import make_decoder
 
@@ -799,7 +789,7 @@ def _decode_group(spec: PatternSpec, decode, lines: list[bytes], poss: list[str]
     goes through ``decode``. Otherwise ``decode.lines`` in chunks, then the rest of a chunk one at a time.
     Why one loop: a second decode of every record (the route step read them first) was the state step's largest
     cost after the engine's (~0.2 of ~2.3 CPU s per 10^5 records), and the order and the ops were two passes more.
-    ``plain``: True when the route step found the lines plain (their packed rows say so: ``_group_lines``), None
+    ``plain``: True when the route step found the lines plain (their packed rows say so: ``_lines_of``), None
     to test them here.
     """
     import orjson

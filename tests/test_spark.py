@@ -203,12 +203,12 @@ def test_route_step_packs_one_row_per_group_and_the_state_step_unpacks_it():
     # the records' bytes passed ``plain_lines`` (the state step does not test them again), not when they did not
     assert row.value.tolist() == [f"p2 f:\n1\n2\n{values[0]}\n{values[1]}"] and row.tus.tolist() == [5_000_000]
     assert S._unpacked(row.value.tolist()[0]) == (["f:1", "f:2"], values[:2])
-    assert S._group_lines([row]) == (["f:1", "f:2"], [v.encode() for v in values[:2]], True)
+    assert S._lines_of(row.value.tolist()) == (["f:1", "f:2"], [v.encode() for v in values[:2]], True)
     nested = json.dumps({"type": "A", "ts": 2, "k": 1, "s": "a[b"})  # a "[": not plain (a good record)
     odd = list(route(iter([pd.DataFrame({"pos": pos[:3], "value": [values[0], nested, values[2]]})])))[0]
     row = odd[(odd.g == 0) & (odd.kg == kg[1])]
     assert row.value.tolist() == [f"2 f:\n1\n2\n{values[0]}\n{nested}"]
-    assert S._group_lines([row]) == (["f:1", "f:2"], [values[0].encode(), nested.encode()], False)
+    assert S._lines_of(row.value.tolist()) == (["f:1", "f:2"], [values[0].encode(), nested.encode()], False)
     assert list(S._route_batches(spec)(iter([pd.DataFrame({"pos": ["x\n1", "x\n2"], "value": values[:2]})])))[0][
         lambda f: f.g == 0].value.map(S._unpacked).tolist() == [(["x\n1"], [values[0]]), (["x\n2"], [values[1]])]
     assert S._unpacked(S._pack(["ab", "a", "abc"], ["1", "2", "3"])[0]) == (["ab", "a", "abc"], ["1", "2", "3"])
@@ -416,7 +416,7 @@ def test_batched_route_and_state_steps_equal_one_record_at_a_time(frac, nested):
             continue
         eng = spec.new_engine(g, own_watermark=False)
         eng.advance_watermark(wm)
-        side, outs = S._push_all(spec, eng, g, [rows])
+        side, outs = S._push_values(spec, eng, g, rows.value.tolist())
         ref = spec.new_engine(g, own_watermark=False)
         ref.advance_watermark(wm)
         evs = sorted(((decode(p, v.encode()), v) for p, v in got[(g, kg)]), key=lambda e: (e[0].ts, e[0].op == "-"))
@@ -462,7 +462,6 @@ def test_the_state_step_reads_records_as_decode_does_and_sorts_only_what_is_out_
     events are those of pushing the records one at a time in time order."""
     import random
 
-    import pandas as pd
     from cep.connectors import spark as S
 
     from cep.io.readers import make_decoder
@@ -491,7 +490,7 @@ def test_the_state_step_reads_records_as_decode_does_and_sorts_only_what_is_out_
     assert [e.fields for e in evs] == [decode(p, raw).fields for p, raw in zip(poss, odd, strict=False)] and flags == [False, True]
 
     eng = spec.new_engine(0, own_watermark=False)
-    side, outs = S._push_all(spec, eng, 0, [pd.DataFrame({"value": S._pack(poss, [x.decode() for x in lines])})])
+    side, outs = S._push_values(spec, eng, 0, S._pack(poss, [x.decode() for x in lines]))
     ref = spec.new_engine(0, own_watermark=False)
     ref_outs = []
     for ev in sorted(want, key=lambda e: e.ts):
