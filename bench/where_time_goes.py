@@ -381,18 +381,6 @@ class _Paired:
 
         src.take_lines = take_lines  # the instance's: the loop looks it up once, after ``type(src) is JsonlSource``
 
-        def take_many(limit: int):
-            """``JsonlSource.take_many`` (the key groups' loop) stopping where ``take_lines`` switches."""
-            first, lines = take_lines(limit)
-            parts, got = [lines], len(lines)
-            while lines and got < limit and self.served not in (self.steady_at, self.boundary):
-                _first, lines = take_lines(limit - got)
-                parts.append(lines)
-                got += len(lines)
-            return first, [x for part in parts for x in part]
-
-        src.take_many = take_many
-
     def close(self) -> None:
         self.src.close()
 
@@ -412,21 +400,15 @@ def floor_and_loop(pattern: Path, path: Path, chunk: int = CHUNK, clock=None, ou
     paired = _Paired(path, chunk, warm, clock)
     took: list[float] = []
     loop = runner._Run.loop
-    # (the loop over key groups, ``_Run.loop_groups``, where the run takes it)
-    loop_groups = getattr(runner._Run, "loop_groups", None)
 
-    def timed(fn):
-        def timed_loop(self):
-            paired.attach(self.src)
-            try:
-                return fn(self)
-            finally:
-                took.append(self.elapsed)
-        return timed_loop
+    def timed_loop(self):
+        paired.attach(self.src)
+        try:
+            return loop(self)
+        finally:
+            took.append(self.elapsed)
 
-    runner._Run.loop = timed(loop)
-    if loop_groups is not None:
-        runner._Run.loop_groups = timed(loop_groups)
+    runner._Run.loop = timed_loop
     was = runner.time
     runner.time = _Clock(clock)
     try:
@@ -434,8 +416,6 @@ def floor_and_loop(pattern: Path, path: Path, chunk: int = CHUNK, clock=None, ou
         _run_command(pattern, path, output)
     finally:
         runner._Run.loop = loop
-        if loop_groups is not None:
-            runner._Run.loop_groups = loop_groups
         runner.time = was
         paired.close()
     n = paired.records

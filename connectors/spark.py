@@ -217,8 +217,7 @@ def pattern_spec(patterns: str | os.PathLike | Sequence[str | os.PathLike], **kw
     spec = PatternSpec(sources, **kw, given=given)
     if spec.time_unit not in TIME_US:
         raise SparkPathError(f"unknown time unit {spec.time_unit!r} (use s, ms or us)")
-    for name in ("key_groups", "group_engines"):
-        v = getattr(spec, name)
+    for name, v in (("key_groups", spec.key_groups), ("group_engines", spec.group_engines)):
         if type(v) is not int or v < 1:
             raise SparkPathError(f"{name} must be a positive integer, got {v!r}")
     if "group_engines" not in given:

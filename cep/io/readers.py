@@ -414,7 +414,6 @@ class JsonlSource(Source):
     """
 
     kind = "jsonl"
-    regular = False  # a regular file (``open_source``): reading it never waits
 
     def __init__(self, stream: IO[bytes], name: str = "-", seekable: bool = False, size: int | None = None):
         self._f = stream
@@ -497,24 +496,6 @@ class JsonlSource(Source):
     def take(self, limit: int) -> list[tuple[str, Any]]:
         first, part = self.take_lines(limit)
         return line_pairs(first, part)
-
-    def take_many(self, limit: int) -> tuple[int, list[bytes]]:
-        """``take_lines`` up to ``limit`` lines, reading on while the stream is a file (a read of a
-        regular file does not wait); from a pipe or a terminal only what one read had ready, so a run
-        never holds output back while the reader waits (docs/language.md section 4).  (``cep run``'s
-        key groups: ``cep.runtime.keygroups``.)"""
-        first, lines = self.take_lines(limit)
-        if not self.regular or not lines or len(lines) >= limit:
-            return first, lines
-        parts = [lines]
-        got = len(lines)
-        while got < limit:
-            _f, more = self.take_lines(limit - got)
-            if not more:
-                break
-            parts.append(more)
-            got += len(more)
-        return first, parts[0] if len(parts) == 1 else [x for part in parts for x in part]
 
     def records(self) -> Iterator[tuple[str, Any]]:
         take = self.take
@@ -785,12 +766,9 @@ def open_source(spec: str, fmt: str = "jsonl"):
     except OSError as e:
         raise SourceError(f"cannot open input {spec}: {e.strerror or e}") from None
     import os
-    import stat
 
-    st = os.fstat(f.fileno())
-    src = cls(f, spec, seekable=True, size=st.st_size)
-    src.regular = stat.S_ISREG(st.st_mode)  # a read never waits (``JsonlSource.take_many``)
-    return src
+    size = os.fstat(f.fileno()).st_size
+    return cls(f, spec, seekable=True, size=size)
 
 
 class SourceError(Exception):
