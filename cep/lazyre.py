@@ -26,7 +26,7 @@ class LazyPattern:
 
     __slots__ = ("_args", "_compiled")
 
-    def __init__(self, pattern: str, flags: int = 0) -> None:
+    def __init__(self, pattern: str | bytes, flags: int = 0) -> None:
         self._args = (pattern, flags)
         self._compiled: re.Pattern | None = None
 
@@ -43,6 +43,6 @@ class LazyPattern:
         return f"lazy({self._args[0]!r}, {self._args[1]!r})"
 
 
-def lazy(pattern: str, flags: int = 0) -> LazyPattern:
+def lazy(pattern: str | bytes, flags: int = 0) -> LazyPattern:
     """A regular expression compiled at its first use (see the module doc)."""
     return LazyPattern(pattern, flags)

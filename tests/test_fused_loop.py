@@ -182,7 +182,8 @@ def test_push_records_stops_before_a_line_it_does_not_decode_and_changes_nothing
 @given(st.lists(st.fixed_dictionaries({"type": st.sampled_from(["A", "B"]), "ts": st.integers(0, 10**6),
                                        "x": st.one_of(st.integers(-10**6, 10**6), st.text("ab ,:}", max_size=4))}), max_size=5),
        st.sampled_from([None, '"op":"+"', '"op": "-"', '"x":"\\u006fp"', '"x":[1]', '"x":{"a":1}',
-                        '"x":12345678901234567890', '"x":"op"', '"op"']))
+                        '"x":12345678901234567890', '"x":-12345678901234567890', '"x":0.00006267302317998972',
+                        '"x":"op"', '"op"']))
 @example(recs=[], extra=None)
 def test_plain_says_which_batches_the_engine_may_decode(recs, extra):
     lines = [orjson.dumps(r) for r in recs]
@@ -191,7 +192,8 @@ def test_plain_says_which_batches_the_engine_may_decode(recs, extra):
     plain = make_decoder().plain(lines) is not None
     if extra is None:
         assert plain
-    elif extra in ('"x":12345678901234567890', '"x":[1]', '"x":{"a":1}', '"op"'):  # ('"op"': not JSON)
+    elif extra in ('"x":12345678901234567890', '"x":-12345678901234567890', '"x":[1]', '"x":{"a":1}',
+                   '"op"'):  # ('"op"': not JSON; a fraction's 20 digits are no integer's: plain)
         assert not plain
     else:  # an op field, or its name in a value or escaped: the loop's business (it stops at the field)
         assert plain
@@ -210,6 +212,24 @@ def test_plain_leaves_the_op_field_to_the_loop():
     assert make_decoder().plain(lines) == [orjson.loads(lines[0])]
     assert make_decoder(op_field="kind").plain(lines) == [orjson.loads(lines[0])]
     assert make_decoder().plain([lines[0], b"\n"]) is None  # a blank line: not valid JSON
+
+
+@pytest.mark.parametrize("value, nested", [(b'"a[b"', False), (b'"x:{y}"', False), (b'"{"', False), (b"null", False),
+                                           (b"true", False), (b"-1.5e3", False), (b"{}", True), (b"[]", True),
+                                           (b' { "a" : 1 }', True), (b"[[1]]", True), (b'{"b":[]}', True)])
+def test_plain_finds_nested_values_among_the_parsed_records(value, nested):
+    """``decode.plain`` tells a nested value by the parsed record (CPython tracks a dict once a dict
+    or a list is put in it: ``gc.is_tracked``), not by bytes: ``[``, ``{`` or ``:{`` in a string do
+    not send the batch away; a dict or a list value, empty or written with spaces, does."""
+    import gc
+
+    line = b'{"type":"A","ts":1,"x":' + value + b"}"
+    assert gc.is_tracked(orjson.loads(line)) is nested  # what ``plain`` relies on, for orjson's dicts
+    lines = [b'{"type":"A","ts":0}\n', line + b"\n", b'{"type":"B","ts":2}\n']
+    got = make_decoder().plain(lines)
+    assert (got is None) is nested
+    if got is not None:
+        assert got == [orjson.loads(x) for x in lines]
 
 
 @pytest.mark.parametrize("field, extra", [("op", b'"op":"-"'), ("op", b'"op":"+"'), ("op", b'"op":"x"'),

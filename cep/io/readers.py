@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable, Iterator
+from gc import is_tracked
 from io import BytesIO
 from itertools import islice
 from typing import IO, Any, Protocol
@@ -139,6 +140,12 @@ def convert_time(value: Any, factor: int, field: str = "ts") -> int | float:
 _ODD = frozenset((float, dict, list))  # value types the fast paths look at twice
 # ``decode_lines``' view of a batch's bytes: each digit ``0``, ``:`` and ``{`` themselves, any other byte ``.``
 _DIGITS = bytes(48 if 48 <= b <= 57 else b if b in (58, 123) else 46 for b in range(256))
+# ``plain``'s: each digit ``0``, any other byte ``.`` (only digit runs are looked for)
+_DIGITS_ONLY = bytes(48 if 48 <= b <= 57 else 46 for b in range(256))
+_RUN = b"0" * 19  # a run of 19 digits: maybe an integer orjson reads as a float
+# (``plain``, when the bytes have such a run) 19 digits not after a digit or a point: a fraction's digits
+# are not an integer's (``0.00006267302317998972`` is the same float for orjson and ``json``)
+_INTEGER_RUN = lazy(rb"(?<![.0-9])[0-9]{19}")
 _new = object.__new__
 
 
@@ -152,7 +159,7 @@ class InsertBatch(list):
     __slots__ = ()
 
 
-def _flat(blob: bytes, _digits: bytes = _DIGITS, _run: bytes = b"0" * 19) -> bool:
+def _flat(blob: bytes, _digits: bytes = _DIGITS, _run: bytes = _RUN) -> bool:
     """Whether a batch's bytes show that no record holds a nested value or an integer orjson reads
     as a float (``decode_lines``: then no scan of the values): no ``[``, no ``{`` after a ``:``
     (whitespace deleted from the view), no run of 19 digits."""
@@ -377,22 +384,36 @@ def make_decoder(
             break
         return out if plus else list(out)
 
-    def plain(lines: list[bytes], _map: Any = map) -> list | None:
-        """The parsed records of a batch whose bytes show that no record needs more than
-        ``Engine.push_records`` checks (its type, its time and whether it has the op field, nothing
-        of its other values): no nested value or integer beyond 64 bits (``_flat``), and every line
-        valid JSON; None otherwise (a string holding such bytes, a bad or blank line: the batch goes
-        the usual way, ``decode.lines`` and ``Engine.push_batch``).  Why: the engine's loop then
-        checks the records itself and makes an Event only for one it keeps
-        (``cep.runtime.handler._fused_head``; a record with the op field ends its run there, so it
-        is not looked for in the bytes); the parsing is one C loop over the batch (no Python
-        step per record), apart from the engine's loop (``_fused_head``: the instruction cache)."""
-        if not _flat(b"".join(lines)):
+    def plain(lines: list[bytes], _map: Any = map, _tracked: Any = is_tracked) -> list | None:
+        """The parsed records of a batch in which no record needs more than ``Engine.push_records``
+        checks (its type, its time and whether it has the op field, nothing of its other values):
+        every line valid JSON, no run of 19 digits in the bytes but a fraction's (an integer beyond
+        64 bits, which orjson reads as a float), and no parsed record holding a dict or a list; None otherwise (a
+        string holding such digits, a bad or blank line: the batch goes the usual way,
+        ``decode.lines`` and ``Engine.push_batch``).  Why: the engine's loop then checks the
+        records itself and makes an Event only for one it keeps (``cep.runtime.handler._fused_head``;
+        a record with the op field ends its run there, so it is not looked for in the bytes); the
+        parsing is one C loop over the batch (no Python step per record), apart from the engine's
+        loop (``_fused_head``: the instruction cache).
+
+        A nested value is found in the parsed records, not in the bytes (``_flat``'s ``[`` and
+        ``:{`` with whitespace deleted, ~600 of the ~1,750 instructions a record its check cost on
+        card testing's lines): CPython keeps a dict out of the garbage collector's lists while its
+        values are all atomic (str, int, float, bool, None) and tracks it once a dict or a list is
+        put in it (``gc.is_tracked``; orjson fills its dicts through CPython's own insertion,
+        tests/test_fused_loop.py checks that it does), so a record holds a nested value exactly
+        when it is tracked: one C call per record.  A record that is not an object (a scalar line)
+        is never tracked: the engine's loop stops at it."""
+        blob = b"".join(lines)
+        if _RUN in blob.translate(_DIGITS_ONLY) and _INTEGER_RUN.search(blob) is not None:
             return None
         try:
-            return list(_map(loads, lines))
+            recs = list(_map(loads, lines))
         except JSONDecodeError:
             return None
+        if any(_map(_tracked, recs)):
+            return None
+        return recs
 
     decode.many = decode_many  # type: ignore[attr-defined]
     decode.lines = decode_lines  # type: ignore[attr-defined]

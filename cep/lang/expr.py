@@ -139,6 +139,9 @@ def _fold(op: str, a, b):
     return mod(a, b)
 
 
+_EXACT = 2**53  # every integer up to this magnitude is a float exactly
+
+
 def _is_num_literal(v: Any) -> bool:
     return type(v) is int or type(v) is float
 
@@ -636,8 +639,8 @@ def inline_conditions(exprs: Sequence[ast.Expr], access: AccessFn,
     return srcs, env
 
 
-def inline_number_tests(exprs: Sequence[ast.Expr], access: AccessFn,
-                        const_prefix: str = "_c") -> tuple[str, list[str], dict[str, Any]] | None:
+def inline_number_tests(exprs: Sequence[ast.Expr], access: AccessFn, const_prefix: str = "_c",
+                        floats: bool = False) -> tuple[str, list[str], dict[str, Any]] | None:
     """``(v, tests, names)`` when every condition compares one and the same attribute with number
     constants only (through AND, OR and NOT): ``v`` is the caller's name for that attribute read and
     each test is its condition's truth where ``v`` holds a number (an int or a float, not a
@@ -645,7 +648,10 @@ def inline_number_tests(exprs: Sequence[ast.Expr], access: AccessFn,
     TRUE: the caller tests the number once, as an ``if``, with the tests inside it and every
     condition false outside it (card testing's ``amount < 100`` and ``amount > 400``: one type
     test an event instead of one per comparison).  Each test may raise OverflowError (a huge int
-    against a float), as ``inline_conditions``' sources may.  None for any other conditions."""
+    against a float), as ``inline_conditions``' sources may.  None for any other conditions.
+    ``floats``: the tests for a ``v`` that is a float, each integer constant a float holds exactly
+    (at most 2**53 in magnitude) written as that float: the same truth, and a comparison of two
+    floats (``cep.runtime.handler._number_block``)."""
     g = _Gen(access, [], const_prefix=const_prefix)
     reads: set[str] = set()  # the caller's names of the attributes read (one event: s1, s2 and big's amount)
 
@@ -671,6 +677,8 @@ def inline_number_tests(exprs: Sequence[ast.Expr], access: AccessFn,
             ok, v = g.constant(side)
             if not ok or not _is_num_literal(v):
                 return None
+            if floats and type(v) is int and -_EXACT <= v <= _EXACT:
+                v = float(v)
             sides.append(g.literal(v))
         parts = g.compare_src(e.op, *sides[0], *sides[1])
         assert isinstance(parts, tuple) and not parts[0], parts  # two numbers: no guard

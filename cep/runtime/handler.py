@@ -333,7 +333,9 @@ def _filters(src: _Source, entries: list[tuple[int, int, Any, int]], eng: Engine
         src.bodies += 1
         block = inline_number_tests([x for _j, x in exprs], access, f"_c{src.bodies}_")
         if block is not None:
-            return _number_block(src, block, exprs, reads, len(atoms))
+            floats = inline_number_tests([x for _j, x in exprs], access, f"_c{src.bodies}f_", floats=True)
+            assert floats is not None  # (the same conditions, constants written as floats)
+            return _number_block(src, block, floats, exprs, reads, len(atoms))
         inlined = inline_conditions([x for _j, x in exprs], access, f"_c{src.bodies}_")
     if inlined is None:
         _make_event(src)
@@ -353,23 +355,37 @@ def _filters(src: _Source, entries: list[tuple[int, int, Any, int]], eng: Engine
     return out
 
 
-def _number_block(src: _Source, block: tuple[str, list[str], dict[str, Any]], exprs: list[tuple[int, Any]],
+def _number_block(src: _Source, block: tuple[str, list[str], dict[str, Any]],
+                  floats: tuple[str, list[str], dict[str, Any]], exprs: list[tuple[int, Any]],
                   reads: dict[str, str], entries: int) -> list[str | None]:
     """The filters of one attribute's comparisons with numbers (``cep.lang.expr.inline_number_tests``):
-    the number test once, as an ``if``, the conditions inside it, all false outside it (card testing:
+    the number tested once, as an ``if``, the conditions inside it, all false outside it (card testing:
     ~7 fewer bytecodes an event than the hoisted test ``N0`` stored and read by each condition).
+    A float (``floats``: the same tests, their integer constants written as floats where a float
+    holds them exactly, so each comparison is the same) and an int are tested apart, each test as a
+    branch (``p0 = True if ... else False``): then CPython runs a comparison of two floats (or two
+    small ints) in its specialized compare-and-jump instruction, where the value of a comparison
+    (``p0 = (F0 < 100)``, a float against an int) took its general path (card testing: ~400
+    fewer instructions a record of ``cep run``'s loop, 1.5 %).  A comparison of two floats cannot raise
+    (``OverflowError`` is caught in the int branch only: the tests' contract).
     Returns ``_filters``' list: per route entry the variable holding its filter, or None."""
     v, tests, env = block
+    fv, ftests, fenv = floats
+    assert fv == v
     out: list[str | None] = [None] * entries
     src.env.update(env)
+    src.env.update(fenv)
     src.add(1, *(f"{name} = f.get({a!r})" for a, name in reads.items()))
     first: dict[str, str] = {}  # test source -> the variable holding it (s1 and s2: one test)
-    inside: list[str] = []
-    for (j, _x), test in zip(exprs, tests, strict=True):
+    as_int: list[str] = []
+    as_float: list[str] = []
+    for (j, _x), test, ftest in zip(exprs, tests, ftests, strict=True):
         out[j] = first.setdefault(test, f"p{j}")
         if out[j] == f"p{j}":
-            inside += ["try:", f"    p{j} = {test}", "except OverflowError:", f"    p{j} = False"]
-    src.add(1, f"if type({v}) is float or type({v}) is int:", *(f"    {x}" for x in inside), "else:",
+            as_float.append(f"p{j} = True if {ftest} else False")
+            as_int += ["try:", f"    p{j} = True if {test} else False", "except OverflowError:", f"    p{j} = False"]
+    src.add(1, f"if type({v}) is float:", *(f"    {x}" for x in as_float), f"elif type({v}) is int:",
+            *(f"    {x}" for x in as_int), "else:",
             f"    {' = '.join(dict.fromkeys(x for x in out if x is not None))} = False")
     return out
 
