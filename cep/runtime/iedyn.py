@@ -188,10 +188,21 @@ class NodeIndex:
 
     def __init__(self, use: IndexUse, own_pos: dict[str, int], probe_pos: dict[str, int],
                  preds: list, label: str, storage: NodeIndex | None = None,
-                 times: frozenset[str] = frozenset()) -> None:
+                 times: frozenset[str] = frozenset(), keep_one: bool = False) -> None:
         """``times``: the pattern's variables that hold event times (numbers, checked at decode),
-        so a bound read from them needs no type test."""
+        so a bound read from them needs no type test.
+
+        ``keep_one``: a sorted group that was a flat map stays one down to one entry; only an
+        empty group goes (else it becomes a plain triple again).  For a leaf's storage (one
+        entry per event, ``PatternRuntime``): a busy key's group moves between one and two
+        entries with every insert and expiry (card testing's s2, about one event in five), and
+        each round trip made a map and dropped it (~5,000 instructions).  Not for an inner node's
+        groups, nor a gating leaf's (whose group the expiry walk reads as one tuple,
+        ``_one_sibling_walk``): there the reads of a map of one cost more than the round trips
+        (card testing's dense stream, loop instructions).  An index reading another's storage
+        takes its owner's choice."""
         spec = use.spec
+        self.keep_one = keep_one if storage is None else storage.keep_one
         self.typed_pos = frozenset(probe_pos[v] for v in times if v in probe_pos)
         self.spec = spec
         self.own_key_pos = [own_pos[v] for v in spec.key_vars]
@@ -266,6 +277,13 @@ class NodeIndex:
         other case: a weight above 1, an entry further in, a blocked map), ``key`` is ``t``'s group
         key (the caller's local); the lines' own locals are ``_g`` and ``_ks``.  Sorted only."""
         assert self.sorted
+        if self.keep_one:
+            # the last entry goes with its group (no deletions from lists about to be freed)
+            drop = ["if len(_ks) == 1:", f"    del {G}[{key}]", "else:", "    del _ks[0]",
+                    "    del _g._items[0]", "    del _g._weights[0]"]
+        else:
+            drop = ["del _ks[0]", "del _g._items[0]", "del _g._weights[0]", "if len(_ks) == 1:",
+                    f"    {G}[{key}] = (_ks[0], _g._items[0], _g._weights[0])"]
         return [
             f"_g = {G}.get({key})",
             "if type(_g) is tuple:",
@@ -276,11 +294,7 @@ class NodeIndex:
             "elif _g is not None:",
             "    _ks = _g._keys",
             f"    if _ks and _g._items[0] is {t} and _g._weights[0] == 1:",
-            "        del _ks[0]",
-            "        del _g._items[0]",
-            "        del _g._weights[0]",
-            "        if len(_ks) == 1:",
-            f"            {G}[{key}] = (_ks[0], _g._items[0], _g._weights[0])",
+            *[f"        {x}" for x in drop],
             "    else:",
             f"        {upd}({t}, -1)",
             "else:",
@@ -339,7 +353,8 @@ class NodeIndex:
                 "elif g is None:",
                 f"    raise KeyError({t})",
                 "else:",
-                *[f"    {line}" for line in incr_source(G, "k", "g", f"{t}[{self.sort_pos}]", t, c, grow=False)],
+                *[f"    {line}" for line in incr_source(G, "k", "g", f"{t}[{self.sort_pos}]", t, c, grow=False,
+                                                    keep_one=self.keep_one)],
             ]
         if self.sorted and self.numeric and fresh:
             return [
@@ -387,7 +402,7 @@ class NodeIndex:
                 "    else:",
                 *[f"        {line}" for line in pair_source(G, "k", "g", "sk", t, c)],
                 "else:",
-                *[f"    {line}" for line in incr_source(G, "k", "g", "sk", t, c)],
+                *[f"    {line}" for line in incr_source(G, "k", "g", "sk", t, c, keep_one=self.keep_one)],
             )]
             return lines
         env[T] = self.totals
@@ -758,6 +773,8 @@ class PatternRuntime:
             n.is_guard = pn.is_guard
             nodes.append(n)
         self.nodes = nodes
+        # the leaves whose storage keeps a flat map of one (``NodeIndex.keep_one``): not a gating one
+        gating = {pn.gated_by for pn in plan.nodes}
         # a leaf whose storage is another leaf's (``share_leaf_storage``) is built after that one
         for pn, n in sorted(zip(plan.nodes, nodes, strict=True),
                             key=lambda x: any(u is not None and u.shares for u in (x[0].P, x[0].S))):
@@ -782,7 +799,8 @@ class PatternRuntime:
                 else:
                     owner = None if use.storage == "own" else (n.P if use.storage == "P" else n.S)
                 probe_pos = p.pos if which == "P" else sib_pos
-                idx = NodeIndex(use, n.pos, probe_pos, preds, f"{label} {which}", owner, times)
+                idx = NodeIndex(use, n.pos, probe_pos, preds, f"{label} {which}", owner, times,
+                                keep_one=n.atom is not None and n.id not in gating)
                 if which == "P":
                     n.P = idx
                 else:
