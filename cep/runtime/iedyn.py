@@ -28,6 +28,7 @@ negative deltas through a path of its own (``_compile_drop``) and enumerates not
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterator, Sequence
 from itertools import accumulate
 from typing import Any
@@ -158,6 +159,17 @@ def _key_expr(t: str, positions: list[int]) -> str:
     if len(positions) == 1:
         return f"{t}[{positions[0]}]"
     return "(" + "".join(f"{t}[{p}], " for p in positions) + ")"
+
+
+def _times(c: str, x: str) -> str:
+    """Source of ``c * x``: ``-x`` when ``c`` is the literal -1 (an expiry path's own change,
+    ``PatternRuntime._compile_drop``): one operation less per tuple walked."""
+    return f"-{x}" if c == "-1" else f"{c} * {x}"
+
+
+def _add(acc: str, c: str, x: str) -> str:
+    """Source of ``acc + c * x`` (``_times``)."""
+    return f"{acc} - {x}" if c == "-1" else f"{acc} + {c} * {x}"
 
 
 def _tuple_expr(t: str, positions: list[int]) -> str:
@@ -1402,7 +1414,8 @@ class PatternRuntime:
                 lines += [f"    {line}" for line in self._single_step_source(n, t, c, env, past=True)]
                 n = nodes[p]
                 continue
-            lines += [f"    {line}" for line in self._fanout_drop_source(n, t, c, env)]
+            # the leaf's own change is -1: the walk's products are negations
+            lines += [f"    {line}" for line in self._fanout_drop_source(n, t, "-1" if nid == start else c, env)]
             break
         what = f"leaf {start}" if nodes[start].atom is not None else f"from n{start}"
         tail = " after its removal" if after else ""
@@ -1446,7 +1459,7 @@ class PatternRuntime:
         env[big] = self._batch_from(p, keep=False)
         merge = P.parent is not None and P.sibling is not None and not P.is_guard
         bulk = ["dp = {}", "for u, mu in us:", f"    k = {_tuple_expr('u', n.proj_pos)}",
-                f"    dp[k] = dp.get(k, 0) + {c} * mu", f"{big}(dp)", "return None"]
+                f"    dp[k] = {_add('dp.get(k, 0)', c, 'mu')}", f"{big}(dp)", "return None"]
         if found is not None and S.check_pair is None:
             ranged, test = found
             _reads, (lo, lo_incl), (hi, hi_incl) = S.fast_bounds
@@ -1468,7 +1481,7 @@ class PatternRuntime:
             lines = [f"us = all{nid}({t})", "if not us:", "    return None"]
             if merge:
                 lines += [f"if len(us) >= {MERGE_MIN}:", *[f"    {x}" for x in bulk]]
-        step = [f"t = {_tuple_expr('u', n.proj_pos)}", f"c = {c} * mu",
+        step = [f"t = {_tuple_expr('u', n.proj_pos)}", f"c = {_times(c, 'mu')}",
                 *self._node_update_source(P, "t", "c", env, neg=True)]
         more = [] if P.parent is None else self._contribution_source(P, env)
         walk = self._flat_walk_source(n, t, c, more, env) if found is not None and S.check_pair is None else None
@@ -1528,7 +1541,7 @@ class PatternRuntime:
         body = [
                 "    for u, mu in us:",
                 f"        t = {_tuple_expr('u', n.proj_pos)}",
-                f"        c = {c} * mu",
+                f"        c = {_times(c, 'mu')}",
                 "        i += 1",
                 "        if i >= npk or pit[i] != t:",
                 f"            i = bisect_left(pks, t[{idx.sort_pos}])",
@@ -1544,21 +1557,23 @@ class PatternRuntime:
                 "            else:",
                 "                dead.append(i)"]
         walk = [*body, *[f"        {x}" for x in more]]
+        sv_pos, one_body = None, body
         if set(n.proj_pos) <= {*S.own_key_pos, S.sort_pos}:
             # every parent tuple is fixed by its group key and sort key (card testing's n3 tuple
             # (card, ts) of an ``s2`` (ts, card, serial)): within the group its sort key finds it,
             # so where no grandparent step needs the tuple it is neither built nor compared
-            sk = f"u[{S.sort_pos}]"
-            body = [
-                "    for u, mu in us:",
-                "        i += 1",
-                f"        if i >= npk or pks[i] != {sk}:",
-                f"            i = bisect_left(pks, {sk})",
-                f"            if i == npk or pks[i] != {sk}:",
-                "                raise KeyError(u)",
-                f"        w = pw[i] + {c} * mu",
-                *body[9:]]
-        one = self._one_sibling_walk(n, P, c, body, env) if lean is not None else None
+            def keyed(sk: str, *read: str) -> list[str]:
+                return ["    for u, mu in us:", *read, "        i += 1",
+                        f"        if i >= npk or pks[i] != {sk}:",
+                        f"            i = bisect_left(pks, {sk})",
+                        f"            if i == npk or pks[i] != {sk}:",
+                        "                raise KeyError(u)",
+                        f"        w = {_add('pw[i]', c, 'mu')}",
+                        *body[9:]]
+            # the one-sibling walk's range test reads the sort key too: read once, as ``sv``
+            sv_pos, one_body = S.sort_pos, keyed("sv", f"        sv = u[{S.sort_pos}]")
+            body = keyed(f"u[{S.sort_pos}]")
+        one = self._one_sibling_walk(n, P, c, one_body, sv_pos, env) if lean is not None else None
         if one is not None:
             walk = [f"    gh = {look}", "    if gh is None:", *[f"    {x}" for x in body], "    elif type(gh) is tuple:",
                         *[f"    {x}" for x in one], "    else:", *[f"    {x}" for x in walk]]
@@ -1588,7 +1603,7 @@ class PatternRuntime:
                 "        elif not pks:",
                 f"            del {G}[{_key_expr(t, S.probe_key_pos)}]"]
 
-    def _one_sibling_walk(self, n: _Node, P: _Node, c: str, body: list[str],
+    def _one_sibling_walk(self, n: _Node, P: _Node, c: str, body: list[str], sv_pos: int | None,
                           env: dict[str, Any]) -> list[str] | None:
         """The expiry walk (``_flat_walk_source``) for a grandparent step whose sibling group is one
         tuple (card testing: the one big purchase of the card in the window), or None where it does
@@ -1597,7 +1612,9 @@ class PatternRuntime:
         without the grandparent step) that adds, per parent tuple, its
         change to one sum ``a`` when the sibling tuple is in its range; the grandparent's delta is
         then that sum times the sibling tuple's weight, one entry.  The general walk's step per
-        parent tuple is a group lookup, a tuple built and a delta entry updated."""
+        parent tuple is a group lookup, a tuple built and a delta entry updated.  ``sv_pos``: the
+        walked tuple's position that ``body`` reads as ``sv`` (None: none); the range test reads it
+        there, and the sibling tuple's key once, as ``gv``."""
         S2 = self.nodes[P.sibling].S
         if P.is_guard or S2.check_pair is not None:
             return None
@@ -1608,11 +1625,15 @@ class PatternRuntime:
         reads, _lo, _hi = S2.fast_bounds
         per = []
         for pos, var in reads.items():
-            per.append(f"{var} = u[{n.proj_pos[pos]}]")
+            if n.proj_pos[pos] == sv_pos:
+                test = re.sub(rf"\b{var}\b", "sv", test)
+                var = "sv"
+            else:
+                per.append(f"{var} = u[{n.proj_pos[pos]}]")
             if pos not in S2.typed_pos:
                 per += [f"if type({var}) is not int and type({var}) is not float:", "    continue"]
-        per += [f"if {test.replace('g[0]', 'gh[0]')}:", f"    a += {c} * mu"]
-        rest = ["    a = 0", *body, *[f"        {x}" for x in per], "    if a:",
+        per += [f"if {test.replace('g[0]', 'gv')}:", f"    a = {_add('a', c, 'mu')}"]
+        rest = ["    a = 0", "    gv = gh[0]", *body, *[f"        {x}" for x in per], "    if a:",
                 f"        k = {_tuple_expr('gh[1]', P.proj_pos)}", "        dp[k] = dp.get(k, 0) + a * gh[2]"]
         return rest
 
