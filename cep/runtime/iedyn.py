@@ -28,6 +28,7 @@ negative deltas through a path of its own (``_compile_drop``) and enumerates not
 
 from __future__ import annotations
 
+import operator
 import re
 from collections.abc import Callable, Iterator, Sequence
 from itertools import accumulate
@@ -1341,6 +1342,7 @@ class PatternRuntime:
         return [
             "ks, its, ws = grp._keys, grp._items, grp._weights",
             "pre = [0, *accumulate(ws)]",
+            *self._whole_window_build(g, src, S, env),
             "nk, ni, nw = [], [], []",
             "for x in range(len(ks)):",
             "    u = its[x]",
@@ -1363,6 +1365,37 @@ class PatternRuntime:
             "    GN[gk] = flat_map(nk, ni, nw)",
             "    return",
             "if not nk:",
+            "    return"]
+
+    def _whole_window_build(self, g: _Node, src: NodeIndex, S: NodeIndex, env: dict[str, Any]) -> list[str]:
+        """Lines (in ``_one_pass_build``, after ``pre``) that build the group with no loop when each
+        entry's range is every earlier entry, or no lines where the bounds do not allow that.
+
+        It applies when the range ends just before the entry's own sort key (``s1.ts < s2.ts``)
+        and starts at most at a bound that grows with it (``s1.ts >= s2.ts - 3600``): then, keys
+        distinct and the first one inside the last entry's range (the group spans less than the
+        window: a stream in time order), entry ``x`` has the sum ``pre[x]``, the first has none,
+        and the node's tuples are the projections of the others, in order (C calls: ``map``,
+        slices).  Why: a card's first big purchase builds its group (1 in 23 records of card
+        testing's dense stream), and the loop cost ~57 opcodes an entry."""
+        reads, (lo, lo_incl), (hi, hi_incl) = S.fast_bounds
+        lower = [b for b, _p in S.bounds if b.op in _LOWER]
+        upper = [b for b, _p in S.bounds if b.op in _UPPER]
+        if (list(reads) != [src.sort_pos] or src.sort_pos not in S.typed_pos or len(g.proj_pos) < 2
+                or len(upper) != 1 or hi != reads[src.sort_pos] or hi_incl or any(b.scale != 1 for b in lower)):
+            return []
+        env.update({"mul": operator.mul, "proj": operator.itemgetter(*g.proj_pos)})
+        var = reads[src.sort_pos]
+        test = f"len(ks) <= {FLAT_MAX + 1} and len(set(ks)) == len(ks)"
+        if lo is not None:
+            test = f"ks[0] {'>=' if lo_incl else '>'} {lo} and {test}"
+        return [
+            f"{var} = ks[-1]",
+            f"if {test}:",
+            "    if len(ks) > 2:",
+            "        GN[gk] = flat_map(ks[1:], list(map(proj, its[1:])), list(map(mul, ws[1:], pre[1:-1])))",
+            "    elif len(ks) == 2:",
+            "        GN[gk] = (ks[1], proj(its[1]), ws[1] * ws[0])",
             "    return"]
 
     def _drop_group_source(self, gated: int, k: str, env: dict[str, Any]) -> list[str]:
