@@ -1452,6 +1452,8 @@ class PatternRuntime:
             break
         what = f"leaf {start}" if nodes[start].atom is not None else f"from n{start}"
         tail = " after its removal" if after else ""
+        if not any(re.search(rf"\bc{start}\b", x) for x in lines[2:]):
+            del lines[1]  # the change is read nowhere (a fan-out from the leaf negates: ``_times``)
         return codegen.define(f"{self.pattern.name}: drop {what}{tail}", "\n".join(lines), "drop", env)
 
     def _single_step_source(self, n: _Node, t: str, c: str, env: dict[str, Any], past: bool = False) -> list[str]:
@@ -1700,6 +1702,18 @@ class PatternRuntime:
                 lines += ["    for t, c in d.items():", *[f"        {x}" for x in update],
                           f"    return {'path' if keep else 'None'}"]
                 break
+            if not keep and n.sibling is None and n.edge_check is None and not n.proj_pos:
+                # every change reaches the one parent tuple (): a running sum, no delta dict
+                lines += ["    tot = 0", "    for t, c in d.items():", *[f"        {x}" for x in update],
+                          "        tot += c", "    if not tot:", "        return None"]
+                n = nodes[p]
+                if n.parent is None and n.id not in self._gated:
+                    # the root: its one change applied as it is (one of the batch's sign: not zero)
+                    lines += ["    t, c = (), tot", *[f"    {x}" for x in self._node_update_source(n, "t", "c", env)],
+                              "    return None"]
+                    break
+                lines.append("    d = {(): tot}")
+                continue
             lines.append("    dp = {}")
             merge = self._merge_source(n, env) if n.sibling is not None and not n.is_guard else None
             if merge is not None:
