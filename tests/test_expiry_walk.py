@@ -147,3 +147,17 @@ def test_one_expiry_under_one_big_purchase_lowers_the_parent_tuple_once() -> Non
         eng.push(to_event(rec, i, "ts"))
         assert index_state(eng) == index_state(Engine.loads(eng.dumps(), cps)), f"after record {i}"
     check_case(Case(PATTERNS[0].format(w=5), records, 0))
+
+
+def test_the_walk_under_one_big_purchase_skips_a_small_one_at_its_time() -> None:
+    """``ct``: small purchases at 0, 1 and 3 and a big one at 3: the expiry of the one at 0 walks
+    the small ones at 1 and 3, and only the one at 1 is before the big purchase (``s2.ts < big.ts``
+    is strict: a walk counting the one at 3 lowers the parent tuple twice).  Indexes against a
+    rebuild after every record, outputs against the reference."""
+    cps = compile_text(PATTERNS[0].format(w=5))
+    eng = Engine(cps, lateness=0)
+    records = [{"type": "T", "ts": ts, "k": "a", "x": x} for ts, x in [(0, 0), (1, 0), (3, 0), (3, 9), (6, 1), (9, 1)]]
+    for i, rec in enumerate(records, 1):
+        eng.push(to_event(rec, i, "ts"))
+        assert index_state(eng) == index_state(Engine.loads(eng.dumps(), cps)), f"after record {i}"
+    check_case(Case(PATTERNS[0].format(w=5), records, 0))

@@ -103,3 +103,37 @@ def test_many_small_purchases_at_equal_times_grow_a_group_past_the_flat_layout()
         eng.push_batch(batch)
     groups = [idx.groups for n in eng.runtimes[0].nodes for idx in n.stores]
     assert any(type(g) is SumSortedMap and g._blocks is not None for gs in groups for g in gs.values())
+
+
+def test_a_leafs_storage_keeps_a_flat_map_down_to_one_entry_and_drops_it_empty() -> None:
+    """``NodeIndex.keep_one``: card testing's s2 storage (a leaf's: one entry per event) grows to a
+    flat map with a card's second small purchase and stays one when the first expires (the next
+    small purchase appends to it: no map made again); the group goes with its last entry.  The
+    big purchases' storage (a gating leaf) still turns a map of one into a triple.  Outputs and
+    layouts as the general path's after every record."""
+    text = PATTERNS[0].format(w=3)
+    # x < 5 small, x > 6 big, 6 neither (it moves the watermark only)
+    rows = [(0, 1), (1, 1), (2, 9), (4, 9), (4, 1), (6, 1), (8, 6), (10, 6), (11, 1)]
+    case = Case(text, [{"type": "T", "ts": ts, "k": "a", "x": x} for ts, x in rows], 0)
+    check_same_as_general(case, 1)
+    (cp,) = cps = compile_text(text)
+    eng = Engine(cps, lateness=0)
+    rt = eng.runtimes[0]
+    small = rt.nodes[rt._leaf_of_atom[cp.atoms.index(cp.atoms[1])]].stores[0]
+    bigs = rt.nodes[rt._leaf_of_atom[cp.atoms.index(cp.atoms[2])]].S
+    gated = rt.nodes[next(iter(rt._gated))].stores[0]
+    assert small.keep_one and not bigs.keep_one and not gated.keep_one
+    layouts = []
+    for batch in _batches(case, 1):
+        eng.push_batch(batch)
+        layouts.append((_layout(small.groups["a"])[0] if "a" in small.groups else None,
+                        [_layout(g)[0] for g in bigs.groups.values()]))
+    assert layouts == [
+        ("plain", []), ("flat", []), ("flat", ["plain"]),
+        ("flat", ["flat"]),  # 4: the small purchase at 0 expired, one left: still a flat map
+        ("flat", ["flat"]),  # the small one at 4 appended to it
+        ("flat", ["plain"]),  # 6: 1 expired, 6 appended; the big one at 2 expired: a triple
+        ("flat", []),  # 8: 4 expired (one left), and the last big one
+        (None, []),  # 10: 6 expired, the group with it
+        ("plain", []),  # 11: a new group, a triple
+    ]

@@ -45,7 +45,8 @@ def _state(rt: iedyn.PatternRuntime) -> list:
             groups = {}
             for k, g in idx.groups.items():
                 if type(g) is SumSortedMap:
-                    assert len(g) >= 2, "a flat map of one entry is a triple"
+                    # a flat map of one entry is a triple, but in a leaf's storage (``keep_one``); none is empty
+                    assert len(g) >= (1 if idx.keep_one else 2)
                     groups[k] = list(g.entries())
                 elif type(g) is tuple:
                     groups[k] = [g]

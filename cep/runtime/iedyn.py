@@ -28,6 +28,8 @@ negative deltas through a path of its own (``_compile_drop``) and enumerates not
 
 from __future__ import annotations
 
+import operator
+import re
 from collections.abc import Callable, Iterator, Sequence
 from itertools import accumulate
 from typing import Any
@@ -160,6 +162,17 @@ def _key_expr(t: str, positions: list[int]) -> str:
     return "(" + "".join(f"{t}[{p}], " for p in positions) + ")"
 
 
+def _times(c: str, x: str) -> str:
+    """Source of ``c * x``: ``-x`` when ``c`` is the literal -1 (an expiry path's own change,
+    ``PatternRuntime._compile_drop``): one operation less per tuple walked."""
+    return f"-{x}" if c == "-1" else f"{c} * {x}"
+
+
+def _add(acc: str, c: str, x: str) -> str:
+    """Source of ``acc + c * x`` (``_times``)."""
+    return f"{acc} - {x}" if c == "-1" else f"{acc} + {c} * {x}"
+
+
 def _tuple_expr(t: str, positions: list[int]) -> str:
     """Source of ``codegen.tuple_getter(positions)(t)``: always a tuple, even of one."""
     return "(" + "".join(f"{t}[{p}], " for p in positions) + ")"
@@ -188,10 +201,21 @@ class NodeIndex:
 
     def __init__(self, use: IndexUse, own_pos: dict[str, int], probe_pos: dict[str, int],
                  preds: list, label: str, storage: NodeIndex | None = None,
-                 times: frozenset[str] = frozenset()) -> None:
+                 times: frozenset[str] = frozenset(), keep_one: bool = False) -> None:
         """``times``: the pattern's variables that hold event times (numbers, checked at decode),
-        so a bound read from them needs no type test."""
+        so a bound read from them needs no type test.
+
+        ``keep_one``: a sorted group that was a flat map stays one down to one entry; only an
+        empty group goes (else it becomes a plain triple again).  For a leaf's storage (one
+        entry per event, ``PatternRuntime``): a busy key's group moves between one and two
+        entries with every insert and expiry (card testing's s2, about one event in five), and
+        each round trip made a map and dropped it (~5,000 instructions).  Not for an inner node's
+        groups, nor a gating leaf's (whose group the expiry walk reads as one tuple,
+        ``_one_sibling_walk``): there the reads of a map of one cost more than the round trips
+        (card testing's dense stream, loop instructions).  An index reading another's storage
+        takes its owner's choice."""
         spec = use.spec
+        self.keep_one = keep_one if storage is None else storage.keep_one
         self.typed_pos = frozenset(probe_pos[v] for v in times if v in probe_pos)
         self.spec = spec
         self.own_key_pos = [own_pos[v] for v in spec.key_vars]
@@ -266,6 +290,13 @@ class NodeIndex:
         other case: a weight above 1, an entry further in, a blocked map), ``key`` is ``t``'s group
         key (the caller's local); the lines' own locals are ``_g`` and ``_ks``.  Sorted only."""
         assert self.sorted
+        if self.keep_one:
+            # the last entry goes with its group (no deletions from lists about to be freed)
+            drop = ["if len(_ks) == 1:", f"    del {G}[{key}]", "else:", "    del _ks[0]",
+                    "    del _g._items[0]", "    del _g._weights[0]"]
+        else:
+            drop = ["del _ks[0]", "del _g._items[0]", "del _g._weights[0]", "if len(_ks) == 1:",
+                    f"    {G}[{key}] = (_ks[0], _g._items[0], _g._weights[0])"]
         return [
             f"_g = {G}.get({key})",
             "if type(_g) is tuple:",
@@ -276,11 +307,7 @@ class NodeIndex:
             "elif _g is not None:",
             "    _ks = _g._keys",
             f"    if _ks and _g._items[0] is {t} and _g._weights[0] == 1:",
-            "        del _ks[0]",
-            "        del _g._items[0]",
-            "        del _g._weights[0]",
-            "        if len(_ks) == 1:",
-            f"            {G}[{key}] = (_ks[0], _g._items[0], _g._weights[0])",
+            *[f"        {x}" for x in drop],
             "    else:",
             f"        {upd}({t}, -1)",
             "else:",
@@ -339,7 +366,8 @@ class NodeIndex:
                 "elif g is None:",
                 f"    raise KeyError({t})",
                 "else:",
-                *[f"    {line}" for line in incr_source(G, "k", "g", f"{t}[{self.sort_pos}]", t, c, grow=False)],
+                *[f"    {line}" for line in incr_source(G, "k", "g", f"{t}[{self.sort_pos}]", t, c, grow=False,
+                                                    keep_one=self.keep_one)],
             ]
         if self.sorted and self.numeric and fresh:
             return [
@@ -387,7 +415,7 @@ class NodeIndex:
                 "    else:",
                 *[f"        {line}" for line in pair_source(G, "k", "g", "sk", t, c)],
                 "else:",
-                *[f"    {line}" for line in incr_source(G, "k", "g", "sk", t, c)],
+                *[f"    {line}" for line in incr_source(G, "k", "g", "sk", t, c, keep_one=self.keep_one)],
             )]
             return lines
         env[T] = self.totals
@@ -758,6 +786,8 @@ class PatternRuntime:
             n.is_guard = pn.is_guard
             nodes.append(n)
         self.nodes = nodes
+        # the leaves whose storage keeps a flat map of one (``NodeIndex.keep_one``): not a gating one
+        gating = {pn.gated_by for pn in plan.nodes}
         # a leaf whose storage is another leaf's (``share_leaf_storage``) is built after that one
         for pn, n in sorted(zip(plan.nodes, nodes, strict=True),
                             key=lambda x: any(u is not None and u.shares for u in (x[0].P, x[0].S))):
@@ -782,7 +812,8 @@ class PatternRuntime:
                 else:
                     owner = None if use.storage == "own" else (n.P if use.storage == "P" else n.S)
                 probe_pos = p.pos if which == "P" else sib_pos
-                idx = NodeIndex(use, n.pos, probe_pos, preds, f"{label} {which}", owner, times)
+                idx = NodeIndex(use, n.pos, probe_pos, preds, f"{label} {which}", owner, times,
+                                keep_one=n.atom is not None and n.id not in gating)
                 if which == "P":
                     n.P = idx
                 else:
@@ -1311,6 +1342,7 @@ class PatternRuntime:
         return [
             "ks, its, ws = grp._keys, grp._items, grp._weights",
             "pre = [0, *accumulate(ws)]",
+            *self._whole_window_build(g, src, S, env),
             "nk, ni, nw = [], [], []",
             "for x in range(len(ks)):",
             "    u = its[x]",
@@ -1333,6 +1365,37 @@ class PatternRuntime:
             "    GN[gk] = flat_map(nk, ni, nw)",
             "    return",
             "if not nk:",
+            "    return"]
+
+    def _whole_window_build(self, g: _Node, src: NodeIndex, S: NodeIndex, env: dict[str, Any]) -> list[str]:
+        """Lines (in ``_one_pass_build``, after ``pre``) that build the group with no loop when each
+        entry's range is every earlier entry, or no lines where the bounds do not allow that.
+
+        It applies when the range ends just before the entry's own sort key (``s1.ts < s2.ts``)
+        and starts at most at a bound that grows with it (``s1.ts >= s2.ts - 3600``): then, keys
+        distinct and the first one inside the last entry's range (the group spans less than the
+        window: a stream in time order), entry ``x`` has the sum ``pre[x]``, the first has none,
+        and the node's tuples are the projections of the others, in order (C calls: ``map``,
+        slices).  Why: a card's first big purchase builds its group (1 in 23 records of card
+        testing's dense stream), and the loop cost ~57 opcodes an entry."""
+        reads, (lo, lo_incl), (hi, hi_incl) = S.fast_bounds
+        lower = [b for b, _p in S.bounds if b.op in _LOWER]
+        upper = [b for b, _p in S.bounds if b.op in _UPPER]
+        if (list(reads) != [src.sort_pos] or src.sort_pos not in S.typed_pos or len(g.proj_pos) < 2
+                or len(upper) != 1 or hi != reads[src.sort_pos] or hi_incl or any(b.scale != 1 for b in lower)):
+            return []
+        env.update({"mul": operator.mul, "proj": operator.itemgetter(*g.proj_pos)})
+        var = reads[src.sort_pos]
+        test = f"len(ks) <= {FLAT_MAX + 1} and len(set(ks)) == len(ks)"
+        if lo is not None:
+            test = f"ks[0] {'>=' if lo_incl else '>'} {lo} and {test}"
+        return [
+            f"{var} = ks[-1]",
+            f"if {test}:",
+            "    if len(ks) > 2:",
+            "        GN[gk] = flat_map(ks[1:], list(map(proj, its[1:])), list(map(mul, ws[1:], pre[1:-1])))",
+            "    elif len(ks) == 2:",
+            "        GN[gk] = (ks[1], proj(its[1]), ws[1] * ws[0])",
             "    return"]
 
     def _drop_group_source(self, gated: int, k: str, env: dict[str, Any]) -> list[str]:
@@ -1384,10 +1447,13 @@ class PatternRuntime:
                 lines += [f"    {line}" for line in self._single_step_source(n, t, c, env, past=True)]
                 n = nodes[p]
                 continue
-            lines += [f"    {line}" for line in self._fanout_drop_source(n, t, c, env)]
+            # the leaf's own change is -1: the walk's products are negations
+            lines += [f"    {line}" for line in self._fanout_drop_source(n, t, "-1" if nid == start else c, env)]
             break
         what = f"leaf {start}" if nodes[start].atom is not None else f"from n{start}"
         tail = " after its removal" if after else ""
+        if not any(re.search(rf"\bc{start}\b", x) for x in lines[2:]):
+            del lines[1]  # the change is read nowhere (a fan-out from the leaf negates: ``_times``)
         return codegen.define(f"{self.pattern.name}: drop {what}{tail}", "\n".join(lines), "drop", env)
 
     def _single_step_source(self, n: _Node, t: str, c: str, env: dict[str, Any], past: bool = False) -> list[str]:
@@ -1428,7 +1494,7 @@ class PatternRuntime:
         env[big] = self._batch_from(p, keep=False)
         merge = P.parent is not None and P.sibling is not None and not P.is_guard
         bulk = ["dp = {}", "for u, mu in us:", f"    k = {_tuple_expr('u', n.proj_pos)}",
-                f"    dp[k] = dp.get(k, 0) + {c} * mu", f"{big}(dp)", "return None"]
+                f"    dp[k] = {_add('dp.get(k, 0)', c, 'mu')}", f"{big}(dp)", "return None"]
         if found is not None and S.check_pair is None:
             ranged, test = found
             _reads, (lo, lo_incl), (hi, hi_incl) = S.fast_bounds
@@ -1450,7 +1516,7 @@ class PatternRuntime:
             lines = [f"us = all{nid}({t})", "if not us:", "    return None"]
             if merge:
                 lines += [f"if len(us) >= {MERGE_MIN}:", *[f"    {x}" for x in bulk]]
-        step = [f"t = {_tuple_expr('u', n.proj_pos)}", f"c = {c} * mu",
+        step = [f"t = {_tuple_expr('u', n.proj_pos)}", f"c = {_times(c, 'mu')}",
                 *self._node_update_source(P, "t", "c", env, neg=True)]
         more = [] if P.parent is None else self._contribution_source(P, env)
         walk = self._flat_walk_source(n, t, c, more, env) if found is not None and S.check_pair is None else None
@@ -1510,7 +1576,7 @@ class PatternRuntime:
         body = [
                 "    for u, mu in us:",
                 f"        t = {_tuple_expr('u', n.proj_pos)}",
-                f"        c = {c} * mu",
+                f"        c = {_times(c, 'mu')}",
                 "        i += 1",
                 "        if i >= npk or pit[i] != t:",
                 f"            i = bisect_left(pks, t[{idx.sort_pos}])",
@@ -1526,21 +1592,23 @@ class PatternRuntime:
                 "            else:",
                 "                dead.append(i)"]
         walk = [*body, *[f"        {x}" for x in more]]
+        sv_pos, one_body = None, body
         if set(n.proj_pos) <= {*S.own_key_pos, S.sort_pos}:
             # every parent tuple is fixed by its group key and sort key (card testing's n3 tuple
             # (card, ts) of an ``s2`` (ts, card, serial)): within the group its sort key finds it,
             # so where no grandparent step needs the tuple it is neither built nor compared
-            sk = f"u[{S.sort_pos}]"
-            body = [
-                "    for u, mu in us:",
-                "        i += 1",
-                f"        if i >= npk or pks[i] != {sk}:",
-                f"            i = bisect_left(pks, {sk})",
-                f"            if i == npk or pks[i] != {sk}:",
-                "                raise KeyError(u)",
-                f"        w = pw[i] + {c} * mu",
-                *body[9:]]
-        one = self._one_sibling_walk(n, P, c, body, env) if lean is not None else None
+            def keyed(sk: str, *read: str) -> list[str]:
+                return ["    for u, mu in us:", *read, "        i += 1",
+                        f"        if i >= npk or pks[i] != {sk}:",
+                        f"            i = bisect_left(pks, {sk})",
+                        f"            if i == npk or pks[i] != {sk}:",
+                        "                raise KeyError(u)",
+                        f"        w = {_add('pw[i]', c, 'mu')}",
+                        *body[9:]]
+            # the one-sibling walk's range test reads the sort key too: read once, as ``sv``
+            sv_pos, one_body = S.sort_pos, keyed("sv", f"        sv = u[{S.sort_pos}]")
+            body = keyed(f"u[{S.sort_pos}]")
+        one = self._one_sibling_walk(n, P, c, one_body, sv_pos, env) if lean is not None else None
         if one is not None:
             walk = [f"    gh = {look}", "    if gh is None:", *[f"    {x}" for x in body], "    elif type(gh) is tuple:",
                         *[f"    {x}" for x in one], "    else:", *[f"    {x}" for x in walk]]
@@ -1570,7 +1638,7 @@ class PatternRuntime:
                 "        elif not pks:",
                 f"            del {G}[{_key_expr(t, S.probe_key_pos)}]"]
 
-    def _one_sibling_walk(self, n: _Node, P: _Node, c: str, body: list[str],
+    def _one_sibling_walk(self, n: _Node, P: _Node, c: str, body: list[str], sv_pos: int | None,
                           env: dict[str, Any]) -> list[str] | None:
         """The expiry walk (``_flat_walk_source``) for a grandparent step whose sibling group is one
         tuple (card testing: the one big purchase of the card in the window), or None where it does
@@ -1579,7 +1647,9 @@ class PatternRuntime:
         without the grandparent step) that adds, per parent tuple, its
         change to one sum ``a`` when the sibling tuple is in its range; the grandparent's delta is
         then that sum times the sibling tuple's weight, one entry.  The general walk's step per
-        parent tuple is a group lookup, a tuple built and a delta entry updated."""
+        parent tuple is a group lookup, a tuple built and a delta entry updated.  ``sv_pos``: the
+        walked tuple's position that ``body`` reads as ``sv`` (None: none); the range test reads it
+        there, and the sibling tuple's key once, as ``gv``."""
         S2 = self.nodes[P.sibling].S
         if P.is_guard or S2.check_pair is not None:
             return None
@@ -1590,11 +1660,15 @@ class PatternRuntime:
         reads, _lo, _hi = S2.fast_bounds
         per = []
         for pos, var in reads.items():
-            per.append(f"{var} = u[{n.proj_pos[pos]}]")
+            if n.proj_pos[pos] == sv_pos:
+                test = re.sub(rf"\b{var}\b", "sv", test)
+                var = "sv"
+            else:
+                per.append(f"{var} = u[{n.proj_pos[pos]}]")
             if pos not in S2.typed_pos:
                 per += [f"if type({var}) is not int and type({var}) is not float:", "    continue"]
-        per += [f"if {test.replace('g[0]', 'gh[0]')}:", f"    a += {c} * mu"]
-        rest = ["    a = 0", *body, *[f"        {x}" for x in per], "    if a:",
+        per += [f"if {test.replace('g[0]', 'gv')}:", f"    a = {_add('a', c, 'mu')}"]
+        rest = ["    a = 0", "    gv = gh[0]", *body, *[f"        {x}" for x in per], "    if a:",
                 f"        k = {_tuple_expr('gh[1]', P.proj_pos)}", "        dp[k] = dp.get(k, 0) + a * gh[2]"]
         return rest
 
@@ -1628,6 +1702,18 @@ class PatternRuntime:
                 lines += ["    for t, c in d.items():", *[f"        {x}" for x in update],
                           f"    return {'path' if keep else 'None'}"]
                 break
+            if not keep and n.sibling is None and n.edge_check is None and not n.proj_pos:
+                # every change reaches the one parent tuple (): a running sum, no delta dict
+                lines += ["    tot = 0", "    for t, c in d.items():", *[f"        {x}" for x in update],
+                          "        tot += c", "    if not tot:", "        return None"]
+                n = nodes[p]
+                if n.parent is None and n.id not in self._gated:
+                    # the root: its one change applied as it is (one of the batch's sign: not zero)
+                    lines += ["    t, c = (), tot", *[f"    {x}" for x in self._node_update_source(n, "t", "c", env)],
+                              "    return None"]
+                    break
+                lines.append("    d = {(): tot}")
+                continue
             lines.append("    dp = {}")
             merge = self._merge_source(n, env) if n.sibling is not None and not n.is_guard else None
             if merge is not None:

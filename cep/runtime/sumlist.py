@@ -31,21 +31,29 @@ FLAT_MAX = 256
 LOAD = 256
 
 
-def incr_source(groups: str, k: str, g: str, key: str, item: str, delta: str, grow: bool = True) -> list[str]:
+def incr_source(groups: str, k: str, g: str, key: str, item: str, delta: str, grow: bool = True,
+                keep_one: bool = False) -> list[str]:
     """Source lines of ``g.incr(key, item, delta)`` on the map ``g = groups[k]`` for generated
     code, with the fast paths of a flat map inlined: an append at the end (an event in time
     order), a change of the first entry (window expiry removes it, or lowers the weight of
     the oldest tuple of an inner node) and a change of an entry found by one bisect (the expiry
     of a sibling's oldest tuple lowers the later ones; needs ``bisect_left``).  A map left with one entry
     becomes a plain (key, item, weight) triple in ``groups`` again, and an empty one goes
-    (``shrink``).  ``grow=False``: ``delta`` is surely negative (an expiry path), no append
-    branch.  Here, beside the layout they read."""
+    (``shrink``); ``keep_one``: a map left with one entry stays as it is, only an empty one goes
+    (``NodeIndex.keep_one``).  ``grow=False``: ``delta`` is surely negative (an expiry path), no
+    append branch.  Here, beside the layout they read."""
     append = [
         f"if {delta} > 0 and ks and {key} > ks[-1] and len(ks) < {FLAT_MAX}:",
         "    ks.append(" + key + ")",
         f"    {g}._items.append({item})",
         f"    {g}._weights.append({delta})",
     ] if grow else []
+    if keep_one:
+        left = ["if not ks:", f"    del {groups}[{k}]"]
+        rest = [f"elif not {g}.incr({key}, {item}, {delta}):", f"    del {groups}[{k}]"]
+    else:
+        left = ["if len(ks) == 1:", f"    {groups}[{k}] = (ks[0], {g}._items[0], {g}._weights[0])"]
+        rest = [f"elif {g}.incr({key}, {item}, {delta}) <= 1:", f"    shrink({groups}, {k}, {g})"]
     return [
         f"ks = {g}._keys",
         *append,
@@ -58,8 +66,7 @@ def incr_source(groups: str, k: str, g: str, key: str, item: str, delta: str, gr
         "        del ks[0]",
         f"        del {g}._items[0]",
         f"        del {g}._weights[0]",
-        "        if len(ks) == 1:",
-        f"            {groups}[{k}] = (ks[0], {g}._items[0], {g}._weights[0])",
+        *[f"        {x}" for x in left],
         "else:",
         # an entry further in (an inner node's tuple whose weight the expiry of a sibling
         # lowers): its position by one bisect, no call; anything else is ``incr``'s
@@ -72,10 +79,8 @@ def incr_source(groups: str, k: str, g: str, key: str, item: str, delta: str, gr
         "            del ks[i]",
         f"            del {g}._items[i]",
         f"            del {g}._weights[i]",
-        "            if len(ks) == 1:",
-        f"                {groups}[{k}] = (ks[0], {g}._items[0], {g}._weights[0])",
-        f"    elif {g}.incr({key}, {item}, {delta}) <= 1:",
-        f"        shrink({groups}, {k}, {g})",
+        *[f"            {x}" for x in left],
+        *[f"    {x}" for x in rest],
     ]
 
 
