@@ -130,7 +130,8 @@ class PatternSpec:
     names: list[str] = field(default_factory=list)
     match_column: bool = True  # False: ``match`` is null (``cep spark`` writes only ``value``; saves a JSON per output)
     # True: one output row per group and micro-batch for the composite events (``_out_rows``), for a text sink
-    # (``cep spark`` to a directory); ``detect()``'s documented shape is one row per composite event
+    # (``cep spark`` to a directory), and only the columns of ``PACKED_OUT_SCHEMA``; ``detect()``'s documented
+    # shape is one row per composite event
     pack_output: bool = False
 
     def cache_id(self) -> tuple:

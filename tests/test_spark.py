@@ -670,7 +670,8 @@ def test_files_to_files_matches_cep_run(spark, data, tmp_path):
 
 def test_one_pattern_s_packed_metrics_are_the_sums_of_its_rows_counts(spark, data, tmp_path):
     """With one pattern the observed ``+:``/``-:`` metrics of packed output sum the count columns of every row
-    (``metric_columns``' plain sums): still the composite events written, per op."""
+    (``metric_columns``' plain sums): still the composite events written, per op. The packed rows have only the
+    columns ``cep spark`` reads, so Spark adds no projection above the state step to drop the others."""
     from cep.connectors.spark_cli import build_parser, start_query
 
     events, _ref = data
@@ -684,6 +685,14 @@ def test_one_pattern_s_packed_metrics_are_the_sums_of_its_rows_counts(spark, dat
     name = Path(PATTERNS[0]).stem
     assert {o["pattern"] for o in got} == {name} and metrics_total(q, f"+:{name}") > 0
     assert [metrics_total(q, f"{op}:{name}") for op in "+-"] == [sum(o["op"] == op for o in got) for op in "+-"]
+    plan = q._jsq.streamingQuery().lastExecution().executedPlan()
+    parents, todo = [], [plan]
+    while todo:
+        node = todo.pop()
+        kids = [node.children().apply(i) for i in range(node.children().size())]
+        parents += [node.nodeName() for k in kids if k.nodeName() == "FlatMapGroupsInPandasWithState"]
+        todo += kids
+    assert parents == ["CollectMetrics"]
 
 
 def test_detect_on_a_static_dataframe_with_structured_columns(spark, data):
