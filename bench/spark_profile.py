@@ -156,6 +156,20 @@ def jvm_threads(root: int) -> dict[str, list[float]]:
     return out
 
 
+def jvm_allocated_bytes(spark) -> int | None:
+    """Bytes the driver JVM's threads have allocated on the heap since it started (HotSpot's
+    ``ThreadMXBean.getTotalThreadAllocatedBytes``, ended threads included), or None where not supported.
+
+    Why: under load the CPU seconds of one run move by 10-20 % while a plan change moves the JVM's work by a few
+    per cent; what the JVM allocates per micro-batch (plans, generated code, closures, serialized tasks) moves
+    with its work but not with the machine's load."""
+    try:
+        return int(spark._jvm.java.lang.management.ManagementFactory.getThreadMXBean()
+                   .getTotalThreadAllocatedBytes())
+    except Exception:  # noqa: BLE001 - a JVM without it (or a refused reflective call): no figure
+        return None
+
+
 def jfr_profile(files: list[Path], since: float, top: int) -> dict:
     """JVM execution samples taken after ``since`` (epoch s): by operator category, by thread (digits dropped), by
     the leaf frame's class, and by method anywhere on the stack (inclusive: what a thread was inside of)."""
@@ -244,6 +258,7 @@ def child(args: argparse.Namespace) -> None:
             marks.clear()  # a new query (the warm-up's marks are not steady state)
             queries[0] += 1
         marks.append({"rows": p["numInputRows"], "cpu": cpu_by_kind(os.getpid()), "at": time.time(),
+                      "alloc": jvm_allocated_bytes(spark),
                       "threads": jvm_threads(os.getpid()), "workers": python_workers(os.getpid()),
                       "durationMs": p["durationMs"], "state": p["stateOperators"][0] if p["stateOperators"]
                       else {}})
@@ -294,6 +309,9 @@ def child(args: argparse.Namespace) -> None:
            "state": [{k: m["state"].get(k) for k in ("numRowsTotal", "numRowsUpdated", "allUpdatesTimeMs",
                                                       "commitTimeMs", "memoryUsedBytes", "customMetrics")}
                      for m in data]}
+    if len(data) > 1 and data[0]["alloc"] is not None:
+        # the driver JVM's heap allocation per steady micro-batch (on local masters: all the JVM work)
+        out["driver_jvm_alloc_mb_per_batch"] = round((data[-1]["alloc"] - data[0]["alloc"]) / 2**20 / (len(data) - 1), 1)
     if len(data) > 1:
         a, b = data[0]["threads"], data[-1]["threads"]
         delta = {k: [round(v[0] - a.get(k, [0, 0])[0], 2), round(v[1] - a.get(k, [0, 0])[1], 2)] for k, v in b.items()}

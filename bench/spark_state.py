@@ -103,7 +103,7 @@ def phases(batch: int, batches: int, keys: int, lateness: int, key_groups: int |
             df = pd.concat(list(route(iter([files]))))
             routed = time.process_time() - t
             wm = 0 if max_ts is None else S.spark_watermark_after(spec, max_ts)
-            groups = [(key, rows.drop(columns=["tus"])) for key, rows in df.groupby(["g", "kg"])]
+            groups = [(key, rows.drop(columns=["evt"])) for key, rows in df.groupby(["g", "kg"])]
             on[0] = b > 0
             t = time.process_time()
             for key, rows in groups:

@@ -14,13 +14,14 @@ Stages:
 
 1. ``_route`` (``mapInPandas``): decode each record exactly as ``cep run`` does (``cep.io.readers.make_decoder``),
    find the group(s) of every pattern that uses its type, and emit ONE row per group of the task's input:
-   ``(g, kg, tus, value)``, ``value`` holding the group's records packed (their count, the positions without
-   their common prefix, the texts, joined by a newline, in input order: ``_pack``), ``tus`` = the largest event
-   time among them, in us. Why packed: every row costs Spark per-row work (Arrow both ways, shuffle, sort,
-   pandas) that grows with the rows, not the bytes; with one row per record it was most of the JVMs' CPU. The watermark is unchanged: Spark's is the largest ``tus`` over
-   all rows, the same as over all records.
-2. ``withWatermark`` on the event time (delay = lateness + 1 ms, so Spark drops exactly the rows ``cep run``
-   would call late with respect to the watermark at the start of the micro-batch).
+   ``(g, kg, eg, evt, value)``, ``value`` holding the group's records packed (their count, the positions without
+   their common prefix, the texts, joined by a newline, in input order: ``_pack``), ``evt`` = the largest event
+   time among them as Spark's event-time column (``spark_time_us``). Why packed: every row costs Spark per-row
+   work (Arrow both ways, shuffle, sort, pandas) that grows with the rows, not the bytes; with one row per record
+   it was most of the JVMs' CPU. The watermark is unchanged: Spark's is the largest ``evt`` over all rows, the
+   same as over all records.
+2. ``withWatermark`` on ``evt`` (delay = lateness + 1 ms: the watermark ``cep run`` would have at the start of
+   the micro-batch; Spark's own late-row filter is kept off, see ``detect``).
 3. ``groupBy(g, kg).applyInPandasWithState(_handler)``: per key group, get the engine (kept in the Python
    worker between micro-batches while the stored state's nonce matches; else loaded from the state bytes),
    advance its watermark to Spark's, push the batch's rows in event-time order, emit the composite events, save
@@ -62,8 +63,9 @@ from cep.io.readers import _DIGITS
 from cep.plan.partition import partition_attrs
 from cep.units import TIME_UNITS
 
-# one row per (pattern, engine bucket): see _packed_frame; kg = the key group (Spark's group), eg = the bucket
-ROUTE_SCHEMA = "g int, kg int, eg int, tus long, value string"
+# one row per (pattern, engine bucket): see _packed_frame; kg = the key group (Spark's group), eg = the bucket,
+# evt = Spark's event-time column (``spark_time_us``: microseconds, handed over as a plain int64)
+ROUTE_SCHEMA = "g int, kg int, eg int, evt timestamp, value string"
 PLAIN_MARK = "p"  # leads a packed value whose texts all passed ``plain_lines`` (``_pack_segments``)
 PACK_SEP = "\n"  # joins a packed row's parts (a record whose position or text holds it rides alone: ``_pack``)
 PACK_RECORDS = 200_000  # routed records a route task holds before it emits its packed rows (bounds its memory)
@@ -72,7 +74,11 @@ OUT_SCHEMA = "pattern string, op string, id string, match string, key string, va
 # row, op = LINES_OP, value = their output lines joined by a newline, n_plus / n_minus = how many of each op
 LINES_OP = "lines"
 MATCH_OPS = ("+", "-", LINES_OP)  # the ops of rows that hold composite events (one each, or packed)
-PACKED_OUT_SCHEMA = OUT_SCHEMA + ", n_plus int, n_minus int"
+# A packed output row has only what ``cep spark`` reads of it: ``value`` (the sinks), ``pattern``, ``op`` and the
+# counts (the observed metrics), not ``id``, ``match`` and ``key`` (always null on its rows but the side rows'
+# ``id``). Why: Spark prunes columns nobody reads with a projection right above the state step, a code-generated
+# stage of its own in every micro-batch (closure cleaned, planned, generated per task: bench/results/spark.md)
+PACKED_OUT_SCHEMA = "pattern string, op string, value string, n_plus int, n_minus int"
 STATE_SCHEMA = "nonce string, blob binary"
 TIME_US = {u: 1_000_000 // per_s for u, per_s in TIME_UNITS.items()}  # microseconds per time unit
 
@@ -124,7 +130,8 @@ class PatternSpec:
     names: list[str] = field(default_factory=list)
     match_column: bool = True  # False: ``match`` is null (``cep spark`` writes only ``value``; saves a JSON per output)
     # True: one output row per group and micro-batch for the composite events (``_out_rows``), for a text sink
-    # (``cep spark`` to a directory); ``detect()``'s documented shape is one row per composite event
+    # (``cep spark`` to a directory), and only the columns of ``PACKED_OUT_SCHEMA``; ``detect()``'s documented
+    # shape is one row per composite event
     pack_output: bool = False
 
     def cache_id(self) -> tuple:
@@ -479,6 +486,16 @@ def _plain_event(typ: str, ts: int | float, rec: dict):
 _NO_TIME_US = -(2**62)  # the time of a bad record's row: clamps to the bottom of Spark's range, moves no watermark
 
 
+def spark_time_us(us: int) -> int:
+    """Spark's event-time column (in us) for an event time of ``us`` microseconds: offset by
+    ``SPARK_TIME_OFFSET_US`` and clamped to ``SPARK_TIME_RANGE_US`` (see there).
+
+    The route step emits it (``_packed_frame``) rather than ``detect`` computing it in Spark: a projection in
+    the plan costs Spark per micro-batch (its closure cleaned, optimized, its code generated in each task)."""
+    lo, hi = SPARK_TIME_RANGE_US
+    return min(max(us + SPARK_TIME_OFFSET_US, lo), hi)
+
+
 def error_report(pos: str, reason: str, raw: bytes) -> str:
     """A bad record as ``cep run --errors`` reports it: one JSON object (line, pos, reason, record).
 
@@ -532,8 +549,10 @@ def _route_batches(spec: PatternSpec, whole_files: bool = False):
 def _packed_frame(packs: dict[tuple[int, int], list], factor: int, key_groups: int):
     """The route step's output rows: one per (pattern, engine bucket), its records in one ``value``
     (``_pack_segments``), ``kg`` = the bucket's key group (Spark groups by ``g, kg``), ``eg`` = the bucket;
-    ``tus`` = the pack's largest time (in time units, ``factor`` us each) in us, ``_NO_TIME_US`` for bad records
-    (-inf).
+    ``evt`` = Spark's event-time column (``spark_time_us``) of the pack's largest time (in time units, ``factor``
+    us each), of ``_NO_TIME_US`` for bad records (-inf). ``evt`` is an int64 column of microseconds: PySpark
+    hands a non-datetime column to Arrow as is, and Arrow takes integers as the timestamp's microseconds (a
+    ``datetime64`` column would cost a time-zone conversion per frame).
 
     A group whose positions or texts hold the separator themselves (a Kafka value with a newline in it, say)
     is emitted one record per row.
@@ -542,10 +561,10 @@ def _packed_frame(packs: dict[tuple[int, int], list], factor: int, key_groups: i
 
     rows = []
     for (g, eg), (ts, segs) in packs.items():
-        tus = _NO_TIME_US if ts == -math.inf else int(round(ts * factor))
+        evt = spark_time_us(_NO_TIME_US if ts == -math.inf else int(round(ts * factor)))
         kg = eg % key_groups
-        rows.extend((g, kg, eg, tus, value) for value in _pack_segments(segs))
-    return pd.DataFrame(rows, columns=["g", "kg", "eg", "tus", "value"])
+        rows.extend((g, kg, eg, evt, value) for value in _pack_segments(segs))
+    return pd.DataFrame(rows, columns=["g", "kg", "eg", "evt", "value"])
 
 
 def _common_prefix(strs: list[str]) -> str:
@@ -931,8 +950,8 @@ def _out_rows(spec: PatternSpec, g: int, outs: list) -> list[tuple]:
 
 
 def _frame(spec: PatternSpec, rows: list[tuple]):
-    """The handler's pandas output: ``OUT_COLS``, or with ``spec.pack_output`` also the counts (side rows, of
-    six columns, count 0).
+    """The handler's pandas output: ``OUT_COLS``, or with ``spec.pack_output`` ``PACKED_OUT_COLS`` (a row's
+    pattern, op and value, and its counts: side rows, of six columns, count 0).
 
     Built from its columns, each an array of the dtype ``pd.DataFrame(rows)`` infers (object: strings and nulls;
     int64: the counts). Why: inferring the columns from a list of rows cost ~0.35 ms per group (a group's one
@@ -941,15 +960,15 @@ def _frame(spec: PatternSpec, rows: list[tuple]):
     import pandas as pd
 
     if spec.pack_output:
-        names = PACKED_OUT_COLS
-        rows = [r if len(r) == 8 else (*r, 0, 0) for r in rows]
+        names, texts = PACKED_OUT_COLS, 3
+        rows = [(r[0], r[1], r[5], *(r[6:] or (0, 0))) for r in rows]
     else:
-        names = OUT_COLS
+        names, texts = OUT_COLS, len(OUT_COLS)
     if not rows:
         return pd.DataFrame(rows, columns=names)
     data = {}
     for i, (name, col) in enumerate(zip(names, zip(*rows, strict=True), strict=True)):
-        if i < len(OUT_COLS):
+        if i < texts:
             data[name] = arr = np.empty(len(col), dtype=object)
             arr[:] = col
         else:
@@ -962,7 +981,7 @@ def out_schema(spec: PatternSpec) -> str:
 
 
 OUT_COLS = ["pattern", "op", "id", "match", "key", "value"]
-PACKED_OUT_COLS = [*OUT_COLS, "n_plus", "n_minus"]
+PACKED_OUT_COLS = ["pattern", "op", "value", "n_plus", "n_minus"]
 
 # Engines kept in the Python worker between micro-batches, keyed by (spec, pattern, key group): the key group's
 # engines by bucket, valid only while the state store holds the same nonce (a replayed or foreign state has
@@ -1053,9 +1072,7 @@ def engine_watermark(spec: PatternSpec, wm_ms: int) -> int | float | None:
 def spark_watermark_after(spec: PatternSpec, max_ts: int | float) -> int:
     """The watermark (ms) Spark computes after a batch whose largest event time is ``max_ts``: the same offset,
     clamp, millisecond floor and delay as Spark, so the engine can move to it before Spark does."""
-    lo, hi = SPARK_TIME_RANGE_US
-    evt_us = min(max(int(round(max_ts * TIME_US[spec.time_unit])) + SPARK_TIME_OFFSET_US, lo), hi)
-    return evt_us // 1000 - spark_delay_ms(spec)
+    return spark_time_us(int(round(max_ts * TIME_US[spec.time_unit]))) // 1000 - spark_delay_ms(spec)
 
 
 def timer_ms(spec: PatternSpec, decision_time: int | float) -> int:
@@ -1314,24 +1331,23 @@ def detect(
         lateness=lateness, on_error=on_error, key_groups=key_groups, group_engines=group_engines)
     routed = input_records(events, spec).mapInPandas(_route_batches(spec, whole_files(events)), ROUTE_SCHEMA)
     if not events.isStreaming:
-        out = routed.groupBy("g", "kg").applyInPandas(_batch_handler(spec), out_schema(spec))
+        # (no watermark in a batch: ``evt`` would only cost a time-zone conversion per group in the workers)
+        out = routed.drop("evt").groupBy("g", "kg").applyInPandas(_batch_handler(spec), out_schema(spec))
     else:
-        lo, hi = SPARK_TIME_RANGE_US
-        evt = F.timestamp_micros(F.least(F.greatest(F.col("tus") + F.lit(SPARK_TIME_OFFSET_US), F.lit(lo)),
-                                         F.lit(hi)))
         delay = spark_delay_ms(spec)
-        routed = routed.withColumn("evt", evt).withWatermark("evt", f"{delay} milliseconds")
+        # ``evt`` comes from the route step (``spark_time_us``): one projection fewer than computing it here
+        routed = routed.withWatermark("evt", f"{delay} milliseconds")
         # Under an event-time timeout Spark drops the rows whose watermark column is below the watermark before
         # the stateful function sees them, and counts them only as numRowsDroppedByWatermark. cep must see them
         # (late rows are counted per pattern and written to the late output), so the column the state step sees
         # as the watermark column is a constant at the top of the time range, marked with the watermark's
         # metadata: no row is below it, while the watermark itself still comes from ``evt`` above.
-        # ``tus`` is in ``evt``: the state step reads the record's time from its text, so it is not shuffled.
+        # ``evt`` is not shuffled: the state step reads the records' times from their texts.
         # The marked column is a long (the top of the range in us, what the timestamp holds): Spark's late-row
         # test compares it with the watermark in us either way, and PySpark hands every group's columns to the
         # state step as pandas, where a long is a plain copy and a timestamp a time-zone conversion (~0.2-0.3 ms
         # per group and micro-batch, bench/results/spark.md)
-        keep = [c for c in routed.columns if c not in ("evt", "tus")]
+        keep = [c for c in routed.columns if c != "evt"]
         top = F.lit(SPARK_TIME_RANGE_US[1]).cast("long").alias("evt", metadata={WATERMARK_DELAY_KEY: delay})
         routed = routed.select(*keep, top)
         out = routed.groupBy("g", "kg").applyInPandasWithState(
@@ -1381,7 +1397,13 @@ METRICS = "cep"  # the name of the observed metrics on the streaming query's pro
 
 
 def metric_columns(spec: PatternSpec) -> list:
-    """Per micro-batch counts: late records, bad records, and per pattern late rows and composite events."""
+    """Per micro-batch counts: late records, bad records, and per pattern late rows and composite events.
+
+    With ``spec.pack_output`` a pattern's composite events are the sums of the packed rows' ``n_plus`` /
+    ``n_minus`` (``_out_rows``; side rows count 0, ``_frame``), over all rows when there is one pattern. Why
+    the plain sums: ``observe`` generates the aggregates' update code in every task of every micro-batch
+    (Spark's ``AggregatingAccumulator``), in proportion to their expressions (bench/results/spark.md).
+    """
     from pyspark.sql import functions as F
 
     op, pattern = F.col("op"), F.col("pattern")
@@ -1390,11 +1412,13 @@ def metric_columns(spec: PatternSpec) -> list:
     for name in spec.names:
         cols.append(F.count(F.when((op == "late") & (pattern == name), 1)).alias(f"late:{name}"))
         for what, n in (("+", "n_plus"), ("-", "n_minus")):
-            if spec.pack_output:  # a packed row counts its composite events (``_out_rows``)
-                count = F.coalesce(F.sum(F.when((op == LINES_OP) & (pattern == name), F.col(n))), F.lit(0))
-            else:
+            if not spec.pack_output:
                 count = F.count(F.when((op == what) & (pattern == name), 1))
-            cols.append(count.cast("long").alias(f"{what}:{name}"))
+            elif len(spec.names) == 1:
+                count = F.coalesce(F.sum(n), F.lit(0))  # (a sum of ints is a long)
+            else:
+                count = F.coalesce(F.sum(F.when(pattern == name, F.col(n))), F.lit(0))
+            cols.append(count.alias(f"{what}:{name}"))
     return cols
 
 

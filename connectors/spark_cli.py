@@ -156,12 +156,16 @@ def write_output(out, spec: str, checkpoint: str, trigger: dict, late: str | Non
 
 
 def write_rows(df, target: str, batch_id: int) -> None:
-    """One micro-batch's rows (``key``, ``value``) to a Kafka topic or to ``DIR/batch=<id>/``."""
+    """One micro-batch's rows (``key``, ``value``) to a Kafka topic or to ``DIR/batch=<id>/``; rows without a
+    ``key`` column (``PACKED_OUT_SCHEMA``: directory output, whose side rows have no key) go with a null key."""
     if _is_kafka(target):
+        from pyspark.sql import functions as F
+
         from cep.io.kafka import parse_url
 
         u = parse_url(target)
-        df.select("key", "value").write.format("kafka").option("kafka.bootstrap.servers", u.where) \
+        key = "key" if "key" in df.columns else F.lit(None).cast("string").alias("key")
+        df.select(key, "value").write.format("kafka").option("kafka.bootstrap.servers", u.where) \
             .option("topic", u.topic).save()
     else:
         df.select("value").write.mode("overwrite").text(str(Path(target) / f"batch={batch_id}"))

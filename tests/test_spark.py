@@ -194,14 +194,15 @@ def test_route_step_packs_one_row_per_group_and_the_state_step_unpacks_it():
     packed = df[(df.g == 1)]
     assert len(packed) == 4 and {v[0] for v in packed.value} == {"s"}  # f:6 forces the group's rows apart
     assert {v[0] for v in df[(df.g == 0) & (df.kg == kg[1])].value} == {"s"}
-    # the row's time is the largest of its records (Spark's watermark as over one row per record)
-    assert df[(df.g == 0) & (df.kg == kg[2])].tus.tolist() == [4_000_000]
-    assert set(df[df.g == 1].tus) == {7_000_000}
+    # the row's time is the largest of its records (Spark's watermark as over one row per record), as Spark's
+    # event-time column (offset and clamped: ``spark_time_us``)
+    assert df[(df.g == 0) & (df.kg == kg[2])].evt.tolist() == [4_000_000 + S.SPARK_TIME_OFFSET_US]
+    assert set(df[df.g == 1].evt) == {S.spark_time_us(7_000_000)}
     plain = list(route(iter([pd.DataFrame({"pos": pos[:3], "value": values[:3]})])))[0]
     row = plain[(plain.g == 0) & (plain.kg == kg[1])]
     # packed: the count and the positions' common prefix, each position's rest, the texts; led by PLAIN_MARK when
     # the records' bytes passed ``plain_lines`` (the state step does not test them again), not when they did not
-    assert row.value.tolist() == [f"p2 f:\n1\n2\n{values[0]}\n{values[1]}"] and row.tus.tolist() == [5_000_000]
+    assert row.value.tolist() == [f"p2 f:\n1\n2\n{values[0]}\n{values[1]}"] and row.evt.tolist() == [S.spark_time_us(5_000_000)]
     assert S._unpacked(row.value.tolist()[0]) == (["f:1", "f:2"], values[:2])
     assert S._lines_of(row.value.tolist()) == (["f:1", "f:2"], [v.encode() for v in values[:2]], True)
     nested = json.dumps({"type": "A", "ts": 2, "k": 1, "s": "a[b"})  # a "[": not plain (a good record)
@@ -261,7 +262,7 @@ def test_packed_output_rows_hold_the_same_lines_and_counts():
     # k = 1's engine bucket for p (one key group of ENGINE_BUCKETS engines); q is not keyed (bucket 0)
     eg = [S.zlib.crc32(S._canon_key([1]).encode()) % S.ENGINE_BUCKETS, 0]
     assert [set(df[df.g == g].eg) for g in (0, 1)] == [{eg[0]}, {0}]
-    late = [pd.DataFrame({"g": [g], "kg": [0], "eg": [eg[g]], "tus": [0], "value": S._pack(["f:9"], [values[0]])})
+    late = [pd.DataFrame({"g": [g], "kg": [0], "eg": [eg[g]], "evt": [S.SPARK_TIME_RANGE_US[1]], "value": S._pack(["f:9"], [values[0]])})
             for g in (0, 1)]
 
     def run(pack: bool) -> list[list]:
@@ -277,19 +278,21 @@ def test_packed_output_rows_hold_the_same_lines_and_counts():
     plain, packed = run(False), run(True)
     events = [r for r in plain if r[1] in ("+", "-")]
     assert {r[1] for r in events} == {"+", "-"} and {r[0] for r in events} == {"p", "q"}
+    # packed rows: pattern, op, value, n_plus, n_minus (``PACKED_OUT_COLS``)
     lines = [r for r in packed if r[1] == S.LINES_OP]
-    assert [ln for r in lines for ln in r[5].split("\n")] == [r[5] for r in events]
+    assert [ln for r in lines for ln in r[2].split("\n")] == [r[5] for r in events]
     for name in ("p", "q"):
         mine = [r for r in events if r[0] == name]
-        assert [r[6:] for r in lines if r[0] == name] == [[sum(r[1] == "+" for r in mine),
+        assert [r[3:] for r in lines if r[0] == name] == [[sum(r[1] == "+" for r in mine),
                                                          sum(r[1] == "-" for r in mine)]]
     side = [r for r in plain if r[1] not in ("+", "-")]
-    assert side and [r[:6] + [r[6:]] for r in packed if r[1] != S.LINES_OP] == [r + [[0, 0]] for r in side]
+    assert side and [r for r in packed if r[1] != S.LINES_OP] == [[r[0], r[1], r[5], 0, 0] for r in side]
 
 
 def test_output_frames_are_those_of_their_rows():
     """``_frame`` builds the handler's frame from columns: the same values and dtypes as ``pd.DataFrame(rows)``
-    (object columns, the packed counts int64), with and without ``pack_output``, empty or not."""
+    (object columns, the packed counts int64), with and without ``pack_output`` (then pattern, op, value and
+    the counts only), empty or not."""
     import dataclasses
 
     import pandas as pd
@@ -304,14 +307,16 @@ def test_output_frames_are_those_of_their_rows():
         names = S.PACKED_OUT_COLS if pack else S.OUT_COLS
         for rows in rowss:
             got = S._frame(dataclasses.replace(spec, pack_output=pack), rows)
-            want = pd.DataFrame([r if len(r) == len(names) else (*r, 0, 0) for r in rows], columns=names)
+            want = pd.DataFrame([(r[0], r[1], r[5], *(r[6:] or (0, 0))) if pack else r for r in rows],
+                                columns=names)
             assert got.equals(want) and list(got.dtypes) == list(want.dtypes) and list(got.columns) == names
 
 
 def test_route_row_time_is_the_largest_record_time_in_us():
-    """A packed route row's ``tus`` is the largest event time of its records in microseconds (the route step
-    keeps the largest time in time units and converts it once): with fractional millisecond times, ISO times,
-    several patterns per type and bad records (``_NO_TIME_US``), over several decode chunks."""
+    """A packed route row's ``evt`` is the largest event time of its records in microseconds as Spark's
+    event-time column (``spark_time_us``; the route step keeps the largest time in time units and converts it
+    once): with fractional millisecond times, ISO times, several patterns per type and bad records
+    (``_NO_TIME_US``: the bottom of Spark's range), over several decode chunks."""
     import random
 
     import pandas as pd
@@ -341,8 +346,9 @@ def test_route_row_time_is_the_largest_record_time_in_us():
             except BadRecord:
                 us = S._NO_TIME_US
             times[(g, kg)] = max(times.get((g, kg), us), us)
-    got = {(g, kg): int(t) for g, kg, t in zip(df["g"], df["kg"], df["tus"], strict=True)}
-    assert got == times and len(got) > 4 and (S.BAD_ROW_GROUP, 0) in got
+    got = {(g, kg): int(t) for g, kg, t in zip(df["g"], df["kg"], df["evt"], strict=True)}
+    assert got == {k: S.spark_time_us(us) for k, us in times.items()} and len(got) > 4
+    assert got[(S.BAD_ROW_GROUP, 0)] == S.SPARK_TIME_RANGE_US[0]
 
 
 @pytest.mark.parametrize(("frac", "nested"), [(0, True), (0.0004, True), (0, False), (0.0004, False)])
@@ -662,6 +668,33 @@ def test_files_to_files_matches_cep_run(spark, data, tmp_path):
         (n, op): sum(o["pattern"] == n and o["op"] == op for o in got) for n in names for op in "+-"}
 
 
+def test_one_pattern_s_packed_metrics_are_the_sums_of_its_rows_counts(spark, data, tmp_path):
+    """With one pattern the observed ``+:``/``-:`` metrics of packed output sum the count columns of every row
+    (``metric_columns``' plain sums): still the composite events written, per op. The packed rows have only the
+    columns ``cep spark`` reads, so Spark adds no projection above the state step to drop the others."""
+    from cep.connectors.spark_cli import build_parser, start_query
+
+    events, _ref = data
+    split_files(events, tmp_path / "in", 2)
+    args = build_parser().parse_args([PATTERNS[0], "--lateness", "1 d", "-i", str(tmp_path / "in"), "-o",
+                                      str(tmp_path / "out"), "--checkpoint", str(tmp_path / "ck"), "--available-now"])
+    q = start_query(spark, args)
+    q.awaitTermination()
+    assert q.exception() is None
+    got = read_dir_output(tmp_path / "out")
+    name = Path(PATTERNS[0]).stem
+    assert {o["pattern"] for o in got} == {name} and metrics_total(q, f"+:{name}") > 0
+    assert [metrics_total(q, f"{op}:{name}") for op in "+-"] == [sum(o["op"] == op for o in got) for op in "+-"]
+    plan = q._jsq.streamingQuery().lastExecution().executedPlan()
+    parents, todo = [], [plan]
+    while todo:
+        node = todo.pop()
+        kids = [node.children().apply(i) for i in range(node.children().size())]
+        parents += [node.nodeName() for k in kids if k.nodeName() == "FlatMapGroupsInPandasWithState"]
+        todo += kids
+    assert parents == ["CollectMetrics"]
+
+
 def test_detect_on_a_static_dataframe_with_structured_columns(spark, data):
     from cep.connectors.spark import detect
 
@@ -879,8 +912,8 @@ def test_late_records_are_counted_and_written(spark, tmp_path):
 def test_the_state_step_s_watermark_column_is_a_constant_long(spark, tmp_path):
     """The column marked as the state step's watermark column is a long, not a timestamp: PySpark converts each
     group's columns to pandas, a timestamp with a time-zone conversion per group and micro-batch. The watermark
-    itself still comes from the records' times (``evt`` under ``withWatermark``), and no row is below the mark
-    (the late test above: Spark drops nothing)."""
+    itself still comes from the records' times (the route step's ``evt`` under ``withWatermark``), and no row is
+    below the mark (the late test above: Spark drops nothing)."""
     from cep.connectors.spark import SPARK_TIME_RANGE_US, WATERMARK_DELAY_KEY, detect
 
     d = tmp_path / "in"
@@ -889,14 +922,19 @@ def test_the_state_step_s_watermark_column_is_a_constant_long(spark, tmp_path):
     files = spark.readStream.format("text").option("wholetext", "true").load(str(d))
     events = files.selectExpr("_metadata.file_path AS file", "value AS text")
     out = detect(events, str(ROOT / "patterns" / "smoke_then_heat.pattern"), lateness=60, side_outputs=True)
-    plan, states = out._jdf.queryExecution().analyzed(), []
+    plan, states, marks = out._jdf.queryExecution().analyzed(), [], []
     todo = [plan]
     while todo:
         node = todo.pop()
         if node.getClass().getSimpleName() == "FlatMapGroupsInPandasWithState":
             states.append(node)
+        if node.getClass().getSimpleName() == "EventTimeWatermark":
+            marks.append(node)
         todo += [node.children().apply(i) for i in range(node.children().size())]
     assert len(states) == 1
+    # the watermark's event-time column is the route step's own ``evt`` (no projection of Spark's in between)
+    assert [m.child().getClass().getSimpleName() for m in marks] == ["MapInPandas"]
+    assert [f.name() for f in marks[0].child().schema().fields()][3] == "evt"
     fields = json.loads(states[0].child().schema().json())["fields"]
     marked = [f for f in fields if WATERMARK_DELAY_KEY in f["metadata"]]
     assert [(f["name"], f["type"]) for f in marked] == [("evt", "long")]
@@ -925,9 +963,11 @@ def test_bad_records_skipped_are_reported(spark, tmp_path):
     assert metrics_total(q, "bad_records") == 1
 
 
-def test_late_and_bad_records_go_to_kafka_topics(spark, kafka_broker, tmp_path):
+@pytest.mark.parametrize("output", ["topic", "directory"])
+def test_late_and_bad_records_go_to_kafka_topics(spark, kafka_broker, tmp_path, output):
     """``--late-output`` and ``--errors`` as Kafka topics (real broker): each late record once, as read, and the
-    bad record's report, beside the composite events in their own topic."""
+    bad record's report, beside the composite events in their own topic, or in a directory (packed output rows,
+    which have no ``key`` column: the side topics get null keys)."""
     from cep.connectors.spark_cli import build_parser, start_query
     from kafka import KafkaProducer
 
@@ -945,15 +985,17 @@ def test_late_and_bad_records_go_to_kafka_topics(spark, kafka_broker, tmp_path):
     p.close()
     k = f"kafka://{kafka_broker.bootstrap}"
     args = build_parser().parse_args([str(ROOT / "patterns" / "smoke_then_heat.pattern"),
-                                      "-i", f"{k}/{tin}?from=earliest&until=end", "-o", f"{k}/{tout}",
+                                      "-i", f"{k}/{tin}?from=earliest&until=end",
+                                      "-o", f"{k}/{tout}" if output == "topic" else str(tmp_path / "out"),
                                       "--late-output", f"{k}/{tlate}", "--errors", f"{k}/{terr}",
                                       "--on-error", "skip", "--max-per-batch", "3", "--lateness", "60 s",
                                       "--checkpoint", str(tmp_path / "ck")])
     q = start_query(spark, args)
     q.awaitTermination()
     assert q.exception() is None
-    assert [v["match"]["celsius"] for _, v in consume_all(kafka_broker, tout)] == [80]
-    assert [v for _, v in consume_all(kafka_broker, tlate)] == [late]
+    got = consume_all(kafka_broker, tout) if output == "topic" else [(None, v) for v in read_dir_output(tmp_path / "out")]
+    assert [v["match"]["celsius"] for _, v in got] == [80]
+    assert consume_all(kafka_broker, tlate) == [(None, late)]
     (errors,) = [v for _, v in consume_all(kafka_broker, terr)]
     assert errors["pos"] == f"{tin}/0/4" and errors["record"] == '{"type": "Smoke", "ts": }'
     assert metrics_total(q, "late_records") == 1 and metrics_total(q, "bad_records") == 1
