@@ -190,3 +190,21 @@ def test_parser_tables_are_cached_in_a_private_directory(tmp_path, monkeypatch):
     (tmp_path / "bad.pattern").write_text("PATTERN p SEQ(A a,) WITHIN 1 h\n")
     r = cep("check", tmp_path / "bad.pattern", env={"XDG_CACHE_HOME": str(tmp_path / "d")})
     assert r.returncode == 2 and b"bad.pattern:1:19: expected" in r.stderr and list((tmp_path / "d" / "cep").iterdir())
+
+
+def test_the_state_document_is_read_as_stdlib_json_reads_it():
+    """``decode_state`` reads the document with orjson unless the text holds a run of 19 digits (an integer orjson
+    would read as a float) or something orjson refuses (the constants, a lone surrogate, a float out of range):
+    those are read by stdlib ``json``, so every document means what it meant."""
+    from cep.runtime import state as S
+
+    texts = [b'{"a": [1, -0, 2.5, 1e-400, 18446744073709551615, "x\\u00e9", null, true]}', b'{"a": 1, "a": 2}',
+             b'{"big": 123456789012345678901234567890, "neg": -9223372036854775809}', b'{"w": Infinity, "n": -Infinity}',
+             b'{"f": 1E400}', b'{"s": "\\ud800"}', b'{"k": 1.2345678901234567890123}']
+    for text in texts:
+        want = json.loads(text, parse_constant=S._constant)
+        got = S._document(text)
+        assert repr(got) == repr(want) and [type(v) for v in got.values()] == [type(v) for v in want.values()], text
+    for bad in (b'{"a": 1', b'{"a": NaN1}', b'\xff'):
+        with pytest.raises(ValueError):
+            S._document(bad)

@@ -60,17 +60,42 @@ def _constant(name: str) -> float:
     return _CONSTANTS[name]
 
 
-def decode_state(data: bytes) -> dict[str, Any]:
-    """``encode_state``'s document back, every part checked; events as ``(serial, Event)`` pairs."""
+# the view of a state's bytes that shows its runs of digits: each digit ``0``, any other byte ``.``
+_DIGIT_VIEW = bytes(48 if 48 <= b <= 57 else 46 for b in range(256))
+_LONG_RUN = b"0" * 19  # an integer this long may pass 64 bits, which orjson reads as a float
+
+
+def _document(text: bytes) -> Any:
+    """The state's JSON document as stdlib ``json`` reads it (``Infinity``/``NaN`` admitted, integers of any
+    size exact), read with orjson when that gives the same.
+
+    Why: a Spark worker that does not hold a key group's engines loads them from the state bytes every
+    micro-batch (64 engines per 10^5 events on local[2]), and stdlib ``json`` was a third of ``decode_state``.
+    orjson reads any JSON text without such a run of digits as ``json`` does (the same grammar, the last of
+    duplicate keys, correctly rounded floats); what it refuses (the constants, a lone surrogate, an out of
+    range float, anything malformed) goes to ``json``, which reads it or gives the reason, as before.
+    """
+    if _LONG_RUN not in text.translate(_DIGIT_VIEW):
+        import orjson
+
+        try:
+            return orjson.loads(text)
+        except orjson.JSONDecodeError:
+            pass
     import json
 
+    return json.loads(text.decode("utf-8"), parse_constant=_constant)
+
+
+def decode_state(data: bytes) -> dict[str, Any]:
+    """``encode_state``'s document back, every part checked; events as ``(serial, Event)`` pairs."""
     if not data.startswith(STATE_MAGIC):
         raise StateError("not a cep engine state")
     if not data.startswith(_HEADER):
         raise StateError("engine state format 1 (a pickle) is not read by this cep, "
                          f"which reads format {STATE_FORMAT}: start without the old state")
     try:
-        doc = json.loads(data[len(_HEADER):].decode("utf-8"), parse_constant=_constant)
+        doc = _document(data[len(_HEADER):])
     except (ValueError, RecursionError) as e:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
         reason = str(e).splitlines()[0][:200] if str(e) else type(e).__name__
         raise StateError(f"unreadable engine state (truncated or corrupted): {reason}") from None
