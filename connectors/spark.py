@@ -844,7 +844,7 @@ def _decode_group(spec: PatternSpec, decode, lines: list[bytes], poss: list[str]
         new = LineEvent  # its ``pos`` is ``_n`` (a string here: the position itself)
         ordered, inserts = True, True
         top = -math.inf
-        for i, raw in enumerate(lines):
+        for raw, pos in zip(lines, poss, strict=True):
             try:
                 rec = loads(raw)
                 typ = rec[type_field]
@@ -855,16 +855,16 @@ def _decode_group(spec: PatternSpec, decode, lines: list[bytes], poss: list[str]
                 tt = type(ts)
                 if type(typ) is not str or (tt is not int and tt is not float) or not typ:
                     rec = None
+                elif op_field in rec:
+                    op = rec.pop(op_field)
+                    if op == "-":
+                        inserts = False
+                    elif op != "+":
+                        rec = None
                 else:
                     op = "+"
-                    if op_field in rec:
-                        op = rec.pop(op_field)
-                        if op == "-":
-                            inserts = False
-                        elif op != "+":
-                            rec = None
             if rec is None:  # off the fast path (an ISO time, say): as ``decode`` reads it
-                ev = decode(poss[i], raw)
+                ev = decode(pos, raw)
                 ts = ev.ts
                 if ev.op != "+":
                     inserts = False
@@ -873,7 +873,7 @@ def _decode_group(spec: PatternSpec, decode, lines: list[bytes], poss: list[str]
                 ev.type = typ
                 ev.ts = ts
                 ev.fields = rec
-                ev._n = poss[i]
+                ev._n = pos
                 ev.op = op
             append(ev)
             if ts < top:
