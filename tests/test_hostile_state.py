@@ -208,3 +208,28 @@ def test_the_state_document_is_read_as_stdlib_json_reads_it():
     for bad in (b'{"a": 1', b'{"a": NaN1}', b'\xff'):
         with pytest.raises(ValueError):
             S._document(bad)
+
+
+def test_a_state_is_written_with_orjson_unless_a_number_is_not_finite():
+    """``encode_state`` writes with orjson when every number is finite (the same document as stdlib ``json``
+    writes); an infinite or NaN field, time or watermark (orjson would write ``null``) goes through ``json``'s
+    constants, and reads back as it was."""
+    from cep.runtime import state as S
+
+    cps = compile_text(CARD)
+    eng = Engine(cps, lateness=5)
+    for i, amount in enumerate([5, 50.5, 900, 1e-7, 1e16]):
+        eng.push(Event("Txn", 1000 + i, {"type": "Txn", "card": "c", "amount": amount, "u": "é\n\x01"}, str(i)))
+    data = eng.dumps()
+    head, _, body = data.partition(b"\n")
+    doc = json.loads(body)
+    assert json.dumps(doc, separators=(",", ":"), ensure_ascii=False).encode() != body  # (orjson's floats: 1e16)
+    assert Engine.loads(data, cps).dumps() == data
+    for odd in (math.inf, -math.inf, math.nan):
+        other = Engine(cps, lateness=5)
+        other.push(Event("Txn", 1000, {"type": "Txn", "card": "c", "amount": 5, "x": odd}, "1"))
+        back = Engine.loads(other.dumps(), cps)
+        assert repr([e.fields["x"] for e in back.events.values()]) == repr([odd])
+    assert S._finite({"lateness": 5, "max_ts": 2.5, "watermark": None, "events": [[0, "T", 1.5, {"a": 1.0}]]})
+    assert not S._finite({"lateness": 5, "max_ts": 2.5, "watermark": math.inf, "events": []})
+    assert not S._finite({"lateness": 5, "max_ts": None, "watermark": None, "events": [[0, "T", math.nan, {}]]})
