@@ -190,3 +190,46 @@ def test_parser_tables_are_cached_in_a_private_directory(tmp_path, monkeypatch):
     (tmp_path / "bad.pattern").write_text("PATTERN p SEQ(A a,) WITHIN 1 h\n")
     r = cep("check", tmp_path / "bad.pattern", env={"XDG_CACHE_HOME": str(tmp_path / "d")})
     assert r.returncode == 2 and b"bad.pattern:1:19: expected" in r.stderr and list((tmp_path / "d" / "cep").iterdir())
+
+
+def test_the_state_document_is_read_as_stdlib_json_reads_it():
+    """``decode_state`` reads the document with orjson unless the text holds a run of 19 digits (an integer orjson
+    would read as a float) or something orjson refuses (the constants, a lone surrogate, a float out of range):
+    those are read by stdlib ``json``, so every document means what it meant."""
+    from cep.runtime import state as S
+
+    texts = [b'{"a": [1, -0, 2.5, 1e-400, 18446744073709551615, "x\\u00e9", null, true]}', b'{"a": 1, "a": 2}',
+             b'{"big": 123456789012345678901234567890, "neg": -9223372036854775809}', b'{"w": Infinity, "n": -Infinity}',
+             b'{"f": 1E400}', b'{"s": "\\ud800"}', b'{"k": 1.2345678901234567890123}']
+    for text in texts:
+        want = json.loads(text, parse_constant=S._constant)
+        got = S._document(text)
+        assert repr(got) == repr(want) and [type(v) for v in got.values()] == [type(v) for v in want.values()], text
+    for bad in (b'{"a": 1', b'{"a": NaN1}', b'\xff'):
+        with pytest.raises(ValueError):
+            S._document(bad)
+
+
+def test_a_state_is_written_with_orjson_unless_a_number_is_not_finite():
+    """``encode_state`` writes with orjson when every number is finite (the same document as stdlib ``json``
+    writes); an infinite or NaN field, time or watermark (orjson would write ``null``) goes through ``json``'s
+    constants, and reads back as it was."""
+    from cep.runtime import state as S
+
+    cps = compile_text(CARD)
+    eng = Engine(cps, lateness=5)
+    for i, amount in enumerate([5, 50.5, 900, 1e-7, 1e16]):
+        eng.push(Event("Txn", 1000 + i, {"type": "Txn", "card": "c", "amount": amount, "u": "é\n\x01"}, str(i)))
+    data = eng.dumps()
+    head, _, body = data.partition(b"\n")
+    doc = json.loads(body)
+    assert json.dumps(doc, separators=(",", ":"), ensure_ascii=False).encode() != body  # (orjson's floats: 1e16)
+    assert Engine.loads(data, cps).dumps() == data
+    for odd in (math.inf, -math.inf, math.nan):
+        other = Engine(cps, lateness=5)
+        other.push(Event("Txn", 1000, {"type": "Txn", "card": "c", "amount": 5, "x": odd}, "1"))
+        back = Engine.loads(other.dumps(), cps)
+        assert repr([e.fields["x"] for e in back.events.values()]) == repr([odd])
+    assert S._finite({"lateness": 5, "max_ts": 2.5, "watermark": None, "events": [[0, "T", 1.5, {"a": 1.0}]]})
+    assert not S._finite({"lateness": 5, "max_ts": 2.5, "watermark": math.inf, "events": []})
+    assert not S._finite({"lateness": 5, "max_ts": None, "watermark": None, "events": [[0, "T", math.nan, {}]]})

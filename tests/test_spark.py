@@ -505,6 +505,24 @@ def test_the_state_step_reads_records_as_decode_does_and_sorts_only_what_is_out_
     assert [(o.op, o.id) for o in outs] == [(o.op, o.id) for o in ref_outs]
 
 
+def test_plain_lines_finds_what_decode_lines_test_finds():
+    """``plain_lines`` (a numpy view of the bytes) flags a nested value, a ``:`` then ``{`` with blanks between and
+    a run of 19 digits as ``decode.lines``' test of a batch (``cep.io.readers._flat``) does; digits that only a
+    blank separates are no run (no JSON number holds a blank), where ``_flat`` deletes the blank first."""
+    from cep.connectors import spark as S
+
+    from cep.io.readers import _flat
+
+    cases = [b'{"a": 1}', b'{"a": {"b": 1}}', b'{"a":{"b":1}}', b'{"a": \t{"b": 1}}', b' {"a": 1}', b'{"a": "x{y"}',
+             b'{"a": ": {"}', b'{"a": 1234567890123456789}', b'{"a": 123456789012345678}', b'{"a": [1]}', b"",
+             b'{"a": 1}\r', b'x :{', b'{"a": "12 {"}']
+    for case in cases:
+        for lines in ([case], [b'{"z": 0}', case, b'{"q": 2}']):
+            assert S.plain_lines(lines) is _flat(b"\n".join(lines)), lines
+    spaced = b'{"a": "123456789 0123456789"}'
+    assert S.plain_lines([spaced]) and not _flat(spaced)
+
+
 def test_the_engine_moves_its_own_watermark_only_where_it_is_spark_s():
     """``_own_watermark_from``: the index of a group's time-ordered records from which the engine may move its
     watermark with them: where time - lateness reaches the engine's watermark (never back), and only when the
