@@ -29,6 +29,7 @@ import orjson
 from cep.event import Event, LineEvent
 from cep.io.protocol import Source
 from cep.lazyre import lazy
+from cep.longints import LONG_RUN, has_long_digit_run
 from cep.units import TIME_UNITS, check_time_unit
 
 # numbers are ASCII: "٣" (an Arabic-Indic digit) is text, not 3
@@ -140,9 +141,6 @@ def convert_time(value: Any, factor: int, field: str = "ts") -> int | float:
 _ODD = frozenset((float, dict, list))  # value types the fast paths look at twice
 # ``decode_lines``' view of a batch's bytes: each digit ``0``, ``:`` and ``{`` themselves, any other byte ``.``
 _DIGITS = bytes(48 if 48 <= b <= 57 else b if b in (58, 123) else 46 for b in range(256))
-# ``plain``'s: each digit ``0``, any other byte ``.`` (only digit runs are looked for)
-_DIGITS_ONLY = bytes(48 if 48 <= b <= 57 else 46 for b in range(256))
-_RUN = b"0" * 19  # a run of 19 digits: maybe an integer orjson reads as a float
 # (``plain``, when the bytes have such a run) 19 digits not after a digit or a point: a fraction's digits
 # are not an integer's (``0.00006267302317998972`` is the same float for orjson and ``json``)
 _INTEGER_RUN = lazy(rb"(?<![.0-9])[0-9]{19}")
@@ -159,7 +157,7 @@ class InsertBatch(list):
     __slots__ = ()
 
 
-def _flat(blob: bytes, _digits: bytes = _DIGITS, _run: bytes = _RUN) -> bool:
+def _flat(blob: bytes, _digits: bytes = _DIGITS, _run: bytes = LONG_RUN) -> bool:
     """Whether a batch's bytes show that no record holds a nested value or an integer orjson reads
     as a float (``decode_lines``: then no scan of the values): no ``[``, no ``{`` after a ``:``
     (whitespace deleted from the view), no run of 19 digits."""
@@ -405,7 +403,7 @@ def make_decoder(
         when it is tracked: one C call per record.  A record that is not an object (a scalar line)
         is never tracked: the engine's loop stops at it."""
         blob = b"".join(lines)
-        if _RUN in blob.translate(_DIGITS_ONLY) and _INTEGER_RUN.search(blob) is not None:
+        if has_long_digit_run(blob) and _INTEGER_RUN.search(blob) is not None:
             return None
         try:
             recs = list(_map(loads, lines))

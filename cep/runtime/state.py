@@ -31,6 +31,7 @@ import math
 from typing import Any
 
 from cep.event import Event
+from cep.longints import has_long_digit_run
 
 STATE_MAGIC = b"CEPSTATE"
 STATE_FORMAT = 3
@@ -88,9 +89,6 @@ def _constant(name: str) -> float:
     return _CONSTANTS[name]
 
 
-# the view of a state's bytes that shows its runs of digits: each digit ``0``, any other byte ``.``
-_DIGIT_VIEW = bytes(48 if 48 <= b <= 57 else 46 for b in range(256))
-_LONG_RUN = b"0" * 19  # an integer this long may pass 64 bits, which orjson reads as a float
 
 
 def _document(text: bytes) -> Any:
@@ -103,7 +101,7 @@ def _document(text: bytes) -> Any:
     duplicate keys, correctly rounded floats); what it refuses (the constants, a lone surrogate, an out of
     range float, anything malformed) goes to ``json``, which reads it or gives the reason, as before.
     """
-    if _LONG_RUN not in text.translate(_DIGIT_VIEW):
+    if not has_long_digit_run(text):
         import orjson
 
         try:

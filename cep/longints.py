@@ -1,0 +1,19 @@
+"""Where a JSON text may hold an integer that orjson does not read exactly.
+
+orjson reads an integer beyond 64 bits as a float, while cep keeps integers exact (stdlib ``json``
+reads them so).  Such an integer has at least 19 digits, so a text without a run of 19 digits can
+go to orjson.  The reader's batch test (``cep.io.readers``' ``decode.plain``) and the engine state
+decoder (``cep.runtime.state``) ask this same question of their bytes: one home for it.  A base
+utility: no import from the rest of cep.
+"""
+
+from __future__ import annotations
+
+# the bytes as their digit runs: each digit ``0``, any other byte ``.``
+DIGIT_VIEW = bytes(48 if 48 <= b <= 57 else 46 for b in range(256))
+LONG_RUN = b"0" * 19  # in ``DIGIT_VIEW``: 19 digits in a row
+
+
+def has_long_digit_run(blob: bytes) -> bool:
+    """Whether ``blob`` holds 19 digits in a row (one C pass and one search)."""
+    return LONG_RUN in blob.translate(DIGIT_VIEW)
