@@ -46,6 +46,7 @@ Kafka output and ``detect()``'s callers keep one row per composite event.
 from __future__ import annotations
 
 import bisect
+import gc
 import math
 import operator
 import os
@@ -55,11 +56,12 @@ import zlib
 from collections import OrderedDict
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from itertools import repeat
 from pathlib import Path
 from typing import Any
 
 from cep.gc_policy import stream_gc
-from cep.io.readers import _DIGITS
+from cep.io.readers import _DIGITS, _INTEGER_RUN
 from cep.plan.partition import partition_attrs
 from cep.units import TIME_UNITS
 
@@ -289,6 +291,7 @@ def _router(spec: PatternSpec):
     groups = spec.engine_buckets()  # a record's bucket; its key group is the bucket % key_groups (_packed_frame)
     skip = spec.on_error == "skip"
     crc32 = zlib.crc32
+    is_tracked = gc.is_tracked
     # type -> [(g, attrs or None, the one attribute of a one-field key or None)]
     routes: dict[str, list[tuple[int, tuple[str, ...] | None, str | None]]] = {}
     for g, cp in enumerate(cps):
@@ -331,6 +334,96 @@ def _router(spec: PatternSpec):
 
     # the common case: a type read by one pattern with a one-field key (the loop below, without calls)
     single = {t: found[0] for t, found in routes.items() if len(found) == 1 and found[0][2] is not None}
+    type_of, time_of = operator.itemgetter(type_field), operator.itemgetter(time_field)
+
+    def buckets(vals: list) -> bytes | None:
+        """The engine buckets (< 256) of one-field string key values, as bytes (``group_of``'s, through
+        ``kg_of``: new values added); None when a value is no string (a number, a missing key: ``group_of``
+        reads it off the event)."""
+        try:
+            return bytes(map(kg_of.__getitem__, vals))
+        except KeyError:
+            pass
+        distinct = set(vals)
+        if any(type(v) is not str for v in distinct):
+            return None
+        new = distinct.difference(kg_of)
+        if len(kg_of) + len(new) > KEY_CACHE_SIZE:
+            kg_of.clear()
+            new = distinct
+        for v in new:
+            kg_of[v] = crc32(_canon_key((v,)).encode()) % groups
+        return bytes(map(kg_of.__getitem__, vals))
+
+    def route_plain(lines: list[bytes], start: int, stop: int, prefix: str, poss: list[str] | None,
+                    packs: dict) -> int | None:
+        """``route`` of ``lines[start:stop]`` in passes over all of them, or None (nothing routed) when a record
+        is off the common case: every line a JSON object holding no dict or list (``gc.is_tracked``) and no
+        integer orjson reads as a float (no run of 19 digits in the bytes but a fraction's): ``decode.plain``'s
+        test, with the digits looked for on a numpy view of the bytes (``_digit_run``: ~370 instructions a record
+        with joining the lines, against ~830 for ``has_long_digit_run``'s translate and search); a
+        non-empty string type, a numeric time, an op (if any) ``+`` or ``-``, all records of types of one
+        pattern with one-field keys (``single``), the same key attribute, string values.
+
+        Why: the per-record loop (dict look-ups, the caches, an append: ~3,500 instructions a record beyond
+        orjson's parse) and ``plain_lines``' scan of the bytes (~550) were over a third of the route step; here
+        each check and look-up is a C loop over the records (``map``, ``count``, ``set``), the records are
+        grouped by bucket with one stable radix sort of their bucket bytes (buckets in first-seen order, each
+        one's records in input order: the segments ``route``'s loop makes).
+        """
+        import numpy as np
+
+        body = lines[start:stop]
+        if not body:
+            return 0
+        blob = b"\n".join(body)
+        if _digit_run(np.frombuffer(blob, np.uint8)) and _INTEGER_RUN.search(blob) is not None:
+            return None  # (a fraction's digits are no integer: ``decode.plain``'s test)
+        try:
+            recs = list(map(loads, body))
+            found = single.get(recs[0][type_field])
+        except Exception:  # noqa: BLE001 - not JSON, no object or no type: the loop's business
+            return None
+        if found is None or any(map(is_tracked, recs)):
+            return None
+        g, _attrs, one = found
+        typ = recs[0][type_field]
+        try:
+            types = list(map(type_of, recs))
+            times = list(map(time_of, recs))
+            vals = list(map(operator.itemgetter(one), recs))
+        except Exception:  # noqa: BLE001 - no type, time or key attribute
+            return None
+        n = len(recs)
+        if types.count(typ) != n and any(single.get(t) is None or single[t][::2] != (g, one) for t in set(types)):
+            return None  # (types are strings: each is a key of ``single``)
+        if not set(map(type, times)) <= _NUMBERS:
+            return None
+        if any(map(operator.contains, recs, repeat(op_field))) and not {r.get(op_field, "+") for r in recs} <= _OPS:
+            return None
+        bks = buckets(vals)
+        if bks is None:
+            return None
+        b = np.frombuffer(bks, np.uint8)
+        order = np.argsort(b, kind="stable")
+        sb = b[order]
+        starts = np.flatnonzero(np.concatenate(([True], sb[1:] != sb[:-1])))
+        bounds = [*starts.tolist(), n]
+        js = order.tolist()
+        keys = sb[starts].tolist()
+        firsts = order[starts].tolist()
+        if poss is None:  # a whole file: the line numbers of all groups written at once, each group's a slice
+            numbers, ends = _numbered(order + start)
+            cuts = [0, *ends[starts[1:] - 1].tolist(), len(numbers)]
+        else:
+            idx = (order + start).tolist() if start else js  # indexes into lines
+        for k in sorted(range(len(keys)), key=firsts.__getitem__):  # buckets in the order first seen
+            lo, hi = bounds[k], bounds[k + 1]
+            rows = js[lo:hi]
+            rests = numbers[cuts[k]:cuts[k + 1]] if poss is None else list(map(poss.__getitem__, idx[lo:hi]))
+            _merge(packs, (g, keys[k]), max(map(times.__getitem__, rows)),
+                   (prefix, rests, list(map(body.__getitem__, rows)), True))
+        return n
 
     def route(lines: list[bytes], start: int, prefix: str, poss: list[str] | None, packs: dict,
               plain: bool | None = None) -> int:
@@ -347,6 +440,12 @@ def _router(spec: PatternSpec):
         key only): the same records take that path, with the same values (the events are made in the state
         step). Why: making 10^5 events per micro-batch that are dropped at once was a third of the route step.
         """
+        stop = len(lines)
+        while stop > start and not lines[stop - 1]:  # a whole file's last newline ends an empty line: no record
+            stop -= 1
+        routed = route_plain(lines, start, stop, prefix, poss, packs)
+        if routed is not None:
+            return routed
         cur: dict[tuple[int, int], list] = {}  # (g, bucket) -> [largest time, indexes into lines]
         at_value: list[dict[str, list]] = [{} for _ in cps]  # per pattern: a string key value -> its pack in cur
         bad: list[tuple[str, bytes]] = []
@@ -439,14 +538,8 @@ def _router(spec: PatternSpec):
         at = lines.__getitem__
         for key, (ts, idx) in cur.items():
             # a whole file's position rests are its line numbers, kept as ints (``_pack_segments`` writes them)
-            seg = (prefix, idx if poss is None else list(map(poss.__getitem__, idx)), list(map(at, idx)), plain)
-            pack = packs.get(key)
-            if pack is None:
-                packs[key] = [ts, [seg]]
-            else:
-                if ts > pack[0]:
-                    pack[0] = ts
-                pack[1].append(seg)
+            _merge(packs, key, ts, (prefix, idx if poss is None else list(map(poss.__getitem__, idx)),
+                                    list(map(at, idx)), plain))
         if bad:
             pack = packs.setdefault((BAD_ROW_GROUP, 0), [-math.inf, []])
             pack[1].append(("", [p for p, _r in bad], [r for _p, r in bad], False))
@@ -455,6 +548,21 @@ def _router(spec: PatternSpec):
     route.factor = factor  # type: ignore[attr-defined]
     route.key_groups = spec.key_groups  # type: ignore[attr-defined]
     return route
+
+
+_NUMBERS = frozenset((int, float))  # the types of a time on the fast paths
+_OPS = frozenset(("+", "-"))
+
+
+def _merge(packs: dict, key: tuple[int, int], ts, seg: tuple) -> None:
+    """Add a segment of a group's records whose largest time is ``ts`` to its pack in ``packs``."""
+    pack = packs.get(key)
+    if pack is None:
+        packs[key] = [ts, [seg]]
+    else:
+        if ts > pack[0]:
+            pack[0] = ts
+        pack[1].append(seg)
 
 
 def plain_lines(lines: list[bytes]) -> bool:
@@ -558,7 +666,7 @@ def _route_batches(spec: PatternSpec, whole_files: bool = False):
                             continue
                         raw = value.encode() if isinstance(value, str) else bytes(value)
                         # line i at index i (a blank line is no record: ``route`` skips it, keeping its number)
-                        held += route([b"", *raw.split(b"\n")], 1, f"{pos}:", None, packs, plain_lines([raw]))
+                        held += route([b"", *raw.split(b"\n")], 1, f"{pos}:", None, packs)
                 else:
                     poss, lines = [], []
                     for pos, value in zip(pdf["pos"].tolist(), pdf["value"].tolist(), strict=True):
@@ -635,9 +743,12 @@ def _pack_segments(segs: list[tuple[str, list[str] | list[int], list[bytes], boo
     n = len(texts)
     if n > 1:
         head = f"{PLAIN_MARK if plain else ''}{n} "
-        if type(rests[0]) is int:
-            numbers = (f"%d{PACK_SEP}" * n) % tuple(rests)  # each line number, then the separator
-            value = f"{head}{prefix}{PACK_SEP}{numbers}{PACK_SEP_BYTES.join(texts).decode()}"
+        if type(rests) is str or type(rests[0]) is int:
+            # a whole file's line numbers (ints, or written: ``_numbered``), each followed by the separator; its
+            # texts are its lines (split at the separator): only the prefix (its path) may hold one
+            numbers = rests if type(rests) is str else (f"%d{PACK_SEP}" * n) % tuple(rests)
+            if PACK_SEP not in prefix:
+                return [f"{head}{prefix}{PACK_SEP}{numbers}{PACK_SEP_BYTES.join(texts).decode()}"]
         else:
             if not prefix:
                 prefix = _common_prefix(rests)
@@ -645,15 +756,46 @@ def _pack_segments(segs: list[tuple[str, list[str] | list[int], list[bytes], boo
                     k = len(prefix)
                     rests = [r[k:] for r in rests]
             value = PACK_SEP.join([f"{head}{prefix}", *rests, PACK_SEP_BYTES.join(texts).decode()])
-        if value.count(PACK_SEP) == 2 * n:
-            return [value]
+            if value.count(PACK_SEP) == 2 * n:
+                return [value]
     return [f"s{len(p)}{PACK_SEP}{p}{t}" for p, t in zip([prefix + r for r in _texts(rests)],
                                                           [t.decode() for t in texts], strict=True)]
 
 
-def _texts(rests: list[str] | list[int]) -> list[str]:
-    """Position rests as strings (a whole file's are its line numbers)."""
+def _texts(rests: list[str] | list[int] | str) -> list[str]:
+    """Position rests as strings (a whole file's are its line numbers: ints, or written: ``_numbered``)."""
+    if type(rests) is str:
+        return rests.split(PACK_SEP)[:-1]
     return list(map(str, rests)) if rests and type(rests[0]) is int else rests
+
+
+def _numbered(nums) -> tuple[str, Any]:
+    """``(f"%d{PACK_SEP}" * len(nums)) % tuple(nums)`` of a numpy array of non-negative integers, and the end of
+    each number's text in it (after its separator).
+
+    Why numpy: a whole file's line numbers, formatted one ``%d`` each, were ~700 instructions a record of the
+    route step's ~11,000; here each digit place is one pass over all numbers (~6 passes for 10^5 lines)."""
+    import numpy as np
+
+    a = np.asarray(nums, np.int64)
+    width = np.ones(len(a), np.int64)
+    top, place = (int(a.max()) if len(a) else 0), 10
+    while place <= top:
+        width += a >= place
+        place *= 10
+    ends = np.cumsum(width + 1)
+    out = np.full(int(ends[-1]) if len(a) else 0, ord(PACK_SEP), np.uint8)
+    at, rest, digits = ends - 2, a.copy(), 1
+    out[at] = rest % 10 + 48
+    while True:
+        rest //= 10
+        at -= 1
+        digits += 1
+        live = width >= digits
+        if not live.any():
+            break
+        out[at[live]] = rest[live] % 10 + 48
+    return out.tobytes().decode(), ends
 
 
 def _pack(poss: list[str], texts: list[str]) -> list[str]:

@@ -523,6 +523,92 @@ def test_plain_lines_finds_what_decode_lines_test_finds():
     assert S.plain_lines([spaced]) and not _flat(spaced)
 
 
+ODD_LINES = {  # one line put among a whole file's plain records: each takes the route's loop, not its passes
+    "clean": None, "nested dict": '{"type": "A", "ts": 9, "k": "c1", "n": {"a": 1}}',
+    "nested list": '{"type": "B", "ts": 9, "k": "c1", "n": [1]}', "retraction": '{"type": "A", "ts": 9, "k": "c2", "op": "-"}',
+    "bad op": '{"type": "A", "ts": 9, "k": "c2", "op": "x"}', "op +": '{"type": "A", "ts": 9, "k": "c2", "op": "+"}',
+    "bool time": '{"type": "A", "ts": true, "k": "c1"}', "ISO time": '{"type": "A", "ts": "1970-01-01T00:00:09Z", "k": "c1"}',
+    "int key": '{"type": "A", "ts": 9, "k": 1}', "missing key": '{"type": "B", "ts": 9}',
+    "other type": '{"type": "Z", "ts": 9}', "empty type": '{"type": "", "ts": 9, "k": "c1"}',
+    "long integer": '{"type": "A", "ts": 9, "k": "c1", "n": 12345678901234567890}', "blank": "  ", "not JSON": "{bad",
+    "float time": '{"type": "B", "ts": 9.5, "k": "c3"}', "not an object": '"A"',
+    "equal keys of other types": '{"type": "A", "ts": 9, "k": 1}\n{"type": "B", "ts": 9, "k": 1.0}\n{"type": "B", "ts": 9, "k": true}',
+}
+
+
+@pytest.mark.parametrize("odd", list(ODD_LINES))
+def test_a_whole_file_s_route_rows_are_those_of_routing_one_record_at_a_time(odd):
+    """A whole file of plain records of one pattern's types with one-field string keys (the common case) is
+    routed in passes over all its records (``route_plain``); any record off that case sends the file through
+    the per-record loop. Either way each (pattern, engine bucket)'s row holds the records ``decode`` keeps,
+    routed by their key as one record at a time, in file order, its time the largest of them, bad records in
+    the bad records' row; rows of records the passes took are marked plain and the state step reads them as
+    ``decode`` does; a path holding the separator makes one row per record."""
+    import random
+
+    import pandas as pd
+    from cep.connectors import spark as S
+
+    from cep.io.readers import BadRecord, make_decoder
+    from cep.lang.gcq import read_key
+
+    spec = S.pattern_spec("PATTERN p SEQ(A a, B b) WHERE a.k = b.k WITHIN 10\n", key_groups=4, on_error="skip")
+    rnd = random.Random(11)
+    lines = [json.dumps({"type": rnd.choice("AB"), "ts": 10 + i // 3 - rnd.randrange(4), "k": f"c{rnd.randrange(40)}",
+                         "n": rnd.random()}) for i in range(2500)]
+    if ODD_LINES[odd] is not None:
+        lines[1234:1234] = ODD_LINES[odd].split("\n")
+    text = "\n".join(lines) + "\n"
+    for path in ("/d/f", "/d/a\nb"):
+        df = pd.concat(S._route_batches(spec, whole_files=True)(iter([pd.DataFrame({"pos": [path], "value": [text]})])))
+        got = {(g, eg): list(S._unpack([rows])) for (g, eg), rows in df.groupby(["g", "eg"], sort=False)}
+        decode = make_decoder()
+        want: dict = {}
+        tops: dict = {}
+        for i, line in enumerate(lines, 1):
+            pos = f"{path}:{i}"
+            try:
+                ev = decode(pos, line.encode())
+            except BadRecord as e:
+                if line.strip():
+                    want.setdefault((S.BAD_ROW_GROUP, 0), []).append((pos, S.error_report(pos, str(e), line.encode())))
+                    tops[(S.BAD_ROW_GROUP, 0)] = S._NO_TIME_US
+                continue
+            if ev.type in "AB":
+                key = (0, S.zlib.crc32(S._canon_key(read_key(ev, ("k",))).encode()) % spec.engine_buckets())
+                want.setdefault(key, []).append((pos, line))
+                tops[key] = max(tops.get(key, -10**18), int(round(ev.ts * 1_000_000)))
+        assert got == want and len(got) > 8
+        assert {(g, eg): int(t) for g, eg, t in zip(df.g, df.eg, df.evt, strict=True)} == {
+            k: S.spark_time_us(t) for k, t in tops.items()}
+        values = df[df.g == 0].value.tolist()
+        if "\n" in path:
+            assert {v[0] for v in values} == {"s"}
+            continue
+        # packed rows: plain when the file took the passes (a fraction's 19 digits are no integer's); the loop
+        # tests the bytes (``plain_lines``: those digits too)
+        passes = odd in ("clean", "float time", "retraction", "op +")
+        assert all(v[0] == S.PLAIN_MARK for v in values) is passes
+        assert all(v[0] != S.PLAIN_MARK for v in values) is not passes
+        for v in values[:3]:
+            poss, raws, plain = S._lines_of([v])
+            evs, _ordered, _inserts = S._decode_group(spec, decode, raws, poss, plain or None)
+            assert [(e.type, e.ts, e.fields, e.pos) for e in evs] == [
+                (e.type, e.ts, e.fields, e.pos) for e in (decode(p, r) for p, r in zip(poss, raws, strict=True))]
+
+
+def test_line_numbers_are_written_as_percent_d_writes_them():
+    """``_numbered``: each number then the separator, as ``%d`` writes it, and where each ends, at every width."""
+    import numpy as np
+    from cep.connectors import spark as S
+
+    nums = [0, 1, 9, 10, 11, 99, 100, 999, 1000, 65535, 99999, 100000, 123456, 999999, 10**6, 10**9 + 7]
+    for case in (nums, nums[::-1], [7], [], list(range(0, 250000, 997))):
+        text, ends = S._numbered(np.array(case, np.int64))
+        assert text == "".join(f"{x}{S.PACK_SEP}" for x in case)
+        assert ends.tolist() == [len("".join(f"{x}{S.PACK_SEP}" for x in case[:i + 1])) for i in range(len(case))]
+
+
 def test_the_engine_moves_its_own_watermark_only_where_it_is_spark_s():
     """``_own_watermark_from``: the index of a group's time-ordered records from which the engine may move its
     watermark with them: where time - lateness reaches the engine's watermark (never back), and only when the
