@@ -56,7 +56,6 @@ import zlib
 from collections import OrderedDict
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from itertools import repeat
 from pathlib import Path
 from typing import Any
 
@@ -291,7 +290,7 @@ def _router(spec: PatternSpec):
     groups = spec.engine_buckets()  # a record's bucket; its key group is the bucket % key_groups (_packed_frame)
     skip = spec.on_error == "skip"
     crc32 = zlib.crc32
-    is_tracked = gc.is_tracked
+    tracked = gc.is_tracked
     # type -> [(g, attrs or None, the one attribute of a one-field key or None)]
     routes: dict[str, list[tuple[int, tuple[str, ...] | None, str | None]]] = {}
     for g, cp in enumerate(cps):
@@ -334,96 +333,6 @@ def _router(spec: PatternSpec):
 
     # the common case: a type read by one pattern with a one-field key (the loop below, without calls)
     single = {t: found[0] for t, found in routes.items() if len(found) == 1 and found[0][2] is not None}
-    type_of, time_of = operator.itemgetter(type_field), operator.itemgetter(time_field)
-
-    def buckets(vals: list) -> bytes | None:
-        """The engine buckets (< 256) of one-field string key values, as bytes (``group_of``'s, through
-        ``kg_of``: new values added); None when a value is no string (a number, a missing key: ``group_of``
-        reads it off the event)."""
-        try:
-            return bytes(map(kg_of.__getitem__, vals))
-        except KeyError:
-            pass
-        distinct = set(vals)
-        if any(type(v) is not str for v in distinct):
-            return None
-        new = distinct.difference(kg_of)
-        if len(kg_of) + len(new) > KEY_CACHE_SIZE:
-            kg_of.clear()
-            new = distinct
-        for v in new:
-            kg_of[v] = crc32(_canon_key((v,)).encode()) % groups
-        return bytes(map(kg_of.__getitem__, vals))
-
-    def route_plain(lines: list[bytes], start: int, stop: int, prefix: str, poss: list[str] | None,
-                    packs: dict) -> int | None:
-        """``route`` of ``lines[start:stop]`` in passes over all of them, or None (nothing routed) when a record
-        is off the common case: every line a JSON object holding no dict or list (``gc.is_tracked``) and no
-        integer orjson reads as a float (no run of 19 digits in the bytes but a fraction's): ``decode.plain``'s
-        test, with the digits looked for on a numpy view of the bytes (``_digit_run``: ~370 instructions a record
-        with joining the lines, against ~830 for ``has_long_digit_run``'s translate and search); a
-        non-empty string type, a numeric time, an op (if any) ``+`` or ``-``, all records of types of one
-        pattern with one-field keys (``single``), the same key attribute, string values.
-
-        Why: the per-record loop (dict look-ups, the caches, an append: ~3,500 instructions a record beyond
-        orjson's parse) and ``plain_lines``' scan of the bytes (~550) were over a third of the route step; here
-        each check and look-up is a C loop over the records (``map``, ``count``, ``set``), the records are
-        grouped by bucket with one stable radix sort of their bucket bytes (buckets in first-seen order, each
-        one's records in input order: the segments ``route``'s loop makes).
-        """
-        import numpy as np
-
-        body = lines[start:stop]
-        if not body:
-            return 0
-        blob = b"\n".join(body)
-        if _digit_run(np.frombuffer(blob, np.uint8)) and _INTEGER_RUN.search(blob) is not None:
-            return None  # (a fraction's digits are no integer: ``decode.plain``'s test)
-        try:
-            recs = list(map(loads, body))
-            found = single.get(recs[0][type_field])
-        except Exception:  # noqa: BLE001 - not JSON, no object or no type: the loop's business
-            return None
-        if found is None or any(map(is_tracked, recs)):
-            return None
-        g, _attrs, one = found
-        typ = recs[0][type_field]
-        try:
-            types = list(map(type_of, recs))
-            times = list(map(time_of, recs))
-            vals = list(map(operator.itemgetter(one), recs))
-        except Exception:  # noqa: BLE001 - no type, time or key attribute
-            return None
-        n = len(recs)
-        if types.count(typ) != n and any(single.get(t) is None or single[t][::2] != (g, one) for t in set(types)):
-            return None  # (types are strings: each is a key of ``single``)
-        if not set(map(type, times)) <= _NUMBERS:
-            return None
-        if any(map(operator.contains, recs, repeat(op_field))) and not {r.get(op_field, "+") for r in recs} <= _OPS:
-            return None
-        bks = buckets(vals)
-        if bks is None:
-            return None
-        b = np.frombuffer(bks, np.uint8)
-        order = np.argsort(b, kind="stable")
-        sb = b[order]
-        starts = np.flatnonzero(np.concatenate(([True], sb[1:] != sb[:-1])))
-        bounds = [*starts.tolist(), n]
-        js = order.tolist()
-        keys = sb[starts].tolist()
-        firsts = order[starts].tolist()
-        if poss is None:  # a whole file: the line numbers of all groups written at once, each group's a slice
-            numbers, ends = _numbered(order + start)
-            cuts = [0, *ends[starts[1:] - 1].tolist(), len(numbers)]
-        else:
-            idx = (order + start).tolist() if start else js  # indexes into lines
-        for k in sorted(range(len(keys)), key=firsts.__getitem__):  # buckets in the order first seen
-            lo, hi = bounds[k], bounds[k + 1]
-            rows = js[lo:hi]
-            rests = numbers[cuts[k]:cuts[k + 1]] if poss is None else list(map(poss.__getitem__, idx[lo:hi]))
-            _merge(packs, (g, keys[k]), max(map(times.__getitem__, rows)),
-                   (prefix, rests, list(map(body.__getitem__, rows)), True))
-        return n
 
     def route(lines: list[bytes], start: int, prefix: str, poss: list[str] | None, packs: dict,
               plain: bool | None = None) -> int:
@@ -435,29 +344,25 @@ def _router(spec: PatternSpec):
         of texts and position rests once per group at the end. A pack's time is the largest event time of its
         records in time units (``_packed_frame`` converts it to us: the conversion is monotonic, so the largest
         converted time is the converted largest), -inf for the bad records' group.
-        ``plain`` (``plain_lines`` of the lines; computed when not given): the records on ``decode.lines``' fast
-        path are read from their dicts without making its events (the route needs a record's type, time and
-        key only): the same records take that path, with the same values (the events are made in the state
-        step). Why: making 10^5 events per micro-batch that are dropped at once was a third of the route step.
+        ``plain`` (``no_long_integer`` of the lines' bytes; computed when not given): the records on
+        ``decode.lines``' fast path are read from their dicts without making its events (the route needs a
+        record's type, time and key only): the same records take that path, with the same values (the events
+        are made in the state step). Why: making 10^5 events per micro-batch that are dropped at once was a
+        third of the route step. A record holding a dict or a list (a bad record) leaves that path where it is
+        parsed (``gc.is_tracked``, as ``decode.plain`` finds it), so its bytes are not scanned for one.
         """
-        stop = len(lines)
-        while stop > start and not lines[stop - 1]:  # a whole file's last newline ends an empty line: no record
-            stop -= 1
-        routed = route_plain(lines, start, stop, prefix, poss, packs)
-        if routed is not None:
-            return routed
         cur: dict[tuple[int, int], list] = {}  # (g, bucket) -> [largest time, indexes into lines]
         at_value: list[dict[str, list]] = [{} for _ in cps]  # per pattern: a string key value -> its pack in cur
         bad: list[tuple[str, bytes]] = []
         many = decode.lines
         end = len(lines)
         if plain is None:
-            plain = plain_lines(lines[start:])
+            plain = no_long_integer(b"\n".join(lines[start:]))
         for lo in range(start, end, DECODE_CHUNK):
             hi = min(lo + DECODE_CHUNK, end)
             if plain:
                 # decode.lines' fast path without its events: each record's type, time and key read from its
-                # dict (see ``plain_lines``); up to the first record off that path. A string key seen before in
+                # dict (see ``no_long_integer``); up to the first record off that path. A string key seen before in
                 # this call finds its pack in one look-up (``at_value``)
                 for i in range(lo, hi):  # noqa: B007 - i: where the run stopped
                     try:
@@ -467,7 +372,7 @@ def _router(spec: PatternSpec):
                     except Exception:  # noqa: BLE001 - decode gives the precise reason
                         break
                     tt = type(ts)
-                    if type(typ) is not str or (tt is not int and tt is not float) or not typ:
+                    if type(typ) is not str or (tt is not int and tt is not float) or not typ or tracked(rec):
                         break
                     if op_field in rec:  # most records have none
                         op = rec.pop(op_field)
@@ -538,8 +443,14 @@ def _router(spec: PatternSpec):
         at = lines.__getitem__
         for key, (ts, idx) in cur.items():
             # a whole file's position rests are its line numbers, kept as ints (``_pack_segments`` writes them)
-            _merge(packs, key, ts, (prefix, idx if poss is None else list(map(poss.__getitem__, idx)),
-                                    list(map(at, idx)), plain))
+            seg = (prefix, idx if poss is None else list(map(poss.__getitem__, idx)), list(map(at, idx)), plain)
+            pack = packs.get(key)
+            if pack is None:
+                packs[key] = [ts, [seg]]
+            else:
+                if ts > pack[0]:
+                    pack[0] = ts
+                pack[1].append(seg)
         if bad:
             pack = packs.setdefault((BAD_ROW_GROUP, 0), [-math.inf, []])
             pack[1].append(("", [p for p, _r in bad], [r for _p, r in bad], False))
@@ -550,19 +461,18 @@ def _router(spec: PatternSpec):
     return route
 
 
-_NUMBERS = frozenset((int, float))  # the types of a time on the fast paths
-_OPS = frozenset(("+", "-"))
+def no_long_integer(blob: bytes) -> bool:
+    """Whether no record in ``blob`` (JSON lines) can hold an integer orjson reads as a float: no run of 19
+    digits but a fraction's (``decode.plain``'s test: ``cep.longints``, ``cep.io.readers._INTEGER_RUN``).
 
+    The route step's test of a batch's bytes: with it, its loop reads records without ``decode.lines``' scan
+    of their values, finding nested ones (bad records) where it parses them (``_router``). Why the digits on a
+    numpy view (``_digit_run``): ~370 instructions a record with the join, against ~830 for
+    ``has_long_digit_run``'s translate and search; ``plain_lines``' other pass, for a ``{`` after a ``:``, was
+    ~480 (the route parses every record anyway)."""
+    import numpy as np
 
-def _merge(packs: dict, key: tuple[int, int], ts, seg: tuple) -> None:
-    """Add a segment of a group's records whose largest time is ``ts`` to its pack in ``packs``."""
-    pack = packs.get(key)
-    if pack is None:
-        packs[key] = [ts, [seg]]
-    else:
-        if ts > pack[0]:
-            pack[0] = ts
-        pack[1].append(seg)
+    return not _digit_run(np.frombuffer(blob, np.uint8)) or _INTEGER_RUN.search(blob) is None
 
 
 def plain_lines(lines: list[bytes]) -> bool:
@@ -666,7 +576,7 @@ def _route_batches(spec: PatternSpec, whole_files: bool = False):
                             continue
                         raw = value.encode() if isinstance(value, str) else bytes(value)
                         # line i at index i (a blank line is no record: ``route`` skips it, keeping its number)
-                        held += route([b"", *raw.split(b"\n")], 1, f"{pos}:", None, packs)
+                        held += route([b"", *raw.split(b"\n")], 1, f"{pos}:", None, packs, no_long_integer(raw))
                 else:
                     poss, lines = [], []
                     for pos, value in zip(pdf["pos"].tolist(), pdf["value"].tolist(), strict=True):
@@ -743,12 +653,11 @@ def _pack_segments(segs: list[tuple[str, list[str] | list[int], list[bytes], boo
     n = len(texts)
     if n > 1:
         head = f"{PLAIN_MARK if plain else ''}{n} "
-        if type(rests) is str or type(rests[0]) is int:
-            # a whole file's line numbers (ints, or written: ``_numbered``), each followed by the separator; its
-            # texts are its lines (split at the separator): only the prefix (its path) may hold one
-            numbers = rests if type(rests) is str else (f"%d{PACK_SEP}" * n) % tuple(rests)
+        if type(rests[0]) is int:
+            # a whole file's line numbers, each then the separator; its texts are its lines (split at the
+            # separator): only the prefix (its path) may hold one
             if PACK_SEP not in prefix:
-                return [f"{head}{prefix}{PACK_SEP}{numbers}{PACK_SEP_BYTES.join(texts).decode()}"]
+                return [f"{head}{prefix}{PACK_SEP}{_line_numbers(rests)}{PACK_SEP_BYTES.join(texts).decode()}"]
         else:
             if not prefix:
                 prefix = _common_prefix(rests)
@@ -762,40 +671,28 @@ def _pack_segments(segs: list[tuple[str, list[str] | list[int], list[bytes], boo
                                                           [t.decode() for t in texts], strict=True)]
 
 
-def _texts(rests: list[str] | list[int] | str) -> list[str]:
-    """Position rests as strings (a whole file's are its line numbers: ints, or written: ``_numbered``)."""
-    if type(rests) is str:
-        return rests.split(PACK_SEP)[:-1]
+LINE_TEXTS_MAX = 1 << 17  # line numbers whose texts a worker keeps (``_line_numbers``: ~8 MB at most)
+_LINE_TEXTS: list[str] = []  # ``f"{i}{PACK_SEP}"`` at index i, made as the files routed need them
+
+
+def _line_numbers(rests: list[int]) -> str:
+    """``(f"%d{PACK_SEP}" * len(rests)) % tuple(rests)`` for a segment's line numbers (ascending: the router
+    appends them in file order), from texts made once per worker (``_LINE_TEXTS``) up to ``LINE_TEXTS_MAX``.
+
+    Why: formatting each number with ``%d`` was ~700 instructions a record of the route step's ~11,000; a
+    look-up and a join are ~100, and a Python worker routes files of the same lengths again and again."""
+    top = rests[-1]
+    if top >= LINE_TEXTS_MAX:
+        return (f"%d{PACK_SEP}" * len(rests)) % tuple(rests)
+    have = len(_LINE_TEXTS)
+    if top >= have:
+        _LINE_TEXTS.extend([f"{i}{PACK_SEP}" for i in range(have, top + 1)])
+    return "".join(map(_LINE_TEXTS.__getitem__, rests))
+
+
+def _texts(rests: list[str] | list[int]) -> list[str]:
+    """Position rests as strings (a whole file's are its line numbers)."""
     return list(map(str, rests)) if rests and type(rests[0]) is int else rests
-
-
-def _numbered(nums) -> tuple[str, Any]:
-    """``(f"%d{PACK_SEP}" * len(nums)) % tuple(nums)`` of a numpy array of non-negative integers, and the end of
-    each number's text in it (after its separator).
-
-    Why numpy: a whole file's line numbers, formatted one ``%d`` each, were ~700 instructions a record of the
-    route step's ~11,000; here each digit place is one pass over all numbers (~6 passes for 10^5 lines)."""
-    import numpy as np
-
-    a = np.asarray(nums, np.int64)
-    width = np.ones(len(a), np.int64)
-    top, place = (int(a.max()) if len(a) else 0), 10
-    while place <= top:
-        width += a >= place
-        place *= 10
-    ends = np.cumsum(width + 1)
-    out = np.full(int(ends[-1]) if len(a) else 0, ord(PACK_SEP), np.uint8)
-    at, rest, digits = ends - 2, a.copy(), 1
-    out[at] = rest % 10 + 48
-    while True:
-        rest //= 10
-        at -= 1
-        digits += 1
-        live = width >= digits
-        if not live.any():
-            break
-        out[at[live]] = rest[live] % 10 + 48
-    return out.tobytes().decode(), ends
 
 
 def _pack(poss: list[str], texts: list[str]) -> list[str]:

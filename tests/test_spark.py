@@ -205,11 +205,16 @@ def test_route_step_packs_one_row_per_group_and_the_state_step_unpacks_it():
     assert row.value.tolist() == [f"p2 f:\n1\n2\n{values[0]}\n{values[1]}"] and row.evt.tolist() == [S.spark_time_us(5_000_000)]
     assert S._unpacked(row.value.tolist()[0]) == (["f:1", "f:2"], values[:2])
     assert S._lines_of(row.value.tolist()) == (["f:1", "f:2"], [v.encode() for v in values[:2]], True)
-    nested = json.dumps({"type": "A", "ts": 2, "k": 1, "s": "a[b"})  # a "[": not plain (a good record)
-    odd = list(route(iter([pd.DataFrame({"pos": pos[:3], "value": [values[0], nested, values[2]]})])))[0]
+    # a "[" in a string is plain (a nested value, found where the record is parsed, is a bad record); an integer
+    # of 19 digits is not (orjson reads it as a float: the state step takes ``decode.lines``' path)
+    bracket = json.dumps({"type": "A", "ts": 2, "k": 1, "s": "a[b"})
+    odd = list(route(iter([pd.DataFrame({"pos": pos[:3], "value": [values[0], bracket, values[2]]})])))[0]
+    assert odd[(odd.g == 0) & (odd.kg == kg[1])].value.tolist() == [f"p2 f:\n1\n2\n{values[0]}\n{bracket}"]
+    big = json.dumps({"type": "A", "ts": 2, "k": 1, "n": 10**19})
+    odd = list(route(iter([pd.DataFrame({"pos": pos[:3], "value": [values[0], big, values[2]]})])))[0]
     row = odd[(odd.g == 0) & (odd.kg == kg[1])]
-    assert row.value.tolist() == [f"2 f:\n1\n2\n{values[0]}\n{nested}"]
-    assert S._lines_of(row.value.tolist()) == (["f:1", "f:2"], [values[0].encode(), nested.encode()], False)
+    assert row.value.tolist() == [f"2 f:\n1\n2\n{values[0]}\n{big}"]
+    assert S._lines_of(row.value.tolist()) == (["f:1", "f:2"], [values[0].encode(), big.encode()], False)
     assert list(S._route_batches(spec)(iter([pd.DataFrame({"pos": ["x\n1", "x\n2"], "value": values[:2]})])))[0][
         lambda f: f.g == 0].value.map(S._unpacked).tolist() == [(["x\n1"], [values[0]]), (["x\n2"], [values[1]])]
     assert S._unpacked(S._pack(["ab", "a", "abc"], ["1", "2", "3"])[0]) == (["ab", "a", "abc"], ["1", "2", "3"])
@@ -538,12 +543,12 @@ ODD_LINES = {  # one line put among a whole file's plain records: each takes the
 
 @pytest.mark.parametrize("odd", list(ODD_LINES))
 def test_a_whole_file_s_route_rows_are_those_of_routing_one_record_at_a_time(odd):
-    """A whole file of plain records of one pattern's types with one-field string keys (the common case) is
-    routed in passes over all its records (``route_plain``); any record off that case sends the file through
-    the per-record loop. Either way each (pattern, engine bucket)'s row holds the records ``decode`` keeps,
-    routed by their key as one record at a time, in file order, its time the largest of them, bad records in
-    the bad records' row; rows of records the passes took are marked plain and the state step reads them as
-    ``decode`` does; a path holding the separator makes one row per record."""
+    """A whole file's route rows with one odd line among plain records (a nested value, an op, a bad time,
+    key or type, a long integer, a blank or bad line): each (pattern, engine bucket)'s row holds the records
+    ``decode`` keeps, routed by their key as one record at a time, in file order, its time the largest of
+    them, bad records in the bad records' row; the rows are marked plain unless the file has an integer of 19
+    digits (nested values are found per record), and the state step reads marked rows as ``decode`` does; a
+    path holding the separator makes one row per record."""
     import random
 
     import pandas as pd
@@ -585,11 +590,11 @@ def test_a_whole_file_s_route_rows_are_those_of_routing_one_record_at_a_time(odd
         if "\n" in path:
             assert {v[0] for v in values} == {"s"}
             continue
-        # packed rows: plain when the file took the passes (a fraction's 19 digits are no integer's); the loop
-        # tests the bytes (``plain_lines``: those digits too)
-        passes = odd in ("clean", "float time", "retraction", "op +")
-        assert all(v[0] == S.PLAIN_MARK for v in values) is passes
-        assert all(v[0] != S.PLAIN_MARK for v in values) is not passes
+        # packed rows are plain but for a file with an integer of 19 digits (a fraction's digits are no integer's;
+        # a nested record is a bad record: the loop finds it where it parses it)
+        packed = [v for v in values if v[0] != "s"]  # (a row of one record: the missing key's)
+        assert all(v[0] == S.PLAIN_MARK for v in packed) is (odd != "long integer")
+        assert all(v[0] != S.PLAIN_MARK for v in packed) is (odd == "long integer")
         for v in values[:3]:
             poss, raws, plain = S._lines_of([v])
             evs, _ordered, _inserts = S._decode_group(spec, decode, raws, poss, plain or None)
@@ -598,15 +603,15 @@ def test_a_whole_file_s_route_rows_are_those_of_routing_one_record_at_a_time(odd
 
 
 def test_line_numbers_are_written_as_percent_d_writes_them():
-    """``_numbered``: each number then the separator, as ``%d`` writes it, and where each ends, at every width."""
-    import numpy as np
+    """``_line_numbers``: each number then the separator, as ``%d`` writes it, from the worker's texts (made as
+    needed) or, past ``LINE_TEXTS_MAX``, formatted."""
     from cep.connectors import spark as S
 
-    nums = [0, 1, 9, 10, 11, 99, 100, 999, 1000, 65535, 99999, 100000, 123456, 999999, 10**6, 10**9 + 7]
-    for case in (nums, nums[::-1], [7], [], list(range(0, 250000, 997))):
-        text, ends = S._numbered(np.array(case, np.int64))
-        assert text == "".join(f"{x}{S.PACK_SEP}" for x in case)
-        assert ends.tolist() == [len("".join(f"{x}{S.PACK_SEP}" for x in case[:i + 1])) for i in range(len(case))]
+    top = S.LINE_TEXTS_MAX
+    for case in ([0, 1, 9, 10, 11, 99, 100, 999, 1000, 65535, 99999], [7], list(range(0, top, 997)),
+                 [5, top - 1], [3, top, top + 10**6]):
+        assert S._line_numbers(case) == "".join(f"{x}{S.PACK_SEP}" for x in case)
+    assert len(S._LINE_TEXTS) == top
 
 
 def test_the_engine_moves_its_own_watermark_only_where_it_is_spark_s():
