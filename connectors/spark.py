@@ -352,6 +352,7 @@ def _router(spec: PatternSpec):
         parsed (``gc.is_tracked``, as ``decode.plain`` finds it), so its bytes are not scanned for one.
         """
         cur: dict[tuple[int, int], list] = {}  # (g, bucket) -> [largest time, indexes into lines]
+        last_type, last_route = "", None  # the type of the record before and its ``single`` route
         at_value: list[dict[str, list]] = [{} for _ in cps]  # per pattern: a string key value -> its pack in cur
         bad: list[tuple[str, bytes]] = []
         many = decode.lines
@@ -378,9 +379,10 @@ def _router(spec: PatternSpec):
                         op = rec.pop(op_field)
                         if op != "+" and op != "-":
                             break
-                    one_route = single.get(typ)
-                    if one_route is not None:
-                        g, _attrs, one = one_route
+                    if typ != last_type:  # (a string compare: most files hold one type, or few in runs)
+                        last_type, last_route = typ, single.get(typ)
+                    if last_route is not None:
+                        g, _attrs, one = last_route
                         v = rec.get(one)
                         if type(v) is str:
                             cache = at_value[g]
