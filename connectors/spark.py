@@ -67,7 +67,7 @@ from cep.units import TIME_UNITS
 # one row per (pattern, engine bucket): see _packed_frame; kg = the key group (Spark's group), eg = the bucket,
 # evt = Spark's event-time column (``spark_time_us``: microseconds, handed over as a plain int64)
 ROUTE_SCHEMA = "g int, kg int, eg int, evt timestamp, value string"
-PLAIN_MARK = "p"  # leads a packed value whose texts all passed ``plain_lines`` (``_pack_segments``)
+PLAIN_MARK = "p"  # leads a packed value of flat records without long integers (``_pack_segments``)
 PACK_SEP = "\n"  # joins a packed row's parts (a record whose position or text holds it rides alone: ``_pack``)
 PACK_SEP_BYTES = PACK_SEP.encode()
 PACK_RECORDS = 200_000  # routed records a route task holds before it emits its packed rows (bounds its memory)
@@ -483,8 +483,8 @@ def plain_lines(lines: list[bytes]) -> bool:
 
     Then ``decode.lines`` takes its fast path without its scan of the values for every chunk of them, and a
     record's event is its type, its time and its dict, the op field popped (``_plain_event``,
-    ``_decode_group``): the route and state steps read records so without making ``decode.lines``' events
-    (the route step needs three values of each). Both tested properties are properties of one record (one line:
+    ``_decode_group``): the state step reads records so without making ``decode.lines``' events (the route
+    step tests its batches with ``no_long_integer`` and finds nested records as it parses them). Both tested properties are properties of one record (one line:
     a ``[``, a ``:`` then ``{`` with only blanks between, a run of 19 digits), so the lines joined by a newline
     show them exactly when some line holds them.
     The bytes are looked at as a numpy array (``_digit_run``, ``_nested_object``). Why: ``decode.lines``' own
@@ -630,14 +630,16 @@ def _common_prefix(strs: list[str]) -> str:
 def _pack_segments(segs: list[tuple[str, list[str] | list[int], list[bytes], bool]]) -> list[str]:
     """A group's records as route-row values (``_pack``'s format): ``segs`` are ``(prefix, position rests, raw
     texts, plain)``, record ``j`` of a segment at position ``prefix + str(rests[j])``, ``plain`` whether its texts
-    passed ``plain_lines``: a value of only such texts starts with ``PLAIN_MARK``, so the state step does not
+    passed ``no_long_integer`` and the router's loop (which parses each record and takes none holding a dict or
+    a list: a bad record): a value of only such texts starts with ``PLAIN_MARK``, so the state step does not
     test its bytes again (``_lines_of``; the test is one of each record's bytes, so it holds for any of
     them).
 
     Why segments: the router gathers a group's records of one input (a whole file: its path and the line
     numbers) without making a position string per record; a pack of one segment takes its prefix as given
     (``"<path>:"``), the texts joined as bytes and decoded once, and a whole file's line numbers (ints) written
-    in one formatting pass (``str`` of each was ~10 % of the route step). Several segments (several files in one
+    from per-worker texts (``_line_numbers``; ``str`` of each was ~10 % of the route step), with no count of
+    separators (its texts are its lines). Several segments (several files in one
     task, bad records) share the common prefix of theirs; positions without a given prefix (Kafka, a ``pos``
     column) get their common prefix found, as ``_pack`` does.
     """

@@ -365,8 +365,9 @@ def test_batched_route_and_state_steps_equal_one_record_at_a_time(frac, nested):
     step are those of decoding, routing and pushing one record at a time under Spark's watermark.
     With whole-second times the engine moves its own watermark with the records from where it passes Spark's
     (``_own_watermark_from``); with times finer than Spark's milliseconds (``frac``) it holds Spark's.
-    Without a nested value among the bytes (``nested`` False: ``plain_lines``) both steps read the records in
-    their own loops rather than through ``decode.lines``' events."""
+    The route step reads the records in its own loop (nested records are bad records it finds as it parses
+    them); without a nested value among the bytes (``nested`` False: ``plain_lines``) the state step does too,
+    rather than through ``decode.lines``' events."""
     import random
 
     import pandas as pd
