@@ -500,13 +500,18 @@ def plain_lines(lines: list[bytes]) -> bool:
     return not _digit_run(view) and not _nested_object(blob, view)
 
 
-_DIGIT_RUN = b"\x01" * 19  # 19 digits in a row: an integer that may pass 64 bits (orjson reads it as a float)
 _BLANKS = (32, 9, 13)  # the blanks ``decode.lines``' test deletes before it looks for ``:{``
 
 
 def _digit_run(view) -> bool:
-    """Whether the bytes (a numpy uint8 view) hold a run of 19 digits."""
-    return ((view - 48) < 10).tobytes().find(_DIGIT_RUN) >= 0  # (bytes below "0" wrap round to 208 and up)
+    """Whether the bytes (a numpy uint8 view) hold a run of 19 digits: the digit mask (bytes below "0" wrap
+    round to 208 and up) and'ed with itself shifted by 1, 2, 4, 8 (16 digits from each place on), then two
+    runs of 16 three apart. Why not a search of the mask's bytes for 19 ones: ``tobytes`` and ``find`` were
+    ~200 instructions a record; these passes ~50."""
+    run = (view - 48) < 10
+    for k in (1, 2, 4, 8):
+        run = run[:-k] & run[k:]
+    return bool((run[:-3] & run[3:]).any())
 
 
 def _nested_object(blob: bytes, view) -> bool:
