@@ -352,7 +352,9 @@ def _router(spec: PatternSpec):
         parsed (``gc.is_tracked``, as ``decode.plain`` finds it), so its bytes are not scanned for one.
         """
         cur: dict[tuple[int, int], list] = {}  # (g, bucket) -> [largest time, indexes into lines]
-        last_type, last_route = "", None  # the type of the record before and its ``single`` route
+        # the type of the record before (none yet) and its ``single`` route: (sg, sattrs, sone), the pattern's
+        # key cache ``scache``
+        last_type, last_route = _NO_TYPE, None
         at_value: list[dict[str, list]] = [{} for _ in cps]  # per pattern: a string key value -> its pack in cur
         bad: list[tuple[str, bytes]] = []
         many = decode.lines
@@ -372,25 +374,29 @@ def _router(spec: PatternSpec):
                         ts = rec[time_field]
                     except Exception:  # noqa: BLE001 - decode gives the precise reason
                         break
+                    if typ != last_type:  # a type is checked, and its route found, once per run of it (most
+                        # files hold one type, or few in runs): per record, a string compare
+                        if type(typ) is not str or not typ:
+                            break
+                        last_type, last_route = typ, single.get(typ)
+                        if last_route is not None:
+                            sg, sattrs, sone = last_route
+                            scache = at_value[sg]
                     tt = type(ts)
-                    if type(typ) is not str or (tt is not int and tt is not float) or not typ or tracked(rec):
+                    if (tt is not int and tt is not float) or tracked(rec):
                         break
                     if op_field in rec:  # most records have none
                         op = rec.pop(op_field)
                         if op != "+" and op != "-":
                             break
-                    if typ != last_type:  # (a string compare: most files hold one type, or few in runs)
-                        last_type, last_route = typ, single.get(typ)
                     if last_route is not None:
-                        g, _attrs, one = last_route
-                        v = rec.get(one)
+                        v = rec.get(sone)
                         if type(v) is str:
-                            cache = at_value[g]
-                            pack = cache.get(v)
+                            pack = scache.get(v)
                             if pack is None:
-                                pack = cache[v] = pack_of(cur, (g, group_of(_plain_event(typ, ts, rec), _attrs, one)))
+                                pack = scache[v] = pack_of(cur, (sg, group_of(_plain_event(typ, ts, rec), sattrs, sone)))
                         else:
-                            pack = pack_of(cur, (g, group_of(_plain_event(typ, ts, rec), _attrs, one)))
+                            pack = pack_of(cur, (sg, group_of(_plain_event(typ, ts, rec), sattrs, sone)))
                         if ts > pack[0]:
                             pack[0] = ts
                         pack[1].append(i)
@@ -461,6 +467,9 @@ def _router(spec: PatternSpec):
     route.factor = factor  # type: ignore[attr-defined]
     route.key_groups = spec.key_groups  # type: ignore[attr-defined]
     return route
+
+
+_NO_TYPE = object()  # equal to no record's type (``_router``'s loop: the type of the record before)
 
 
 def no_long_integer(blob: bytes) -> bool:

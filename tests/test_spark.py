@@ -536,6 +536,7 @@ ODD_LINES = {  # one line put among a whole file's plain records: each takes the
     "bool time": '{"type": "A", "ts": true, "k": "c1"}', "ISO time": '{"type": "A", "ts": "1970-01-01T00:00:09Z", "k": "c1"}',
     "int key": '{"type": "A", "ts": 9, "k": 1}', "missing key": '{"type": "B", "ts": 9}',
     "other type": '{"type": "Z", "ts": 9}', "empty type": '{"type": "", "ts": 9, "k": "c1"}',
+    "null type": '{"type": null, "ts": 9, "k": "c1"}',
     "long integer": '{"type": "A", "ts": 9, "k": "c1", "n": 12345678901234567890}', "blank": "  ", "not JSON": "{bad",
     "float time": '{"type": "B", "ts": 9.5, "k": "c3"}', "not an object": '"A"',
     "equal keys of other types": '{"type": "A", "ts": 9, "k": 1}\n{"type": "B", "ts": 9, "k": 1.0}\n{"type": "B", "ts": 9, "k": true}',
@@ -560,12 +561,13 @@ def test_a_whole_file_s_route_rows_are_those_of_routing_one_record_at_a_time(odd
 
     spec = S.pattern_spec("PATTERN p SEQ(A a, B b) WHERE a.k = b.k WITHIN 10\n", key_groups=4, on_error="skip")
     rnd = random.Random(11)
-    lines = [json.dumps({"type": rnd.choice("AB"), "ts": 10 + i // 3 - rnd.randrange(4), "k": f"c{rnd.randrange(40)}",
+    records = [json.dumps({"type": rnd.choice("AB"), "ts": 10 + i // 3 - rnd.randrange(4), "k": f"c{rnd.randrange(40)}",
                          "n": rnd.random()}) for i in range(2500)]
-    if ODD_LINES[odd] is not None:
-        lines[1234:1234] = ODD_LINES[odd].split("\n")
-    text = "\n".join(lines) + "\n"
-    for path in ("/d/f", "/d/a\nb"):
+    for at, path in ((1234, "/d/f"), (0, "/d/f"), (1234, "/d/a\nb")):  # the odd line(s) first: the loop's first record
+        lines = list(records)
+        if ODD_LINES[odd] is not None:
+            lines[at:at] = ODD_LINES[odd].split("\n")
+        text = "\n".join(lines) + "\n"
         df = pd.concat(S._route_batches(spec, whole_files=True)(iter([pd.DataFrame({"pos": [path], "value": [text]})])))
         got = {(g, eg): list(S._unpack([rows])) for (g, eg), rows in df.groupby(["g", "eg"], sort=False)}
         decode = make_decoder()
