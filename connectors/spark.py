@@ -61,6 +61,7 @@ from typing import Any
 
 from cep.gc_policy import stream_gc
 from cep.io.readers import _DIGITS, _INTEGER_RUN
+from cep.longints import has_long_digit_run_numpy
 from cep.plan.partition import partition_attrs
 from cep.units import TIME_UNITS
 
@@ -478,12 +479,10 @@ def no_long_integer(blob: bytes) -> bool:
 
     The route step's test of a batch's bytes: with it, its loop reads records without ``decode.lines``' scan
     of their values, finding nested ones (bad records) where it parses them (``_router``). Why the digits on a
-    numpy view (``_digit_run``): ~370 instructions a record with the join, against ~830 for
+    numpy view (``has_long_digit_run_numpy``): ~50 instructions a record against ~830 for
     ``has_long_digit_run``'s translate and search; ``plain_lines``' other pass, for a ``{`` after a ``:``, was
     ~480 (the route parses every record anyway)."""
-    import numpy as np
-
-    return not _digit_run(np.frombuffer(blob, np.uint8)) or _INTEGER_RUN.search(blob) is None
+    return not has_long_digit_run_numpy(blob) or _INTEGER_RUN.search(blob) is None
 
 
 def plain_lines(lines: list[bytes]) -> bool:
@@ -493,12 +492,12 @@ def plain_lines(lines: list[bytes]) -> bool:
     Then ``decode.lines`` takes its fast path without its scan of the values for every chunk of them, and a
     record's event is its type, its time and its dict, the op field popped (``_plain_event``,
     ``_decode_group``): the state step reads records so without making ``decode.lines``' events (the route
-    step tests its batches with ``no_long_integer`` and finds nested records as it parses them). Both tested properties are properties of one record (one line:
-    a ``[``, a ``:`` then ``{`` with only blanks between, a run of 19 digits), so the lines joined by a newline
-    show them exactly when some line holds them.
-    The bytes are looked at as a numpy array (``_digit_run``, ``_nested_object``). Why: ``decode.lines``' own
-    test (``bytes.translate`` deleting blanks, then two searches) was ~1,100 instructions a record, ~9 % of the
-    route step; the array's passes are ~600 (the digit mask ~70).
+    step tests its batches with ``no_long_integer`` and finds nested records as it parses them). Both tested
+    properties are properties of one record (one line: a ``[``, a ``:`` then ``{`` with only blanks between, a
+    run of 19 digits), so the lines joined by a newline show them exactly when some line holds them.
+    The bytes are looked at as a numpy array (``has_long_digit_run_numpy``, ``_nested_object``). Why:
+    ``decode.lines``' own test (``bytes.translate`` deleting blanks, then two searches) was ~1,100 instructions
+    a record; the array's passes are ~550 (the digit runs ~50).
     """
     import numpy as np
 
@@ -506,21 +505,10 @@ def plain_lines(lines: list[bytes]) -> bool:
     if b"[" in blob:
         return False
     view = np.frombuffer(blob, np.uint8)
-    return not _digit_run(view) and not _nested_object(blob, view)
+    return not has_long_digit_run_numpy(blob) and not _nested_object(blob, view)
 
 
 _BLANKS = (32, 9, 13)  # the blanks ``decode.lines``' test deletes before it looks for ``:{``
-
-
-def _digit_run(view) -> bool:
-    """Whether the bytes (a numpy uint8 view) hold a run of 19 digits: the digit mask (bytes below "0" wrap
-    round to 208 and up) and'ed with itself shifted by 1, 2, 4, 8 (16 digits from each place on), then two
-    runs of 16 three apart. Why not a search of the mask's bytes for 19 ones: ``tobytes`` and ``find`` were
-    ~200 instructions a record; these passes ~50."""
-    run = (view - 48) < 10
-    for k in (1, 2, 4, 8):
-        run = run[:-k] & run[k:]
-    return bool((run[:-3] & run[3:]).any())
 
 
 def _nested_object(blob: bytes, view) -> bool:
