@@ -391,7 +391,10 @@ def _router(spec: PatternSpec):
                         if op != "+" and op != "-":
                             break
                     if last_route is not None:
-                        v = rec.get(sone)
+                        try:
+                            v = rec[sone]
+                        except KeyError:
+                            v = None
                         if type(v) is str:
                             pack = scache.get(v)
                             if pack is None:
