@@ -537,6 +537,7 @@ ODD_LINES = {  # one line put among a whole file's plain records: each takes the
     "int key": '{"type": "A", "ts": 9, "k": 1}', "missing key": '{"type": "B", "ts": 9}',
     "other type": '{"type": "Z", "ts": 9}', "empty type": '{"type": "", "ts": 9, "k": "c1"}',
     "null type": '{"type": null, "ts": 9, "k": "c1"}',
+    "missing and empty keys": '{"type": "B", "ts": 9}\n{"type": "A", "ts": 9, "k": ""}\n{"type": "B", "ts": 10, "k": ""}',
     "long integer": '{"type": "A", "ts": 9, "k": "c1", "n": 12345678901234567890}', "blank": "  ", "not JSON": "{bad",
     "float time": '{"type": "B", "ts": 9.5, "k": "c3"}', "not an object": '"A"',
     "equal keys of other types": '{"type": "A", "ts": 9, "k": 1}\n{"type": "B", "ts": 9, "k": 1.0}\n{"type": "B", "ts": 9, "k": true}',
