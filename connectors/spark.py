@@ -46,6 +46,7 @@ Kafka output and ``detect()``'s callers keep one row per composite event.
 from __future__ import annotations
 
 import bisect
+import gc
 import math
 import operator
 import os
@@ -59,14 +60,15 @@ from pathlib import Path
 from typing import Any
 
 from cep.gc_policy import stream_gc
-from cep.io.readers import _DIGITS
+from cep.io.readers import _DIGITS, _INTEGER_RUN
+from cep.longints import has_long_digit_run_numpy
 from cep.plan.partition import partition_attrs
 from cep.units import TIME_UNITS
 
 # one row per (pattern, engine bucket): see _packed_frame; kg = the key group (Spark's group), eg = the bucket,
 # evt = Spark's event-time column (``spark_time_us``: microseconds, handed over as a plain int64)
 ROUTE_SCHEMA = "g int, kg int, eg int, evt timestamp, value string"
-PLAIN_MARK = "p"  # leads a packed value whose texts all passed ``plain_lines`` (``_pack_segments``)
+PLAIN_MARK = "p"  # leads a packed value of flat records without long integers (``_pack_segments``)
 PACK_SEP = "\n"  # joins a packed row's parts (a record whose position or text holds it rides alone: ``_pack``)
 PACK_SEP_BYTES = PACK_SEP.encode()
 PACK_RECORDS = 200_000  # routed records a route task holds before it emits its packed rows (bounds its memory)
@@ -289,6 +291,7 @@ def _router(spec: PatternSpec):
     groups = spec.engine_buckets()  # a record's bucket; its key group is the bucket % key_groups (_packed_frame)
     skip = spec.on_error == "skip"
     crc32 = zlib.crc32
+    tracked = gc.is_tracked
     # type -> [(g, attrs or None, the one attribute of a one-field key or None)]
     routes: dict[str, list[tuple[int, tuple[str, ...] | None, str | None]]] = {}
     for g, cp in enumerate(cps):
@@ -342,23 +345,28 @@ def _router(spec: PatternSpec):
         of texts and position rests once per group at the end. A pack's time is the largest event time of its
         records in time units (``_packed_frame`` converts it to us: the conversion is monotonic, so the largest
         converted time is the converted largest), -inf for the bad records' group.
-        ``plain`` (``plain_lines`` of the lines; computed when not given): the records on ``decode.lines``' fast
-        path are read from their dicts without making its events (the route needs a record's type, time and
-        key only): the same records take that path, with the same values (the events are made in the state
-        step). Why: making 10^5 events per micro-batch that are dropped at once was a third of the route step.
+        ``plain`` (``no_long_integer`` of the lines' bytes; computed when not given): the records on
+        ``decode.lines``' fast path are read from their dicts without making its events (the route needs a
+        record's type, time and key only): the same records take that path, with the same values (the events
+        are made in the state step). Why: making 10^5 events per micro-batch that are dropped at once was a
+        third of the route step. A record holding a dict or a list (a bad record) leaves that path where it is
+        parsed (``gc.is_tracked``, as ``decode.plain`` finds it), so its bytes are not scanned for one.
         """
         cur: dict[tuple[int, int], list] = {}  # (g, bucket) -> [largest time, indexes into lines]
+        # the type of the record before (none yet) and its ``single`` route: (sg, sattrs, sone), the pattern's
+        # key cache ``scache``
+        last_type, last_route = _NO_TYPE, None
         at_value: list[dict[str, list]] = [{} for _ in cps]  # per pattern: a string key value -> its pack in cur
         bad: list[tuple[str, bytes]] = []
         many = decode.lines
         end = len(lines)
         if plain is None:
-            plain = plain_lines(lines[start:])
+            plain = no_long_integer(b"\n".join(lines[start:]))
         for lo in range(start, end, DECODE_CHUNK):
             hi = min(lo + DECODE_CHUNK, end)
             if plain:
                 # decode.lines' fast path without its events: each record's type, time and key read from its
-                # dict (see ``plain_lines``); up to the first record off that path. A string key seen before in
+                # dict (see ``no_long_integer``); up to the first record off that path. A string key seen before in
                 # this call finds its pack in one look-up (``at_value``)
                 for i in range(lo, hi):  # noqa: B007 - i: where the run stopped
                     try:
@@ -367,24 +375,32 @@ def _router(spec: PatternSpec):
                         ts = rec[time_field]
                     except Exception:  # noqa: BLE001 - decode gives the precise reason
                         break
+                    if typ != last_type:  # a type is checked, and its route found, once per run of it (most
+                        # files hold one type, or few in runs): per record, a string compare
+                        if type(typ) is not str or not typ:
+                            break
+                        last_type, last_route = typ, single.get(typ)
+                        if last_route is not None:
+                            sg, sattrs, sone = last_route
+                            scache = at_value[sg]
                     tt = type(ts)
-                    if type(typ) is not str or (tt is not int and tt is not float) or not typ:
+                    if (tt is not int and tt is not float) or tracked(rec):
                         break
                     if op_field in rec:  # most records have none
                         op = rec.pop(op_field)
                         if op != "+" and op != "-":
                             break
-                    one_route = single.get(typ)
-                    if one_route is not None:
-                        g, _attrs, one = one_route
-                        v = rec.get(one)
+                    if last_route is not None:
+                        try:
+                            v = rec[sone]
+                        except KeyError:
+                            v = None
                         if type(v) is str:
-                            cache = at_value[g]
-                            pack = cache.get(v)
+                            pack = scache.get(v)
                             if pack is None:
-                                pack = cache[v] = pack_of(cur, (g, group_of(_plain_event(typ, ts, rec), _attrs, one)))
+                                pack = scache[v] = pack_of(cur, (sg, group_of(_plain_event(typ, ts, rec), sattrs, sone)))
                         else:
-                            pack = pack_of(cur, (g, group_of(_plain_event(typ, ts, rec), _attrs, one)))
+                            pack = pack_of(cur, (sg, group_of(_plain_event(typ, ts, rec), sattrs, sone)))
                         if ts > pack[0]:
                             pack[0] = ts
                         pack[1].append(i)
@@ -457,19 +473,34 @@ def _router(spec: PatternSpec):
     return route
 
 
+_NO_TYPE = object()  # equal to no record's type (``_router``'s loop: the type of the record before)
+
+
+def no_long_integer(blob: bytes) -> bool:
+    """Whether no record in ``blob`` (JSON lines) can hold an integer orjson reads as a float: no run of 19
+    digits but a fraction's (``decode.plain``'s test: ``cep.longints``, ``cep.io.readers._INTEGER_RUN``).
+
+    The route step's test of a batch's bytes: with it, its loop reads records without ``decode.lines``' scan
+    of their values, finding nested ones (bad records) where it parses them (``_router``). Why the digits on a
+    numpy view (``has_long_digit_run_numpy``): ~50 instructions a record against ~830 for
+    ``has_long_digit_run``'s translate and search; ``plain_lines``' other pass, for a ``{`` after a ``:``, was
+    ~480 (the route parses every record anyway)."""
+    return not has_long_digit_run_numpy(blob) or _INTEGER_RUN.search(blob) is None
+
+
 def plain_lines(lines: list[bytes]) -> bool:
     """Whether no record of ``lines`` can hold a nested value or a number ``decode`` reads other than orjson:
     ``decode.lines``' test of a batch's bytes (``cep.io.readers``), over all of them at once.
 
     Then ``decode.lines`` takes its fast path without its scan of the values for every chunk of them, and a
     record's event is its type, its time and its dict, the op field popped (``_plain_event``,
-    ``_decode_group``): the route and state steps read records so without making ``decode.lines``' events
-    (the route step needs three values of each). Both tested properties are properties of one record (one line:
-    a ``[``, a ``:`` then ``{`` with only blanks between, a run of 19 digits), so the lines joined by a newline
-    show them exactly when some line holds them.
-    The bytes are looked at as a numpy array (``_digit_run``, ``_nested_object``). Why: ``decode.lines``' own
-    test (``bytes.translate`` deleting blanks, then two searches) was ~1,100 instructions a record, ~9 % of the
-    route step; the array's passes are ~600 (the digit mask ~70).
+    ``_decode_group``): the state step reads records so without making ``decode.lines``' events (the route
+    step tests its batches with ``no_long_integer`` and finds nested records as it parses them). Both tested
+    properties are properties of one record (one line: a ``[``, a ``:`` then ``{`` with only blanks between, a
+    run of 19 digits), so the lines joined by a newline show them exactly when some line holds them.
+    The bytes are looked at as a numpy array (``has_long_digit_run_numpy``, ``_nested_object``). Why:
+    ``decode.lines``' own test (``bytes.translate`` deleting blanks, then two searches) was ~1,100 instructions
+    a record; the array's passes are ~550 (the digit runs ~50).
     """
     import numpy as np
 
@@ -477,16 +508,10 @@ def plain_lines(lines: list[bytes]) -> bool:
     if b"[" in blob:
         return False
     view = np.frombuffer(blob, np.uint8)
-    return not _digit_run(view) and not _nested_object(blob, view)
+    return not has_long_digit_run_numpy(blob) and not _nested_object(blob, view)
 
 
-_DIGIT_RUN = b"\x01" * 19  # 19 digits in a row: an integer that may pass 64 bits (orjson reads it as a float)
 _BLANKS = (32, 9, 13)  # the blanks ``decode.lines``' test deletes before it looks for ``:{``
-
-
-def _digit_run(view) -> bool:
-    """Whether the bytes (a numpy uint8 view) hold a run of 19 digits."""
-    return ((view - 48) < 10).tobytes().find(_DIGIT_RUN) >= 0  # (bytes below "0" wrap round to 208 and up)
 
 
 def _nested_object(blob: bytes, view) -> bool:
@@ -558,7 +583,7 @@ def _route_batches(spec: PatternSpec, whole_files: bool = False):
                             continue
                         raw = value.encode() if isinstance(value, str) else bytes(value)
                         # line i at index i (a blank line is no record: ``route`` skips it, keeping its number)
-                        held += route([b"", *raw.split(b"\n")], 1, f"{pos}:", None, packs, plain_lines([raw]))
+                        held += route([b"", *raw.split(b"\n")], 1, f"{pos}:", None, packs, no_long_integer(raw))
                 else:
                     poss, lines = [], []
                     for pos, value in zip(pdf["pos"].tolist(), pdf["value"].tolist(), strict=True):
@@ -610,14 +635,16 @@ def _common_prefix(strs: list[str]) -> str:
 def _pack_segments(segs: list[tuple[str, list[str] | list[int], list[bytes], bool]]) -> list[str]:
     """A group's records as route-row values (``_pack``'s format): ``segs`` are ``(prefix, position rests, raw
     texts, plain)``, record ``j`` of a segment at position ``prefix + str(rests[j])``, ``plain`` whether its texts
-    passed ``plain_lines``: a value of only such texts starts with ``PLAIN_MARK``, so the state step does not
+    passed ``no_long_integer`` and the router's loop (which parses each record and takes none holding a dict or
+    a list: a bad record): a value of only such texts starts with ``PLAIN_MARK``, so the state step does not
     test its bytes again (``_lines_of``; the test is one of each record's bytes, so it holds for any of
     them).
 
     Why segments: the router gathers a group's records of one input (a whole file: its path and the line
     numbers) without making a position string per record; a pack of one segment takes its prefix as given
     (``"<path>:"``), the texts joined as bytes and decoded once, and a whole file's line numbers (ints) written
-    in one formatting pass (``str`` of each was ~10 % of the route step). Several segments (several files in one
+    from per-worker texts (``_line_numbers``; ``str`` of each was ~10 % of the route step), with no count of
+    separators (its texts are its lines). Several segments (several files in one
     task, bad records) share the common prefix of theirs; positions without a given prefix (Kafka, a ``pos``
     column) get their common prefix found, as ``_pack`` does.
     """
@@ -636,8 +663,10 @@ def _pack_segments(segs: list[tuple[str, list[str] | list[int], list[bytes], boo
     if n > 1:
         head = f"{PLAIN_MARK if plain else ''}{n} "
         if type(rests[0]) is int:
-            numbers = (f"%d{PACK_SEP}" * n) % tuple(rests)  # each line number, then the separator
-            value = f"{head}{prefix}{PACK_SEP}{numbers}{PACK_SEP_BYTES.join(texts).decode()}"
+            # a whole file's line numbers, each then the separator; its texts are its lines (split at the
+            # separator): only the prefix (its path) may hold one
+            if PACK_SEP not in prefix:
+                return [f"{head}{prefix}{PACK_SEP}{_line_numbers(rests)}{PACK_SEP_BYTES.join(texts).decode()}"]
         else:
             if not prefix:
                 prefix = _common_prefix(rests)
@@ -645,10 +674,29 @@ def _pack_segments(segs: list[tuple[str, list[str] | list[int], list[bytes], boo
                     k = len(prefix)
                     rests = [r[k:] for r in rests]
             value = PACK_SEP.join([f"{head}{prefix}", *rests, PACK_SEP_BYTES.join(texts).decode()])
-        if value.count(PACK_SEP) == 2 * n:
-            return [value]
+            if value.count(PACK_SEP) == 2 * n:
+                return [value]
     return [f"s{len(p)}{PACK_SEP}{p}{t}" for p, t in zip([prefix + r for r in _texts(rests)],
                                                           [t.decode() for t in texts], strict=True)]
+
+
+LINE_TEXTS_MAX = 1 << 17  # line numbers whose texts a worker keeps (``_line_numbers``: ~8 MB at most)
+_LINE_TEXTS: list[str] = []  # ``f"{i}{PACK_SEP}"`` at index i, made as the files routed need them
+
+
+def _line_numbers(rests: list[int]) -> str:
+    """``(f"%d{PACK_SEP}" * len(rests)) % tuple(rests)`` for a segment's line numbers (ascending: the router
+    appends them in file order), from texts made once per worker (``_LINE_TEXTS``) up to ``LINE_TEXTS_MAX``.
+
+    Why: formatting each number with ``%d`` was ~700 instructions a record of the route step's ~11,000; a
+    look-up and a join are ~100, and a Python worker routes files of the same lengths again and again."""
+    top = rests[-1]
+    if top >= LINE_TEXTS_MAX:
+        return (f"%d{PACK_SEP}" * len(rests)) % tuple(rests)
+    have = len(_LINE_TEXTS)
+    if top >= have:
+        _LINE_TEXTS.extend([f"{i}{PACK_SEP}" for i in range(have, top + 1)])
+    return "".join(map(_LINE_TEXTS.__getitem__, rests))
 
 
 def _texts(rests: list[str] | list[int]) -> list[str]:

@@ -205,11 +205,16 @@ def test_route_step_packs_one_row_per_group_and_the_state_step_unpacks_it():
     assert row.value.tolist() == [f"p2 f:\n1\n2\n{values[0]}\n{values[1]}"] and row.evt.tolist() == [S.spark_time_us(5_000_000)]
     assert S._unpacked(row.value.tolist()[0]) == (["f:1", "f:2"], values[:2])
     assert S._lines_of(row.value.tolist()) == (["f:1", "f:2"], [v.encode() for v in values[:2]], True)
-    nested = json.dumps({"type": "A", "ts": 2, "k": 1, "s": "a[b"})  # a "[": not plain (a good record)
-    odd = list(route(iter([pd.DataFrame({"pos": pos[:3], "value": [values[0], nested, values[2]]})])))[0]
+    # a "[" in a string is plain (a nested value, found where the record is parsed, is a bad record); an integer
+    # of 19 digits is not (orjson reads it as a float: the state step takes ``decode.lines``' path)
+    bracket = json.dumps({"type": "A", "ts": 2, "k": 1, "s": "a[b"})
+    odd = list(route(iter([pd.DataFrame({"pos": pos[:3], "value": [values[0], bracket, values[2]]})])))[0]
+    assert odd[(odd.g == 0) & (odd.kg == kg[1])].value.tolist() == [f"p2 f:\n1\n2\n{values[0]}\n{bracket}"]
+    big = json.dumps({"type": "A", "ts": 2, "k": 1, "n": 10**19})
+    odd = list(route(iter([pd.DataFrame({"pos": pos[:3], "value": [values[0], big, values[2]]})])))[0]
     row = odd[(odd.g == 0) & (odd.kg == kg[1])]
-    assert row.value.tolist() == [f"2 f:\n1\n2\n{values[0]}\n{nested}"]
-    assert S._lines_of(row.value.tolist()) == (["f:1", "f:2"], [values[0].encode(), nested.encode()], False)
+    assert row.value.tolist() == [f"2 f:\n1\n2\n{values[0]}\n{big}"]
+    assert S._lines_of(row.value.tolist()) == (["f:1", "f:2"], [values[0].encode(), big.encode()], False)
     assert list(S._route_batches(spec)(iter([pd.DataFrame({"pos": ["x\n1", "x\n2"], "value": values[:2]})])))[0][
         lambda f: f.g == 0].value.map(S._unpacked).tolist() == [(["x\n1"], [values[0]]), (["x\n2"], [values[1]])]
     assert S._unpacked(S._pack(["ab", "a", "abc"], ["1", "2", "3"])[0]) == (["ab", "a", "abc"], ["1", "2", "3"])
@@ -360,8 +365,9 @@ def test_batched_route_and_state_steps_equal_one_record_at_a_time(frac, nested):
     step are those of decoding, routing and pushing one record at a time under Spark's watermark.
     With whole-second times the engine moves its own watermark with the records from where it passes Spark's
     (``_own_watermark_from``); with times finer than Spark's milliseconds (``frac``) it holds Spark's.
-    Without a nested value among the bytes (``nested`` False: ``plain_lines``) both steps read the records in
-    their own loops rather than through ``decode.lines``' events."""
+    The route step reads the records in its own loop (nested records are bad records it finds as it parses
+    them); without a nested value among the bytes (``nested`` False: ``plain_lines``) the state step does too,
+    rather than through ``decode.lines``' events."""
     import random
 
     import pandas as pd
@@ -521,6 +527,95 @@ def test_plain_lines_finds_what_decode_lines_test_finds():
             assert S.plain_lines(lines) is _flat(b"\n".join(lines)), lines
     spaced = b'{"a": "123456789 0123456789"}'
     assert S.plain_lines([spaced]) and not _flat(spaced)
+
+
+ODD_LINES = {  # one line put among a whole file's plain records: each takes the route's loop, not its passes
+    "clean": None, "nested dict": '{"type": "A", "ts": 9, "k": "c1", "n": {"a": 1}}',
+    "nested list": '{"type": "B", "ts": 9, "k": "c1", "n": [1]}', "retraction": '{"type": "A", "ts": 9, "k": "c2", "op": "-"}',
+    "bad op": '{"type": "A", "ts": 9, "k": "c2", "op": "x"}', "op +": '{"type": "A", "ts": 9, "k": "c2", "op": "+"}',
+    "bool time": '{"type": "A", "ts": true, "k": "c1"}', "ISO time": '{"type": "A", "ts": "1970-01-01T00:00:09Z", "k": "c1"}',
+    "int key": '{"type": "A", "ts": 9, "k": 1}', "missing key": '{"type": "B", "ts": 9}',
+    "other type": '{"type": "Z", "ts": 9}', "empty type": '{"type": "", "ts": 9, "k": "c1"}',
+    "null type": '{"type": null, "ts": 9, "k": "c1"}',
+    "missing and empty keys": '{"type": "B", "ts": 9}\n{"type": "A", "ts": 9, "k": ""}\n{"type": "B", "ts": 10, "k": ""}',
+    "long integer": '{"type": "A", "ts": 9, "k": "c1", "n": 12345678901234567890}', "blank": "  ", "not JSON": "{bad",
+    "float time": '{"type": "B", "ts": 9.5, "k": "c3"}', "not an object": '"A"',
+    "equal keys of other types": '{"type": "A", "ts": 9, "k": 1}\n{"type": "B", "ts": 9, "k": 1.0}\n{"type": "B", "ts": 9, "k": true}',
+}
+
+
+@pytest.mark.parametrize("odd", list(ODD_LINES))
+def test_a_whole_file_s_route_rows_are_those_of_routing_one_record_at_a_time(odd):
+    """A whole file's route rows with one odd line among plain records (a nested value, an op, a bad time,
+    key or type, a long integer, a blank or bad line): each (pattern, engine bucket)'s row holds the records
+    ``decode`` keeps, routed by their key as one record at a time, in file order, its time the largest of
+    them, bad records in the bad records' row; the rows are marked plain unless the file has an integer of 19
+    digits (nested values are found per record), and the state step reads marked rows as ``decode`` does; a
+    path holding the separator makes one row per record."""
+    import random
+
+    import pandas as pd
+    from cep.connectors import spark as S
+
+    from cep.io.readers import BadRecord, make_decoder
+    from cep.lang.gcq import read_key
+
+    spec = S.pattern_spec("PATTERN p SEQ(A a, B b) WHERE a.k = b.k WITHIN 10\n", key_groups=4, on_error="skip")
+    rnd = random.Random(11)
+    records = [json.dumps({"type": rnd.choice("AB"), "ts": 10 + i // 3 - rnd.randrange(4), "k": f"c{rnd.randrange(40)}",
+                         "n": rnd.random()}) for i in range(2500)]
+    for at, path in ((1234, "/d/f"), (0, "/d/f"), (1234, "/d/a\nb")):  # the odd line(s) first: the loop's first record
+        lines = list(records)
+        if ODD_LINES[odd] is not None:
+            lines[at:at] = ODD_LINES[odd].split("\n")
+        text = "\n".join(lines) + "\n"
+        df = pd.concat(S._route_batches(spec, whole_files=True)(iter([pd.DataFrame({"pos": [path], "value": [text]})])))
+        got = {(g, eg): list(S._unpack([rows])) for (g, eg), rows in df.groupby(["g", "eg"], sort=False)}
+        decode = make_decoder()
+        want: dict = {}
+        tops: dict = {}
+        for i, line in enumerate(lines, 1):
+            pos = f"{path}:{i}"
+            try:
+                ev = decode(pos, line.encode())
+            except BadRecord as e:
+                if line.strip():
+                    want.setdefault((S.BAD_ROW_GROUP, 0), []).append((pos, S.error_report(pos, str(e), line.encode())))
+                    tops[(S.BAD_ROW_GROUP, 0)] = S._NO_TIME_US
+                continue
+            if ev.type in "AB":
+                key = (0, S.zlib.crc32(S._canon_key(read_key(ev, ("k",))).encode()) % spec.engine_buckets())
+                want.setdefault(key, []).append((pos, line))
+                tops[key] = max(tops.get(key, -10**18), int(round(ev.ts * 1_000_000)))
+        assert got == want and len(got) > 8
+        assert {(g, eg): int(t) for g, eg, t in zip(df.g, df.eg, df.evt, strict=True)} == {
+            k: S.spark_time_us(t) for k, t in tops.items()}
+        values = df[df.g == 0].value.tolist()
+        if "\n" in path:
+            assert {v[0] for v in values} == {"s"}
+            continue
+        # packed rows are plain but for a file with an integer of 19 digits (a fraction's digits are no integer's;
+        # a nested record is a bad record: the loop finds it where it parses it)
+        packed = [v for v in values if v[0] != "s"]  # (a row of one record: the missing key's)
+        assert all(v[0] == S.PLAIN_MARK for v in packed) is (odd != "long integer")
+        assert all(v[0] != S.PLAIN_MARK for v in packed) is (odd == "long integer")
+        for v in values[:3]:
+            poss, raws, plain = S._lines_of([v])
+            evs, _ordered, _inserts = S._decode_group(spec, decode, raws, poss, plain or None)
+            assert [(e.type, e.ts, e.fields, e.pos) for e in evs] == [
+                (e.type, e.ts, e.fields, e.pos) for e in (decode(p, r) for p, r in zip(poss, raws, strict=True))]
+
+
+def test_line_numbers_are_written_as_percent_d_writes_them():
+    """``_line_numbers``: each number then the separator, as ``%d`` writes it, from the worker's texts (made as
+    needed) or, past ``LINE_TEXTS_MAX``, formatted."""
+    from cep.connectors import spark as S
+
+    top = S.LINE_TEXTS_MAX
+    for case in ([0, 1, 9, 10, 11, 99, 100, 999, 1000, 65535, 99999], [7], list(range(0, top, 997)),
+                 [5, top - 1], [3, top, top + 10**6]):
+        assert S._line_numbers(case) == "".join(f"{x}{S.PACK_SEP}" for x in case)
+    assert len(S._LINE_TEXTS) == top
 
 
 def test_the_engine_moves_its_own_watermark_only_where_it_is_spark_s():
