@@ -48,14 +48,16 @@ def spark_jars_dir() -> Path:
     return Path(pyspark.__file__).parent / "jars"
 
 
-def classes_dir(jars_dir: Path | None = None, java: str | None = None) -> str | None:
+def classes_dir(jars_dir: Path | None = None) -> str | None:
     """The directory holding the compiled ``cep.hadoop.LocalFileSystem`` (for the JVMs' class path), compiling
-    it on first use; None when it cannot be had (no private cache, ``java`` or jar; the compiler failed)."""
+    it on first use with the jars of ``jars_dir`` (default: PySpark's); None when it cannot be had (no private
+    cache, ``java`` or jar; the compiler failed). ``java``: ``$JAVA_HOME/bin/java`` or the one on ``PATH``, as
+    Spark's launcher picks it."""
     from cep.cachedir import private_dir
 
     jars = _jars(jars_dir or spark_jars_dir())
-    java = java or shutil.which("java", path=os.path.join(os.environ["JAVA_HOME"], "bin")
-                                if os.environ.get("JAVA_HOME") else None)
+    java = shutil.which("java", path=os.path.join(os.environ["JAVA_HOME"], "bin")
+                        if os.environ.get("JAVA_HOME") else None)
     cache = private_dir("hadoop-fs")
     if jars is None or java is None or cache is None:
         return None
