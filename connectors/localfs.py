@@ -42,10 +42,12 @@ def _jars(jars_dir: Path) -> dict[str, Path] | None:
 
 
 def spark_jars_dir() -> Path:
-    """PySpark's own ``jars/`` (the jars of the JVMs it starts on this machine)."""
+    """The ``jars/`` of the Spark whose JVMs PySpark starts on this machine: ``$SPARK_HOME``'s if set (PySpark's
+    launcher runs that Spark), else PySpark's own."""
     import pyspark
 
-    return Path(pyspark.__file__).parent / "jars"
+    home = os.environ.get("SPARK_HOME")
+    return Path(home, "jars") if home else Path(pyspark.__file__).parent / "jars"
 
 
 def classes_dir(jars_dir: Path | None = None) -> str | None:
