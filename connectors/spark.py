@@ -1572,6 +1572,20 @@ CHECKPOINT_FILE_MANAGER = "spark.sql.streaming.checkpointFileManagerClass"
 FS_CHECKPOINT_FILE_MANAGER = \
     "org.apache.spark.sql.execution.streaming.checkpointing.FileSystemBasedCheckpointFileManager"
 LOCAL_FS_DEFAULTS = {CHECKPOINT_FILE_MANAGER: FS_CHECKPOINT_FILE_MANAGER}
+# The local file system class of the JVMs make_session starts on this machine's masters: cep's
+# ``cep.hadoop.LocalFileSystem`` (connectors/localfs.py), Hadoop's with the permission bits of created files set
+# through java.nio, not by a forked ``chmod`` process (16 per micro-batch, ~0.05 CPU s: bench/results/spark.md).
+# Set as a whole (the class, and its directory on the driver's and executors' class paths) or not at all: not when
+# the deployment gives any of the three, nor when the classes cannot be compiled (``localfs.classes_dir``).
+FILE_IMPL, DRIVER_CLASS_PATH, EXECUTOR_CLASS_PATH = \
+    "spark.hadoop.fs.file.impl", "spark.driver.extraClassPath", "spark.executor.extraClassPath"
+
+
+def local_fs_settings(classes: str) -> dict[str, str]:
+    """The settings that make the JVMs' ``file:`` file system cep's class, compiled into ``classes``."""
+    from cep.connectors.localfs import CLASS_NAME
+
+    return {FILE_IMPL: CLASS_NAME, DRIVER_CLASS_PATH: classes, EXECUTOR_CLASS_PATH: classes}
 
 
 def given_spark_conf() -> dict[str, str]:
@@ -1633,11 +1647,14 @@ def given_log_config(given: dict[str, str], environ: Mapping[str, str] = os.envi
 
 
 def session_settings(master: str, given: dict[str, str], state_partitions: int | None = None, *,
-                     rocksdb: bool = True, log_config_given: bool = False) -> dict[str, str]:
+                     rocksdb: bool = True, log_config_given: bool = False,
+                     local_fs_classes: str | None = None) -> dict[str, str]:
     """The settings ``make_session`` adds to a session on ``master``: cep's defaults that ``given`` (the
     deployment's settings, ``given_spark_conf``) does not set, and the state partitions (an explicit
     ``state_partitions`` wins over the deployment's; without either, 4). ``log_config_given``: the deployment
-    gives its own log4j2 configuration (``given_log_config``): cep's ``LOG_OPTION`` is not added."""
+    gives its own log4j2 configuration (``given_log_config``): cep's ``LOG_OPTION`` is not added.
+    ``local_fs_classes``: the directory of cep's compiled local file system class (``localfs.classes_dir``), for
+    JVMs this session starts: its settings are added on local masters unless the deployment gives one of them."""
     wanted = dict(SESSION_DEFAULTS)
     if not log_config_given and " " not in str(LOG_CONFIG):  # (a path with a space would need quoting)
         wanted[DRIVER_JAVA_OPTIONS] += " " + LOG_OPTION
@@ -1648,11 +1665,29 @@ def session_settings(master: str, given: dict[str, str], state_partitions: int |
     if master.startswith(("local[", "local-cluster[")) or master == "local":
         if given.get("spark.hadoop.fs.defaultFS", "file:").startswith("file:"):
             wanted.update(LOCAL_FS_DEFAULTS)
+        if local_fs_classes and not {FILE_IMPL, DRIVER_CLASS_PATH, EXECUTOR_CLASS_PATH} & given.keys():
+            wanted.update(local_fs_settings(local_fs_classes))
     wanted["spark.sql.shuffle.partitions"] = str(state_partitions or 4)
     if rocksdb:
         wanted.update(ROCKSDB_DEFAULTS)
     return {k: v for k, v in wanted.items()
             if k not in given or (k == "spark.sql.shuffle.partitions" and state_partitions)}
+
+
+def local_fs_classes(master: str) -> str | None:
+    """The directory of cep's local file system class (``localfs.classes_dir``, compiled on first use) when this
+    process is about to start the JVMs of a local or local-cluster master, else None: the class path of a running
+    JVM is fixed, and spark-submit's ``--driver-class-path`` (in ``PYSPARK_SUBMIT_ARGS``) would replace the
+    driver's ``extraClassPath``."""
+    from pyspark import SparkContext
+
+    if not (master.startswith(("local[", "local-cluster[")) or master == "local") \
+            or SparkContext._jvm is not None or os.environ.get("PYSPARK_GATEWAY_PORT") \
+            or "--driver-class-path" in os.environ.get("PYSPARK_SUBMIT_ARGS", ""):
+        return None
+    from cep.connectors.localfs import classes_dir
+
+    return classes_dir()
 
 
 def make_session(master: str | None = None, state_partitions: int | None = None, *, kafka: bool = True,
@@ -1675,7 +1710,8 @@ def make_session(master: str | None = None, state_partitions: int | None = None,
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     b = SparkSession.builder.master(master).appName(given.get("spark.app.name", app))
     for k, v in session_settings(master, given, state_partitions, rocksdb=rocksdb,
-                                 log_config_given=given_log_config(given)).items():
+                                 log_config_given=given_log_config(given),
+                                 local_fs_classes=local_fs_classes(master)).items():
         b = b.config(k, v)
     if kafka:
         from cep.connectors import jars

@@ -147,6 +147,57 @@ def test_cep_s_log_config_is_added_only_where_the_deployment_gives_none(tmp_path
         assert all(LOG_OPTION not in v and "log4j" not in v for v in settings.values()), (master, settings)
 
 
+def test_cep_s_local_file_system_class_only_for_jvms_it_starts_and_unless_given():
+    """cep's local file system class (no ``chmod`` process per created file) is set, class and class paths
+    together, on this machine's masters when make_session starts the JVMs with the class compiled; never on a
+    cluster master, or when the deployment gives any of the three settings."""
+    from cep.connectors.localfs import CLASS_NAME
+    from cep.connectors.spark import (
+        DRIVER_CLASS_PATH,
+        EXECUTOR_CLASS_PATH,
+        FILE_IMPL,
+        local_fs_settings,
+        session_settings,
+    )
+
+    mine = {FILE_IMPL: CLASS_NAME, DRIVER_CLASS_PATH: "/c", EXECUTOR_CLASS_PATH: "/c"}
+    assert local_fs_settings("/c") == mine
+    for master in ("local[2]", "local", "local-cluster[2,1,1024]"):
+        assert session_settings(master, {}, local_fs_classes="/c").items() >= mine.items(), master
+        assert not mine.keys() & session_settings(master, {}).keys()  # not compiled: Hadoop's class
+        for key in mine:  # one of them given: none of cep's (a class path without the class, or the reverse)
+            assert not mine.keys() & session_settings(master, {key: "given"}, local_fs_classes="/c").keys()
+        # (another default file system: ``file:`` paths still go through the class)
+        assert session_settings(master, {"spark.hadoop.fs.defaultFS": "hdfs://nn:8020"},
+                                local_fs_classes="/c").items() >= mine.items()
+    assert not mine.keys() & session_settings("spark://elsewhere:7077", {}, local_fs_classes="/c").keys()
+
+
+def test_cep_s_local_file_system_class_compiles_once_into_the_private_cache(tmp_path, monkeypatch):
+    """``localfs.classes_dir`` compiles the shipped source with Spark's Janino (no JDK needed) into cep's private
+    cache, and reuses what is there; no private cache: no class."""
+    from cep.connectors import localfs
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    out = localfs.classes_dir()
+    assert out is not None and out.startswith(str(tmp_path / "cache" / "cep" / "hadoop-fs"))
+    stamps = [os.stat(Path(out, f)).st_mtime_ns for f in localfs.CLASS_FILES]
+    assert localfs.classes_dir() == out
+    assert [os.stat(Path(out, f)).st_mtime_ns for f in localfs.CLASS_FILES] == stamps
+    # make_session asks for it only when it is about to start a local master's JVMs
+    from cep.connectors.spark import local_fs_classes
+    from pyspark import SparkContext
+
+    starts = SparkContext._jvm is None and not os.environ.get("PYSPARK_GATEWAY_PORT")
+    assert local_fs_classes("local[2]") == (out if starts else None)
+    assert local_fs_classes("spark://elsewhere:7077") is None
+    monkeypatch.setenv("PYSPARK_SUBMIT_ARGS", "--driver-class-path /mine.jar pyspark-shell")
+    assert local_fs_classes("local[2]") is None  # (spark-submit's would replace cep's driver class path)
+    (tmp_path / "cache" / "cep").chmod(0o777)  # others could write there: not a private cache, no class
+    assert localfs.classes_dir() is None
+    assert localfs.classes_dir(jars_dir=tmp_path) is None  # no Spark jars there
+
+
 def test_partition_analysis_routes_by_key():
     from cep.connectors.spark import partition_attrs
 
@@ -716,6 +767,42 @@ def test_the_session_jvms_log_through_cep_s_log_config(spark):
     assert config.getConfigurationSource().getLocation() == str(LOG_CONFIG)
     # (its root level is ERROR by now: make_session's setLogLevel, for the driver only)
     assert LOG_OPTION in spark.sparkContext.getConf().get("spark.executor.extraJavaOptions")
+
+
+def test_the_session_s_local_file_system_sets_permissions_without_a_process(spark, tmp_path):
+    """The test session's ``file:`` file system is cep's class (make_session started its JVM on a local master),
+    and it does what Hadoop's does: a created file gets ``0666 & ~umask`` and a checksum file, a directory
+    ``0777 & ~umask``, ``setPermission`` sets the bits given; and the JVM forks no process for any of it."""
+    from cep.connectors.localfs import CLASS_NAME
+
+    jvm = spark.sparkContext._jvm
+    conf = spark._jsparkSession.sessionState().newHadoopConf()
+    fs = jvm.org.apache.hadoop.fs.FileSystem.getLocal(conf)
+    assert fs.getClass().getName() == CLASS_NAME
+    assert fs.getRawFileSystem().getClass().getName() == CLASS_NAME + "$RawLocalFileSystem"
+    umask = os.umask(0)
+    os.umask(umask)
+    jvm_pid = int(str(jvm.java.lang.ProcessHandle.current().pid()))
+
+    def reaped_children_ticks() -> int:  # the JVM's reaped children's CPU ticks, and its process reaper's
+        f = Path(f"/proc/{jvm_pid}/stat").read_text()
+        return sum(map(int, f[f.rindex(")") + 2:].split()[13:15]))
+
+    before = reaped_children_ticks()
+    path = jvm.org.apache.hadoop.fs.Path
+    for i in range(40):
+        out = fs.create(path(str(tmp_path / f"f{i}")))
+        out.write(b"x")
+        out.close()
+        assert fs.mkdirs(path(str(tmp_path / f"d{i}")))
+    assert reaped_children_ticks() == before  # (80 `chmod` processes with Hadoop's class: ~0.2 CPU s)
+    assert (tmp_path / "f0").stat().st_mode & 0o7777 == 0o666 & ~umask
+    assert (tmp_path / ".f0.crc").is_file()
+    assert (tmp_path / "d0").stat().st_mode & 0o7777 == 0o777 & ~umask
+    perm = jvm.org.apache.hadoop.fs.permission.FsPermission
+    for mode in (0o600, 0o751, 0o644, 0o1777):
+        fs.setPermission(path(str(tmp_path / "d1")), perm(f"{mode:o}"))
+        assert (tmp_path / "d1").stat().st_mode & 0o7777 == mode, oct(mode)
 
 
 def test_the_session_commits_rocksdb_state_as_changelogs(spark):

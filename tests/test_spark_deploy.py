@@ -49,7 +49,7 @@ def test_the_wheel_installs_the_poms_the_grammar_and_the_patterns(wheel):
     for need in ("cep/connectors/jars/pom.xml", "cep/connectors/jars/broker/pom.xml",
                  "cep/connectors/jars/spark-kafka/pom.xml", "cep/grammar/pattern.lark",
                  "cep/patterns/card_testing.pattern", "cep/connectors/spark.py", "cep/io/kafka.py",
-                 "cep/connectors/log4j2.properties"):
+                 "cep/connectors/log4j2.properties", "cep/connectors/jvm/cep/hadoop/LocalFileSystem.java"):
         assert need in names, need
 
 
