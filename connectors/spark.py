@@ -757,7 +757,9 @@ def _unpack(pdfs) -> Iterator[tuple[str, str]]:
 
 def _lines_of(values: list[str]) -> tuple[list[str], list[bytes], bool]:
     """The records of a bucket's packed row values, in row order: their positions and raw texts (bytes), and
-    whether every row was marked plain by the route step (``_pack_segments``: its texts passed ``plain_lines``).
+    whether every row was marked plain by the route step (``_pack_segments``: its texts are flat records without
+    long integers, what ``plain_lines`` would pass: the route tests their bytes with ``no_long_integer`` and each
+    record for nested values as it parses it).
 
     Why bytes: the state step decodes them as ``cep run`` decodes a JSON lines file (``decode.lines``); a
     packed value's texts are encoded once and split, not one record at a time.
