@@ -138,14 +138,14 @@ def test_cep_s_python_daemon_only_where_the_workers_run_this_interpreter_and_unl
     assert workers_python({}, {}) == "python3"
 
 
-def test_cep_s_daemon_collects_only_the_young_generations_after_a_task():
+def test_cep_s_daemon_collects_the_oldest_generation_only_once_it_has_grown_by_a_quarter():
     """PySpark's daemon calls ``gc.collect()`` after every task; in cep's daemon that collection frees the cycles
-    of the young generations and leaves the oldest to CPython's own full collections (a full collection walked
-    a cep worker's whole heap after every task: ~45 ms each)."""
+    of the young generations every time, and those of the oldest once it has grown by a quarter since its last
+    full collection there (a full collection walked a cep worker's whole heap after every task: ~45 ms each)."""
     import gc
     import weakref
 
-    from cep.connectors.sparkdaemon import AfterTaskGc
+    from cep.connectors.sparkdaemon import OLDEST_GROWTH, AfterTaskGc
     from pyspark import daemon
 
     assert isinstance(daemon.gc, AfterTaskGc)
@@ -154,25 +154,31 @@ def test_cep_s_daemon_collects_only_the_young_generations_after_a_task():
     class Node:
         pass
 
-    def garbage_cycle() -> weakref.ref:
+    def garbage_cycle(old: bool) -> weakref.ref:
         a, b = Node(), Node()
         a.b, b.a = b, a
+        if old:
+            gc.collect(1)  # it survives a collection of the young generations: now in the oldest
         return weakref.ref(a)
 
+    after_task = AfterTaskGc()
     enabled = gc.isenabled()
     gc.disable()  # no automatic collection in between
     try:
-        old = Node()
-        old.me = old
-        gc.collect(1)  # survives a collection of the young generations: now in the oldest
-        old_ref = weakref.ref(old)
-        del old
-        young_ref = garbage_cycle()
-        daemon.gc.collect()  # what pyspark.daemon runs after each task
-        assert young_ref() is None  # the task's own cycles: freed
-        assert old_ref() is not None  # the oldest generation: not walked
-        gc.collect()
-        assert old_ref() is None  # (a full collection frees it)
+        old_ref = garbage_cycle(old=True)
+        after_task.collect()  # the first one is full (no size of the oldest generation yet)
+        assert old_ref() is None
+        size = after_task.oldest_after_full
+        assert size == len(gc.get_objects(2))
+        for _ in range(3):  # then: the young generations only, while the oldest grows by less than a quarter
+            old_ref, young_ref = garbage_cycle(old=True), garbage_cycle(old=False)
+            after_task.collect()
+            assert young_ref() is None and old_ref() is not None
+        grown = [[i] for i in range(int(size * (OLDEST_GROWTH - 1)) + 10)]  # tracked objects, kept
+        gc.collect(1)
+        after_task.collect()  # the oldest generation has grown by a quarter: a full collection
+        assert old_ref() is None
+        assert after_task.oldest_after_full >= size + len(grown)
     finally:
         if enabled:
             gc.enable()
