@@ -1583,6 +1583,15 @@ FILE_IMPL, DRIVER_CLASS_PATH, EXECUTOR_CLASS_PATH = \
     "spark.hadoop.fs.file.impl", "spark.driver.extraClassPath", "spark.executor.extraClassPath"
 
 
+# The Python workers' daemon on this machine's masters, when they run this interpreter: cep's
+# ``cep.connectors.sparkdaemon``, PySpark's daemon without its full garbage collection after every task (~0.3 CPU s
+# per 10^5-event micro-batch in a worker that keeps cep's engines: bench/results/spark.md). Only where the daemon
+# can import cep when it starts: the workers' interpreter is this one (a deployment that ships cep to its
+# executors sets it itself, docs/kafka-spark.md). A deployment's own setting wins.
+PYTHON_DAEMON_MODULE = "spark.python.daemon.module"
+CEP_DAEMON_DEFAULTS = {PYTHON_DAEMON_MODULE: "cep.connectors.sparkdaemon"}
+
+
 def local_fs_settings(classes: str) -> dict[str, str]:
     """The settings that make the JVMs' ``file:`` file system cep's class, compiled into ``classes``."""
     from cep.connectors.localfs import CLASS_NAME
@@ -1650,13 +1659,15 @@ def given_log_config(given: dict[str, str], environ: Mapping[str, str] = os.envi
 
 def session_settings(master: str, given: dict[str, str], state_partitions: int | None = None, *,
                      rocksdb: bool = True, log_config_given: bool = False,
-                     local_fs_classes: str | None = None) -> dict[str, str]:
+                     local_fs_classes: str | None = None, workers_run_this_python: bool = False) -> dict[str, str]:
     """The settings ``make_session`` adds to a session on ``master``: cep's defaults that ``given`` (the
     deployment's settings, ``given_spark_conf``) does not set, and the state partitions (an explicit
     ``state_partitions`` wins over the deployment's; without either, 4). ``log_config_given``: the deployment
     gives its own log4j2 configuration (``given_log_config``): cep's ``LOG_OPTION`` is not added.
     ``local_fs_classes``: the directory of cep's compiled local file system class (``localfs.classes_dir``), for
-    JVMs this session starts: its settings are added on local masters unless the deployment gives one of them."""
+    JVMs this session starts: its settings are added on local masters unless the deployment gives one of them.
+    ``workers_run_this_python``: the Python workers run this interpreter (``workers_python``), so cep's daemon
+    (``CEP_DAEMON_DEFAULTS``) is set on local masters."""
     wanted = dict(SESSION_DEFAULTS)
     if not log_config_given and " " not in str(LOG_CONFIG):  # (a path with a space would need quoting)
         wanted[DRIVER_JAVA_OPTIONS] += " " + LOG_OPTION
@@ -1669,6 +1680,8 @@ def session_settings(master: str, given: dict[str, str], state_partitions: int |
             wanted.update(LOCAL_FS_DEFAULTS)
         if local_fs_classes and not {FILE_IMPL, DRIVER_CLASS_PATH, EXECUTOR_CLASS_PATH} & given.keys():
             wanted.update(local_fs_settings(local_fs_classes))
+        if workers_run_this_python:
+            wanted.update(CEP_DAEMON_DEFAULTS)
     wanted["spark.sql.shuffle.partitions"] = str(state_partitions or 4)
     if rocksdb:
         wanted.update(ROCKSDB_DEFAULTS)
@@ -1692,6 +1705,12 @@ def local_fs_classes(master: str) -> str | None:
     return classes_dir()
 
 
+def workers_python(given: dict[str, str], environ: Mapping[str, str]) -> str:
+    """The interpreter the Python workers run: ``PYSPARK_PYTHON``, what PySpark hands to the executors (spark-submit
+    sets it from ``spark.pyspark.python``), else that setting, else ``python3`` as PySpark's default."""
+    return environ.get("PYSPARK_PYTHON") or given.get("spark.pyspark.python") or "python3"
+
+
 def make_session(master: str | None = None, state_partitions: int | None = None, *, kafka: bool = True,
                  rocksdb: bool = True, app: str = "cep", extra: dict[str, str] | None = None):
     """A SparkSession set up for cep: state partitions, UTC, RocksDB state, Kafka connector jars.
@@ -1713,7 +1732,8 @@ def make_session(master: str | None = None, state_partitions: int | None = None,
     b = SparkSession.builder.master(master).appName(given.get("spark.app.name", app))
     for k, v in session_settings(master, given, state_partitions, rocksdb=rocksdb,
                                  log_config_given=given_log_config(given),
-                                 local_fs_classes=local_fs_classes(master)).items():
+                                 local_fs_classes=local_fs_classes(master),
+                                 workers_run_this_python=workers_python(given, os.environ) == sys.executable).items():
         b = b.config(k, v)
     if kafka:
         from cep.connectors import jars

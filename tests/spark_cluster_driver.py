@@ -25,7 +25,7 @@ def where(batches):
     cmdline = Path(f"/proc/{jvm}/cmdline").read_bytes().replace(b"\0", b" ").decode()
     for _ in batches:
         yield pd.DataFrame({"file": [cep.__file__], "exe": [sys.executable], "pid": [os.getpid()],
-                            "jvm": [cmdline]})
+                            "jvm": [cmdline], "daemon": [sys.modules["__main__"].__spec__.name]})
 
 
 def main(argv: list[str]) -> int:
@@ -34,7 +34,8 @@ def main(argv: list[str]) -> int:
 
     spark = make_session(kafka=False)
     print("MASTER " + spark.sparkContext.master, flush=True)
-    rows = spark.range(0, 4, 1, 4).mapInPandas(where, "file string, exe string, pid long, jvm string").collect()
+    rows = spark.range(0, 4, 1, 4).mapInPandas(where, "file string, exe string, pid long, jvm string, daemon string"
+                                               ).collect()
     print("WORKERS " + json.dumps([r.asDict() for r in rows]), flush=True)
     return cep_spark(argv)  # getOrCreate: the same session; stops it at the end
 

@@ -110,6 +110,80 @@ def test_session_settings_fill_in_only_what_the_deployment_does_not_give():
     assert CHECKPOINT_FILE_MANAGER not in session_settings("local[2]", {"spark.hadoop.fs.defaultFS": "hdfs://nn:8020"})
 
 
+def test_cep_s_python_daemon_only_where_the_workers_run_this_interpreter_and_unless_given():
+    """cep's daemon for the Python workers (``cep.connectors.sparkdaemon``) is set on this machine's masters when
+    the workers run the driver's interpreter (so the daemon imports cep when it starts); never on a cluster master
+    (the executors' Python may get cep only with a task's files), nor when the deployment names a daemon."""
+    import sys
+
+    from cep.connectors.spark import (
+        CEP_DAEMON_DEFAULTS,
+        PYTHON_DAEMON_MODULE,
+        session_settings,
+        workers_python,
+    )
+
+    assert CEP_DAEMON_DEFAULTS == {PYTHON_DAEMON_MODULE: "cep.connectors.sparkdaemon"}
+    for master in ("local[2]", "local", "local-cluster[2,1,1024]"):
+        assert session_settings(master, {}, workers_run_this_python=True).items() >= CEP_DAEMON_DEFAULTS.items()
+        assert PYTHON_DAEMON_MODULE not in session_settings(master, {})
+        assert PYTHON_DAEMON_MODULE not in session_settings(master, {PYTHON_DAEMON_MODULE: "pyspark.daemon"},
+                                                            workers_run_this_python=True)
+    assert PYTHON_DAEMON_MODULE not in session_settings("spark://elsewhere:7077", {}, workers_run_this_python=True)
+    # the workers' interpreter: PYSPARK_PYTHON (spark-submit sets it from spark.pyspark.python), else the setting
+    given = {"spark.pyspark.python": "/opt/py/bin/python3"}
+    assert workers_python({}, {"PYSPARK_PYTHON": sys.executable}) == sys.executable
+    assert workers_python(given, {"PYSPARK_PYTHON": sys.executable}) == sys.executable
+    assert workers_python(given, {}) == "/opt/py/bin/python3"
+    assert workers_python({}, {}) == "python3"
+
+
+def test_cep_s_daemon_collects_the_oldest_generation_only_once_it_has_grown_by_a_quarter():
+    """PySpark's daemon calls ``gc.collect()`` after every task; in cep's daemon that collection frees the cycles
+    of the young generations every time, and those of the oldest once it has grown by a quarter since its last
+    full collection there (a full collection walked a cep worker's whole heap after every task: ~45 ms each)."""
+    import gc
+    import weakref
+
+    from cep.connectors.sparkdaemon import OLDEST_GROWTH, AfterTaskGc
+    from pyspark import daemon
+
+    assert isinstance(daemon.gc, AfterTaskGc)
+    assert daemon.gc.get_threshold() == gc.get_threshold()  # every other name is the gc module's
+
+    class Node:
+        pass
+
+    def garbage_cycle(old: bool) -> weakref.ref:
+        a, b = Node(), Node()
+        a.b, b.a = b, a
+        if old:
+            gc.collect(1)  # it survives a collection of the young generations: now in the oldest
+        return weakref.ref(a)
+
+    after_task = AfterTaskGc()
+    enabled = gc.isenabled()
+    gc.disable()  # no automatic collection in between
+    try:
+        old_ref = garbage_cycle(old=True)
+        after_task.collect()  # the first one is full (no size of the oldest generation yet)
+        assert old_ref() is None
+        size = after_task.oldest_after_full
+        assert size == len(gc.get_objects(2))
+        for _ in range(3):  # then: the young generations only, while the oldest grows by less than a quarter
+            old_ref, young_ref = garbage_cycle(old=True), garbage_cycle(old=False)
+            after_task.collect()
+            assert young_ref() is None and old_ref() is not None
+        grown = [[i] for i in range(int(size * (OLDEST_GROWTH - 1)) + 10)]  # tracked objects, kept
+        gc.collect(1)
+        after_task.collect()  # the oldest generation has grown by a quarter: a full collection
+        assert old_ref() is None
+        assert after_task.oldest_after_full >= size + len(grown)
+    finally:
+        if enabled:
+            gc.enable()
+
+
 def test_cep_s_log_config_is_added_only_where_the_deployment_gives_none(tmp_path):
     """cep's log4j2 configuration (WARN, not Spark's INFO) goes into the JVM options make_session fills in, unless
     the deployment configures log4j2 itself: by a system property in its JVM options, LOG4J_CONFIGURATION_FILE,
@@ -767,6 +841,24 @@ def test_the_session_jvms_log_through_cep_s_log_config(spark):
     assert config.getConfigurationSource().getLocation() == str(LOG_CONFIG)
     # (its root level is ERROR by now: make_session's setLogLevel, for the driver only)
     assert LOG_OPTION in spark.sparkContext.getConf().get("spark.executor.extraJavaOptions")
+
+
+def test_the_session_s_python_workers_run_cep_s_daemon(spark):
+    """make_session's local session (the workers run this interpreter): the Python workers are forked by cep's
+    daemon, whose after-task collection is cep's."""
+
+    def probe(batches):
+        import sys
+
+        import pandas as pd
+        from pyspark import daemon
+
+        for _ in batches:
+            pass
+        yield pd.DataFrame({"main": [sys.modules["__main__"].__spec__.name], "gc": [type(daemon.gc).__name__]})
+
+    rows = spark.range(0, 2, 1, 2).mapInPandas(probe, "main string, gc string").collect()
+    assert {(r.main, r.gc) for r in rows} == {("cep.connectors.sparkdaemon", "AfterTaskGc")}
 
 
 def test_the_session_s_local_file_system_sets_permissions_without_a_process(spark, tmp_path):

@@ -136,6 +136,8 @@ def test_cep_spark_on_a_local_cluster_gets_cep_from_the_shipped_archive(archive,
            "--archives", f"{archive}#cep-env", "--conf", "spark.executorEnv.PYTHONPATH=cep-env",
            "--conf", "spark.sql.shuffle.partitions=3", "--conf", "spark.ui.enabled=false",
            "--conf", "spark.executor.extraJavaOptions=-Dcep.test.given=1",
+           # the documented opt-in where the executors' Python gets cep from the archive (docs/kafka-spark.md)
+           "--conf", "spark.python.daemon.module=cep.connectors.sparkdaemon",
            str(ROOT / "tests" / "spark_cluster_driver.py"),
            *PATTERNS, "--lateness", "1 d", "-i", str(inp), "-o", str(tmp_path / "out"),
            "--checkpoint", str(tmp_path / "ck"), "--available-now", "--no-rocksdb"]
@@ -152,6 +154,7 @@ def test_cep_spark_on_a_local_cluster_gets_cep_from_the_shipped_archive(archive,
         assert w["file"].endswith("/cep-env/cep/__init__.py"), w
         # the executors' JVM options are spark-submit's, not cep's default (JIT_OPTIONS)
         assert "-Dcep.test.given=1" in w["jvm"] and "TieredStopAtLevel" not in w["jvm"], w["jvm"]
+        assert w["daemon"] == "cep.connectors.sparkdaemon", w  # imported from the archive when the daemon starts
     # spark-submit runs the Python driver with its stderr joined to stdout
     said = [ln for ln in (r.stdout + r.stderr).splitlines() if ln.startswith("cep spark")]
     assert any("3 state partitions" in ln for ln in said), said  # spark-submit's, not cep's default 4
