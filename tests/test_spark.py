@@ -1255,6 +1255,33 @@ def test_bad_records_skipped_are_reported(spark, tmp_path):
     assert metrics_total(q, "bad_records") == 1
 
 
+def test_a_line_that_is_not_utf8_is_a_bad_record_as_in_cep_run(spark, tmp_path):
+    """A whole file's line that is not UTF-8 is a bad record, reported as ``cep run --errors`` reports it (its
+    reason and text), and the other records match as in ``cep run``: the route step gets the file's bytes as
+    read (``input_records``' binary column), not text that Arrow must decode."""
+    from cep.connectors.spark_cli import build_parser, start_query
+
+    d = tmp_path / "in"
+    d.mkdir()
+    (d / "a.jsonl").write_bytes(b'{"type": "Smoke", "ts": 1, "area": "lab"}\n{"type": "Smoke", "ts": 2, "area": "l\xffb"}\n'
+                                b'{"type": "Temperature", "ts": 5, "area": "lab", "celsius": 99}\n')
+    pattern = str(ROOT / "patterns" / "smoke_then_heat.pattern")
+    args = build_parser().parse_args([pattern, "-i", str(d), "-o", str(tmp_path / "out"),
+                                      "--errors", str(tmp_path / "errors"), "--on-error", "skip",
+                                      "--checkpoint", str(tmp_path / "ck"), "--available-now"])
+    q = start_query(spark, args)
+    q.awaitTermination()
+    assert q.exception() is None
+    r = run_cep("run", pattern, "-i", str(d / "a.jsonl"), "--on-error", "skip", "--errors", str(tmp_path / "ref-errors"))
+    ref = [json.loads(line) for line in r.stdout.splitlines() if line.strip()]
+    assert content(read_dir_output(tmp_path / "out")) == content(ref) and len(ref) == 1
+    want = [json.loads(line) for line in (tmp_path / "ref-errors").read_text().splitlines()]
+    got = read_dir_output(tmp_path / "errors")
+    assert [(e["pos"].endswith("/in/a.jsonl:2"), e["reason"], e["record"]) for e in got] == \
+        [(True, w["reason"], w["record"]) for w in want] and len(want) == 1
+    assert metrics_total(q, "bad_records") == 1
+
+
 @pytest.mark.parametrize("output", ["topic", "directory"])
 def test_late_and_bad_records_go_to_kafka_topics(spark, kafka_broker, tmp_path, output):
     """``--late-output`` and ``--errors`` as Kafka topics (real broker): each late record once, as read, and the
