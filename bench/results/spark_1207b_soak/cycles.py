@@ -3,7 +3,7 @@ collection stops at generation 1 (cep's daemon) or is full (PySpark's)?  No Spar
 of GROUPS ``stream_gc`` sections (as the state step's key groups) that make CYCLES dropped reference cycles
 (a dict holding itself and a 1 kB string); with HOLD=1 a section's cycles live until the next section drops them
 (cyclic structures that outlive one ``stream_gc`` section: frozen, then unfrozen into the oldest generation); after
-each task gc.collect(AFTER).
+each task gc.collect(AFTER), or with AFTER=daemon cep's daemon's after-task collection (``AfterTaskGc``).
 
     python bench/results/spark_1207b_soak/cycles.py AFTER TASKS GROUPS CYCLES HOLD
 """
@@ -13,7 +13,16 @@ import sys
 
 from cep.gc_policy import stream_gc
 
-after, tasks, groups, cycles, hold = (int(a) for a in sys.argv[1:6])
+tasks, groups, cycles, hold = (int(a) for a in sys.argv[2:6])
+if sys.argv[1] == "daemon":
+    from cep.connectors.sparkdaemon import AfterTaskGc
+
+    collect = AfterTaskGc().collect
+else:
+    after = int(sys.argv[1])
+
+    def collect() -> int:
+        return gc.collect(after)
 held: list = []
 ballast = [{"i": i, "s": str(i)} for i in range(120_000)]  # a worker's long-lived objects (~117k)
 gc.collect()
@@ -27,7 +36,7 @@ for t in range(tasks):
                 made.append(d)
             held[:] = made if hold else []
             del d, made
-    gc.collect(after)
+    collect()
     if t % (tasks // 8) == 0 or t == tasks - 1:
         rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
         st = gc.get_stats()
