@@ -207,7 +207,8 @@ def gc_summary(logs: dict[int, list[dict]], marks: list[float]) -> dict:
     """Per worker pid, from its ``--gc-log`` lines (``logs``) and the steady micro-batches' end times (``marks``,
     epoch s): the old generation's object count at each mark (its last line before it), and between the first and
     the last mark the explicit collections by generation asked, the collections, objects collected and CPU
-    seconds per generation, and the full collections CPython ran by itself (full ones minus the asked ones)."""
+    seconds per generation, the full collections CPython ran by itself (full ones minus the asked ones), and each
+    full collection's micro-batch, objects freed and oldest generation after it."""
     out = {}
     for pid, lines in logs.items():
         at_mark = [max((ln for ln in lines if ln["at"] <= t), key=lambda ln: ln["at"], default=None) for t in marks]
@@ -215,6 +216,11 @@ def gc_summary(logs: dict[int, list[dict]], marks: list[float]) -> dict:
         if first is None or last is None or first is last:
             continue
         steady = [ln for ln in lines if first["at"] < ln["at"] <= last["at"]]
+        # each full collection: the steady micro-batch it ran in (1 = the first after the first mark), the objects it
+        # freed and the oldest generation's size after it (one-off garbage vs garbage made every batch)
+        fulls = [[sum(t < ln["at"] for t in marks), ln["stats"][2]["collected"] - prev["stats"][2]["collected"],
+                  ln["old"]] for prev, ln in zip([first, *steady], steady, strict=False)
+                 if ln["stats"][2]["collections"] > prev["stats"][2]["collections"]]
         asked = collections.Counter(ln["asked"] for ln in steady)
         full = last["stats"][2]["collections"] - first["stats"][2]["collections"]
         out[str(pid)] = {
@@ -224,7 +230,7 @@ def gc_summary(logs: dict[int, list[dict]], marks: list[float]) -> dict:
             "collected": [last["stats"][g]["collected"] - first["stats"][g]["collected"] for g in (0, 1, 2)],
             "uncollectable": sum(st["uncollectable"] for st in last["stats"]), "garbage": last["garbage"],
             "cpu_s": [round(last["cpu"][g] - first["cpu"][g], 3) for g in (0, 1, 2)],
-            "automatic_full": full - asked.get(2, 0)}
+            "automatic_full": full - asked.get(2, 0), "fulls": fulls}
     return out
 
 

@@ -83,6 +83,7 @@ def test_gc_summary_counts_between_the_first_and_the_last_mark():
     assert s["collections"] == [30, 3, 2] and s["collected"] == [0, 0, 40]
     assert s["cpu_s"] == [0.0, 0.0, 0.3]
     assert s["automatic_full"] == 1
+    assert s["fulls"] == [[1, 30, 110], [1, 10, 105]]  # both in the micro-batch between the marks 2.5 and 4.5
     # a worker with no line before the first mark, or one line in all: nothing between two marks
     assert gc_summary({8: lines[4:]}, [2.5, 5.5]) == {} and gc_summary({9: lines[:1]}, [2.5, 5.5]) == {}
 
