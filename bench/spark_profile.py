@@ -19,6 +19,7 @@ Each micro-batch mark also records every Python worker's resident memory (``VmRS
     python -m bench.spark_profile                                   # local-cluster[2,1,1024], 3 x 10^5 events
     python -m bench.spark_profile --jfr --py-spy --key-groups 16 --conf spark.sql.execution.arrow.maxRecordsPerBatch=50000
     python -m bench.spark_profile --master 'local[1]' --events 2000000 --files 40 --gc-log    # memory soak
+    python -m bench.spark_profile --master 'local[1]' --pattern patterns/card_testing_run.pattern --keys 10000
 """
 
 from __future__ import annotations
