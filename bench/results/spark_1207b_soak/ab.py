@@ -1,21 +1,27 @@
-"""Per steady micro-batch CPU of the A/B runs: python ab.py ab-*.json"""
-import json
-import sys
+"""The A/B table of bench/results/spark.md (2026-12-07b, soak helper): per steady micro-batch CPU of the Python
+workers, the JVMs and the whole tree, cep's daemon (ab-MASTER-cep-I.json) against PySpark's (ab-MASTER-pyspark-I.json)
 
-rows = []
-for f in [a for a in sys.argv[1:] if open(a).read().strip()]:
+    python bench/results/spark_1207b_soak/ab.py        (from this directory)
+"""
+import json
+import statistics
+
+
+def figures(f: str) -> tuple[float, float, float, list[str]]:
     d = json.load(open(f))
     n = d["steady_batches"]
     c = {k: sum(v) / n for k, v in d["steady_cpu_user_sys"].items()}
     jvm = c["driver JVM"] + c["executor JVMs"] + c["cluster master+worker JVMs"]
     load = [x.split(",")[0].strip() for x in open(f[:-5] + ".load").read().split("load average:")[1:]]
-    daemon = "pyspark" if d["conf"] else "cep"
-    rows.append((d["master"], daemon, f, c["python workers"], jvm, d["steady_cpu_total"] / n, load))
-    print(f"| {d['master']} | {daemon} | {f.split('-')[-1][:-5]} | {c['python workers']:.2f} | {jvm:.2f} | "
-          f"{d['steady_cpu_total'] / n:.2f} | {' -> '.join(load)} |")
-for m in dict.fromkeys(r[0] for r in rows):
-    for dm in ("cep", "pyspark"):
-        rs = [r for r in rows if r[0] == m and r[1] == dm]
-        if rs:
-            print(m, dm, "mean workers %.2f JVMs %.2f tree %.2f (n=%d)" % tuple(
-                [sum(r[i] for r in rs) / len(rs) for i in (3, 4, 5)] + [len(rs)]))
+    return c["python workers"], jvm, d["steady_cpu_total"] / n, load
+
+
+for master, tag in (("local[2]", "local2"), ("local-cluster[2,1,1024]", "localcluster2")):
+    pairs = [(figures(f"ab-{tag}-cep-{i}.json"), figures(f"ab-{tag}-pyspark-{i}.json")) for i in range(1, 6)]
+    for i, (a, b) in enumerate(pairs, 1):
+        first, second = (a, b) if i % 2 else (b, a)  # odd pairs ran cep's daemon first
+        print(f"| {master} | {i} | {a[0]:.2f} / {a[1]:.2f} / {a[2]:.2f} | {b[0]:.2f} / {b[1]:.2f} / {b[2]:.2f} | "
+              f"{a[2] / b[2]:.3f} | {first[3][0]} -> {second[3][1]} |")
+    mean = [[statistics.mean(p[k][j] for p in pairs) for j in range(3)] for k in (0, 1)]
+    print(f"{master}: means cep {mean[0]}, pyspark {mean[1]}; median tree ratio "
+          f"{statistics.median(a[2] / b[2] for a, b in pairs):.3f}")
