@@ -7,7 +7,7 @@ out=bench/results/spark_1207b_soak
 until python3 $out/busy.py > /dev/null; do sleep 15; done  # every other owner's START has its END
 echo "$(date -u +%H:%M) SPARK BENCH START $$ soak ($tag)" >> /work/coord/STATUS.md
 uptime > $out/$tag.load
-PYTHONDONTWRITEBYTECODE=1 .venv/bin/python -m bench.spark_profile "$@" > $out/$tag.json 2> $out/$tag.err
+PYTHONDONTWRITEBYTECODE=1 .venv/bin/python -m bench.spark_profile "$@" > $out/$tag.json 2> /tmp/soak-$tag.err
 rc=$?
 uptime >> $out/$tag.load
 echo "$(date -u +%H:%M) SPARK BENCH END soak" >> /work/coord/STATUS.md
