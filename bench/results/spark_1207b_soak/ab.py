@@ -1,10 +1,14 @@
 """The A/B table of bench/results/spark.md (2026-12-07b, soak helper): per steady micro-batch CPU of the Python
-workers, the JVMs and the whole tree, cep's daemon (ab-MASTER-cep-I.json) against PySpark's (ab-MASTER-pyspark-I.json)
+workers, the JVMs and the whole tree, cep's daemon (PREFIX-MASTER-cep-I.json) against PySpark's
+(PREFIX-MASTER-pyspark-I.json)
 
-    python bench/results/spark_1207b_soak/ab.py        (from this directory)
+    python ab.py [PREFIX PAIRS]        (from this directory; ab 5: 500k/5 files, ab10 3: 1M/10 files)
 """
 import json
 import statistics
+import sys
+
+prefix, count = (sys.argv[1], int(sys.argv[2])) if len(sys.argv) > 2 else ("ab", 5)
 
 
 def figures(f: str) -> tuple[float, float, float, list[str]]:
@@ -17,7 +21,8 @@ def figures(f: str) -> tuple[float, float, float, list[str]]:
 
 
 for master, tag in (("local[2]", "local2"), ("local-cluster[2,1,1024]", "localcluster2")):
-    pairs = [(figures(f"ab-{tag}-cep-{i}.json"), figures(f"ab-{tag}-pyspark-{i}.json")) for i in range(1, 6)]
+    pairs = [(figures(f"{prefix}-{tag}-cep-{i}.json"), figures(f"{prefix}-{tag}-pyspark-{i}.json"))
+             for i in range(1, count + 1)]
     for i, (a, b) in enumerate(pairs, 1):
         first, second = (a, b) if i % 2 else (b, a)  # odd pairs ran cep's daemon first
         print(f"| {master} | {i} | {a[0]:.2f} / {a[1]:.2f} / {a[2]:.2f} | {b[0]:.2f} / {b[1]:.2f} / {b[2]:.2f} | "
