@@ -9,10 +9,17 @@ first. Optionally it looks inside each side:
 
 - ``--jfr``: Java Flight Recorder on the executors (local-cluster) or the driver (local): JVM samples by the Spark
   operator class on the stack (the file source, Arrow to/from Python, shuffle, sort, state store, sink);
-- ``--py-spy``: py-spy samples of the Python workers during the steady micro-batches, by cep / PySpark function.
+- ``--py-spy``: py-spy samples of the Python workers during the steady micro-batches, by cep / PySpark function;
+- ``--gc-log``: the Python workers' garbage collections (a ``sitecustomize`` on their path logs, after each task's
+  collection, CPython's per-generation counts, the CPU seconds spent collecting and the old generation's size).
+
+Each micro-batch mark also records every Python worker's resident memory (``VmRSS``, ``VmHWM``, ``RssAnon`` from
+``/proc/PID/status``): a soak (``--events 2000000 --files 40``) shows whether a long-running worker grows.
 
     python -m bench.spark_profile                                   # local-cluster[2,1,1024], 3 x 10^5 events
     python -m bench.spark_profile --jfr --py-spy --key-groups 16 --conf spark.sql.execution.arrow.maxRecordsPerBatch=50000
+    python -m bench.spark_profile --master 'local[1]' --events 2000000 --files 40 --gc-log    # memory soak
+    python -m bench.spark_profile --master 'local[1]' --pattern patterns/card_testing_run.pattern --keys 10000
 """
 
 from __future__ import annotations
@@ -88,6 +95,70 @@ def python_workers(root: int) -> dict[int, float]:
             if _kind(pid, root, procs[pid][1]) == "python workers"}
 
 
+MEMORY_FIELDS = ("VmRSS", "VmHWM", "RssAnon")  # resident now, its peak, and the anonymous (heap) part of it
+
+
+def status_memory(text: str) -> list[float]:
+    """``MEMORY_FIELDS`` in MB from the text of ``/proc/PID/status`` (0 for a field the kernel does not give)."""
+    kb = dict.fromkeys(MEMORY_FIELDS, 0)
+    for line in text.splitlines():
+        name, _, value = line.partition(":")
+        if name in kb:
+            kb[name] = int(value.split()[0])
+    return [round(kb[f] / 1024, 1) for f in MEMORY_FIELDS]
+
+
+def is_python_daemon(cmd: str) -> bool:
+    """``cmd`` (a command line, arguments joined by spaces) is PySpark's daemon or a wrapper of it (``python -m
+    pyspark.daemon``, ``-m cep.connectors.sparkdaemon``): the daemon and the workers it forks (same command line)."""
+    args = cmd.split()
+    return "-m" in args[:-1] and args[args.index("-m") + 1].endswith("daemon")
+
+
+def python_worker_memory(root: int) -> dict[int, list[float]]:
+    """The live PySpark daemons and Python workers of ``root``'s tree: pid -> ``MEMORY_FIELDS`` in MB.
+
+    Why: a daemon that collects less garbage after each task (``cep.connectors.sparkdaemon``) must not let a
+    long-running worker grow; its resident memory at the end of every micro-batch says whether it does."""
+    procs = _processes()
+    out = {}
+    for pid in _tree(root, procs):
+        if not is_python_daemon(procs[pid][1]):  # not the JVMs' launcher scripts
+            continue
+        try:
+            out[pid] = status_memory(Path(f"/proc/{pid}/status").read_text())
+        except OSError:  # ended since
+            continue
+    return out
+
+
+def slope(ys: list[float]) -> float:
+    """Least-squares growth per step of a series (0 for fewer than two points)."""
+    n = len(ys)
+    if n < 2:
+        return 0.0
+    mx, my = (n - 1) / 2, sum(ys) / n
+    return sum((x - mx) * (y - my) for x, y in enumerate(ys)) / sum((x - mx) ** 2 for x in range(n))
+
+
+def memory_summary(series: list[dict[int, list[float]]]) -> dict:
+    """Per worker pid over the marks of ``series`` (``python_worker_memory`` at each steady micro-batch's end):
+    the marks it was alive at, its first / last / largest ``VmRSS``, its peak ``VmHWM``, and its ``VmRSS`` and
+    ``RssAnon`` growth in MB per micro-batch (least squares; over the second half of its marks too: a worker
+    that grows and stops is not the same as one that keeps growing)."""
+    pids = dict.fromkeys(pid for m in series for pid in m)
+    out = {}
+    for pid in pids:
+        rows = [m[pid] for m in series if pid in m]
+        rss, anon = [r[0] for r in rows], [r[2] for r in rows]
+        half = len(rss) // 2
+        out[str(pid)] = {"marks": len(rows), "rss_first": rss[0], "rss_last": rss[-1], "rss_max": max(rss),
+                         "hwm_max": max(r[1] for r in rows),
+                         "rss_mb_per_batch": round(slope(rss), 3), "anon_mb_per_batch": round(slope(anon), 3),
+                         "rss_mb_per_batch_2nd_half": round(slope(rss[half:]), 3)}
+    return out
+
+
 def cpu_by_kind(root: int) -> dict[str, tuple[float, float, int]]:
     """User and system CPU seconds and minor page faults of ``root``'s process tree by kind of process
     (``KINDS``)."""
@@ -101,6 +172,73 @@ def cpu_by_kind(root: int) -> dict[str, tuple[float, float, int]]:
         t[1] += system
         t[2] += faults[pid]
     return {k: (u, s, n) for k, (u, s, n) in totals.items()}
+
+
+# ``--gc-log``: put on the Python workers' path (a directory of its own); only the PySpark daemon's processes (and
+# so the workers it forks) log. After every explicit ``gc.collect`` (the daemon's after each task) one JSON line to
+# GC_LOG_DIR/gc-PID.jsonl: the generation asked, CPython's cumulative per-generation stats, the CPU seconds spent in
+# collections of each generation (``gc.callbacks``), the old generation's object count and ``gc.garbage``.
+GC_SITECUSTOMIZE = """\
+import gc, json, os, sys, time
+
+_argv = getattr(sys, "orig_argv", [])
+if "-m" in _argv[:-1] and _argv[_argv.index("-m") + 1].endswith("daemon"):  # python -m pyspark.daemon (or cep's)
+    _cpu, _start, _collect = [0.0, 0.0, 0.0], [0.0], gc.collect
+
+    def _timed(phase, info):
+        if phase == "start":
+            _start[0] = time.process_time()
+        else:
+            _cpu[info["generation"]] += time.process_time() - _start[0]
+
+    def _logged(generation=2):
+        n = _collect(generation)
+        line = {"at": time.time(), "asked": generation, "stats": gc.get_stats(), "cpu": _cpu,
+                "old": len(gc.get_objects(2)), "garbage": len(gc.garbage)}
+        with open(os.path.join(os.environ["GC_LOG_DIR"], f"gc-{os.getpid()}.jsonl"), "a") as f:
+            f.write(json.dumps(line) + "\\n")
+        return n
+
+    gc.callbacks.append(_timed)
+    gc.collect = _logged
+"""
+
+
+def gc_summary(logs: dict[int, list[dict]], marks: list[float]) -> dict:
+    """Per worker pid, from its ``--gc-log`` lines (``logs``) and the steady micro-batches' end times (``marks``,
+    epoch s): the old generation's object count at each mark (its last line before it), and between the first and
+    the last mark the explicit collections by generation asked, the collections, objects collected and CPU
+    seconds per generation, the full collections CPython ran by itself (full ones minus the asked ones), and each
+    full collection's micro-batch, objects freed and oldest generation after it."""
+    out = {}
+    for pid, lines in logs.items():
+        at_mark = [max((ln for ln in lines if ln["at"] <= t), key=lambda ln: ln["at"], default=None) for t in marks]
+        first, last = at_mark[0], at_mark[-1]
+        if first is None or last is None or first is last:
+            continue
+        steady = [ln for ln in lines if first["at"] < ln["at"] <= last["at"]]
+        # each full collection: the steady micro-batch it ran in (1 = the first after the first mark), the objects it
+        # freed and the oldest generation's size after it (one-off garbage vs garbage made every batch)
+        fulls = [[sum(t < ln["at"] for t in marks), ln["stats"][2]["collected"] - prev["stats"][2]["collected"],
+                  ln["old"]] for prev, ln in zip([first, *steady], steady, strict=False)
+                 if ln["stats"][2]["collections"] > prev["stats"][2]["collections"]]
+        asked = collections.Counter(ln["asked"] for ln in steady)
+        full = last["stats"][2]["collections"] - first["stats"][2]["collections"]
+        out[str(pid)] = {
+            "old_objects": [ln["old"] if ln else None for ln in at_mark],
+            "asked": {str(g): n for g, n in sorted(asked.items())},
+            "collections": [last["stats"][g]["collections"] - first["stats"][g]["collections"] for g in (0, 1, 2)],
+            "collected": [last["stats"][g]["collected"] - first["stats"][g]["collected"] for g in (0, 1, 2)],
+            "uncollectable": sum(st["uncollectable"] for st in last["stats"]), "garbage": last["garbage"],
+            "cpu_s": [round(last["cpu"][g] - first["cpu"][g], 3) for g in (0, 1, 2)],
+            "automatic_full": full - asked.get(2, 0), "fulls": fulls}
+    return out
+
+
+def read_gc_logs(d: Path) -> dict[int, list[dict]]:
+    """The ``--gc-log`` lines under ``d``: pid -> its lines in order."""
+    return {int(f.stem.split("-")[1]): [json.loads(ln) for ln in f.read_text().splitlines()]
+            for f in sorted(d.glob("gc-*.jsonl"))}
 
 
 # JVM work by the operator nearest the sampled frame (first rule that matches, scanning from the leaf)
@@ -260,6 +398,7 @@ def child(args: argparse.Namespace) -> None:
         marks.append({"rows": p["numInputRows"], "cpu": cpu_by_kind(os.getpid()), "at": time.time(),
                       "alloc": jvm_allocated_bytes(spark),
                       "threads": jvm_threads(os.getpid()), "workers": python_workers(os.getpid()),
+                      "memory": python_worker_memory(os.getpid()),
                       "durationMs": p["durationMs"], "state": p["stateOperators"][0] if p["stateOperators"]
                       else {}})
         # from the end of the measured query's first data batch: the steady batches only (as the CPU figures)
@@ -275,7 +414,7 @@ def child(args: argparse.Namespace) -> None:
     ProgressMarks(at_progress).add_to(spark)
 
     def run(inp: Path, tag: str):
-        a = build_parser().parse_args([PATTERN, "-i", str(inp), "-o", str(work / f"out-{tag}"), "--checkpoint",
+        a = build_parser().parse_args([args.pattern, "-i", str(inp), "-o", str(work / f"out-{tag}"), "--checkpoint",
                                        str(work / f"ck-{tag}"), "--available-now", "--max-per-batch", "1",
                                        "--key-groups", str(args.key_groups)])
         q = start_query(spark, a)
@@ -306,6 +445,11 @@ def child(args: argparse.Namespace) -> None:
            "durationMs": [m["durationMs"] for m in data],
            # live Python worker pids at the end of each steady micro-batch: new pids = workers started anew
            "python_workers": [m["workers"] for m in data],
+           # each Python worker's memory at the end of each steady micro-batch: pid -> VmRSS, VmHWM, RssAnon (MB)
+           "python_workers_memory_fields": list(MEMORY_FIELDS),
+           "python_workers_memory_mb": [m["memory"] for m in data],
+           "python_workers_rss_mb_total": [round(sum(v[0] for v in m["memory"].values()), 1) for m in data],
+           "python_workers_memory_summary": memory_summary([m["memory"] for m in data]),
            "state": [{k: m["state"].get(k) for k in ("numRowsTotal", "numRowsUpdated", "allUpdatesTimeMs",
                                                       "commitTimeMs", "memoryUsedBytes", "customMetrics")}
                      for m in data]}
@@ -324,6 +468,8 @@ def child(args: argparse.Namespace) -> None:
         out["jfr"] = jfr_profile(sorted(work.glob("jfr-*.jfr")), data[0]["at"], args.top)
     if args.py_spy:
         out["py_spy"] = pyspy_profile_all(work, args.top)
+    if args.gc_log:
+        out["gc_log"] = gc_summary(read_gc_logs(work / "gc-log"), [m["at"] for m in data])
     print(json.dumps(out), flush=True)
 
 
@@ -341,10 +487,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--master", default="local-cluster[2,1,1024]")
     ap.add_argument("--partitions", type=int, default=2, help="state partitions (spark.sql.shuffle.partitions)")
     ap.add_argument("--key-groups", type=int, default=64)
+    ap.add_argument("--pattern", default=PATTERN, help="the query's pattern (on the bench's Txn events)")
+    ap.add_argument("--keys", type=int, default=1000, help="distinct cards in the events")
     ap.add_argument("--conf", action="append", default=[], help="extra Spark setting KEY=VALUE (repeatable)")
     ap.add_argument("--jfr", action="store_true", help="JVM profile (Java Flight Recorder)")
     ap.add_argument("--jfr-period", type=int, default=10, help="JFR's Java sampling period, ms")
     ap.add_argument("--py-spy", action="store_true", help="Python worker profile (needs py-spy on PATH)")
+    ap.add_argument("--gc-log", action="store_true", help="log the Python workers' garbage collections")
     ap.add_argument("--top", type=int, default=25)
     ap.add_argument("--keep", help="copy the py-spy stacks (collapsed) to this file")
     ap.add_argument("--keep-jfr", help="copy the JVMs' recordings (jfr-PID.jfr) into this directory")
@@ -357,9 +506,16 @@ def main(argv: list[str] | None = None) -> int:
     root = Path(__file__).resolve().parent.parent
     with tempfile.TemporaryDirectory(prefix="cep-spark-profile-") as tmp:
         work = Path(tmp)
-        write_dir(work / "in", make_events(args.events), args.files)
-        write_dir(work / "warm", make_events(args.events // args.files, seed=2), 1)  # one micro-batch's size
-        env = {**os.environ, "PYTHONPATH": str(root) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+        write_dir(work / "in", make_events(args.events, keys=args.keys), args.files)
+        write_dir(work / "warm", make_events(args.events // args.files, keys=args.keys, seed=2), 1)  # one batch's size
+        path = [str(root)]
+        if args.gc_log:
+            (work / "gc-log").mkdir()
+            (work / "gc-site").mkdir()
+            (work / "gc-site" / "sitecustomize.py").write_text(GC_SITECUSTOMIZE)
+            path.insert(0, str(work / "gc-site"))
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join([*path, os.environ.get("PYTHONPATH", "")]),
+               "GC_LOG_DIR": str(work / "gc-log")}
         cmd = [sys.executable, "-m", "bench.spark_profile", "--child", "--work", str(work), *(argv or sys.argv[1:])]
         r = subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True)
         lines = [ln for ln in r.stdout.splitlines() if ln.startswith("{")]
