@@ -140,8 +140,8 @@ class ProgressMarks:
 
 def spark_child(args: argparse.Namespace) -> None:
     """One Spark configuration (runs in its own process): warm up, then time the full query."""
-    from cep.connectors.spark import make_session
     from cep.connectors.spark_cli import build_parser, start_query
+    from cep.connectors.spark_session import make_session
 
     work = Path(args.work)
     master = args.cores if not args.cores.isdigit() else f"local[{args.cores}]"

@@ -50,8 +50,8 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
 
     from cep.connectors.broker import KafkaBroker
-    from cep.connectors.spark import make_session
     from cep.connectors.spark_cli import Progress, build_parser, start_query
+    from cep.connectors.spark_session import make_session
     from kafka import KafkaProducer
 
     parts = skewed_records(args.events, args.cards, 3, args.skew)

@@ -361,8 +361,8 @@ def pyspy_profile(raw: Path, top: int) -> dict:
 
 
 def child(args: argparse.Namespace) -> None:
-    from cep.connectors.spark import make_session
     from cep.connectors.spark_cli import build_parser, start_query
+    from cep.connectors.spark_session import make_session
 
     work = Path(args.work)
     extra = dict(kv.split("=", 1) for kv in args.conf)
@@ -370,7 +370,7 @@ def child(args: argparse.Namespace) -> None:
     if cluster:
         os.environ["SPARK_HOME"] = spark_home_for_cluster(work)
     if args.jfr:
-        from cep.connectors.spark import given_log_config, session_settings
+        from cep.connectors.spark_session import given_log_config, session_settings
 
         # JFR's profile settings with Java samples every ``--jfr-period`` ms (the JDK's profile.jfc, edited)
         jfc = Path(subprocess.run(["java", "-XshowSettings:properties", "-version"], capture_output=True,

@@ -190,7 +190,8 @@ def runs_to_end(args: argparse.Namespace) -> bool:
 
 def start_query(spark, args: argparse.Namespace):
     """Build and start the streaming query (used by main and by tests/benchmarks with their own session)."""
-    from cep.connectors.spark import check_checkpoint, detect
+    from cep.connectors.spark import detect
+    from cep.connectors.spark_checkpoint import check_checkpoint
 
     spec = check_checkpoint(args.checkpoint, query_spec(args))
     spec.match_column = False  # the targets take ``value`` (and ``key``) only
@@ -314,12 +315,9 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     args.patterns = [shipped.resolve(p) for p in args.patterns]  # a shipped pattern by its name
     err = sys.stderr
-    from cep.connectors.spark import (
-        SparkPathError,
-        check_checkpoint,
-        checkpoint_state_partitions,
-        make_session,
-    )
+    from cep.connectors.spark import SparkPathError
+    from cep.connectors.spark_checkpoint import check_checkpoint, checkpoint_state_partitions
+    from cep.connectors.spark_session import make_session
 
     from cep.errors import PatternError
 

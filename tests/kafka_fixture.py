@@ -129,7 +129,7 @@ def kafka_broker(jar_cache, tmp_path_factory):
 def spark(jar_cache):
     if not HAVE_SPARK:
         missing(SPARK_MISSING)
-    from cep.connectors.spark import make_session
+    from cep.connectors.spark_session import make_session
 
     session = make_session("local[2]", 2, kafka=True, app="cep-tests")
     try:

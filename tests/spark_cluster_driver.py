@@ -29,8 +29,8 @@ def where(batches):
 
 
 def main(argv: list[str]) -> int:
-    from cep.connectors.spark import make_session
     from cep.connectors.spark_cli import main as cep_spark
+    from cep.connectors.spark_session import make_session
 
     spark = make_session(kafka=False)
     print("MASTER " + spark.sparkContext.master, flush=True)

@@ -77,7 +77,7 @@ def data(tmp_path_factory):
 def test_session_settings_fill_in_only_what_the_deployment_does_not_give():
     """make_session's settings: cep's defaults where the deployment (spark-submit, spark-defaults.conf,
     PYSPARK_SUBMIT_ARGS) sets nothing; a setting it gives is never replaced, whichever default it is."""
-    from cep.connectors.spark import (
+    from cep.connectors.spark_session import (
         CHECKPOINT_FILE_MANAGER,
         DRIVER_JAVA_OPTIONS,
         EXECUTOR_JAVA_OPTIONS,
@@ -116,7 +116,7 @@ def test_cep_s_python_daemon_only_where_the_workers_run_this_interpreter_and_unl
     (the executors' Python may get cep only with a task's files), nor when the deployment names a daemon."""
     import sys
 
-    from cep.connectors.spark import (
+    from cep.connectors.spark_session import (
         CEP_DAEMON_DEFAULTS,
         PYTHON_DAEMON_MODULE,
         session_settings,
@@ -188,7 +188,7 @@ def test_cep_s_log_config_is_added_only_where_the_deployment_gives_none(tmp_path
     """cep's log4j2 configuration (WARN, not Spark's INFO) goes into the JVM options make_session fills in, unless
     the deployment configures log4j2 itself: by a system property in its JVM options, LOG4J_CONFIGURATION_FILE,
     a log4j2 file in Spark's configuration directory or in a directory of its extra class path."""
-    from cep.connectors.spark import (
+    from cep.connectors.spark_session import (
         DRIVER_JAVA_OPTIONS,
         EXECUTOR_JAVA_OPTIONS,
         LOG_CONFIG,
@@ -226,7 +226,7 @@ def test_cep_s_local_file_system_class_only_for_jvms_it_starts_and_unless_given(
     together, on this machine's masters when make_session starts the JVMs with the class compiled; never on a
     cluster master, or when the deployment gives any of the three settings."""
     from cep.connectors.localfs import CLASS_NAME
-    from cep.connectors.spark import (
+    from cep.connectors.spark_session import (
         DRIVER_CLASS_PATH,
         EXECUTOR_CLASS_PATH,
         FILE_IMPL,
@@ -259,7 +259,7 @@ def test_cep_s_local_file_system_class_compiles_once_into_the_private_cache(tmp_
     assert localfs.classes_dir() == out
     assert [os.stat(Path(out, f)).st_mtime_ns for f in localfs.CLASS_FILES] == stamps
     # make_session asks for it only when it is about to start a local master's JVMs
-    from cep.connectors.spark import local_fs_classes
+    from cep.connectors.spark_session import local_fs_classes
     from pyspark import SparkContext
 
     starts = SparkContext._jvm is None and not os.environ.get("PYSPARK_GATEWAY_PORT")
@@ -819,7 +819,7 @@ def test_progress_reads_the_recent_reports_only_when_a_new_one_came():
 def test_the_session_jvms_get_cep_jit_default_unless_given(spark):
     """make_session's JVM defaults (C1 only, the parallel collector) reach the driver JVM it starts and the
     executors' settings."""
-    from cep.connectors.spark import GC_OPTIONS, JIT_OPTIONS, JVM_OPTIONS
+    from cep.connectors.spark_session import GC_OPTIONS, JIT_OPTIONS, JVM_OPTIONS
 
     jvm = spark.sparkContext._jvm.java.lang.management.ManagementFactory
     args = list(jvm.getRuntimeMXBean().getInputArguments())
@@ -833,7 +833,7 @@ def test_the_session_jvms_get_cep_jit_default_unless_given(spark):
 def test_the_session_jvms_log_through_cep_s_log_config(spark):
     """make_session's log4j2 configuration is the one the driver JVM's log4j2 loaded, and the
     executors' JVM options carry it (the test session: a local master, no log4j2 configuration given)."""
-    from cep.connectors.spark import LOG_CONFIG, LOG_OPTION
+    from cep.connectors.spark_session import LOG_CONFIG, LOG_OPTION
 
     jvm = spark.sparkContext._jvm
     assert LOG_OPTION in list(jvm.java.lang.management.ManagementFactory.getRuntimeMXBean().getInputArguments())
@@ -900,7 +900,7 @@ def test_the_session_s_local_file_system_sets_permissions_without_a_process(spar
 def test_the_session_commits_rocksdb_state_as_changelogs(spark):
     """make_session's state store: RocksDB, committing each micro-batch as a changelog (the killed-query and
     resume tests below restore state from such checkpoints)."""
-    from cep.connectors.spark import ROCKSDB_DEFAULTS
+    from cep.connectors.spark_session import ROCKSDB_DEFAULTS
 
     for k, v in ROCKSDB_DEFAULTS.items():
         assert spark.conf.get(k) == v, k
@@ -910,8 +910,8 @@ def test_local_checkpoints_go_through_the_file_system_api_and_resume_either_way(
     """On a local master make_session has Spark write checkpoint files through Hadoop's FileSystem API (no
     ``readlink`` process per rename); a query's own setting still wins, and a checkpoint written through
     FileContext (Spark's default) resumes through the FileSystem API with nothing lost."""
-    from cep.connectors.spark import CHECKPOINT_FILE_MANAGER, FS_CHECKPOINT_FILE_MANAGER
     from cep.connectors.spark_cli import start_query
+    from cep.connectors.spark_session import CHECKPOINT_FILE_MANAGER, FS_CHECKPOINT_FILE_MANAGER
 
     def manager(path: Path) -> str:  # the manager Spark picks for a checkpoint path under the session's settings
         jvm = spark.sparkContext._jvm
@@ -1057,7 +1057,7 @@ def test_a_checkpoint_of_one_engine_per_key_group_resumes_as_written(spark, data
     """A checkpoint written before key groups held several engines (64 key groups of one engine each, no
     ``group_engines`` in its record) resumes without --key-groups in its own layout: the state it holds (partial
     matches across the stop) is read, and the output is that of one uninterrupted run."""
-    from cep.connectors import spark as S
+    from cep.connectors import spark_checkpoint as C
     from cep.connectors.spark_cli import start_query
 
     events, ref = data
@@ -1070,9 +1070,9 @@ def test_a_checkpoint_of_one_engine_per_key_group_resumes_as_written(spark, data
                                     "--key-groups", "64"))
     q.awaitTermination()
     assert q.exception() is None
-    meta = json.loads((ck / S.CHECKPOINT_META).read_text())
+    meta = json.loads((ck / C.CHECKPOINT_META).read_text())
     assert (meta.pop("key_groups"), meta.pop("group_engines")) == (64, 1)
-    (ck / S.CHECKPOINT_META).write_text(json.dumps({**meta, "key_groups": 64}))  # the record as written then
+    (ck / C.CHECKPOINT_META).write_text(json.dumps({**meta, "key_groups": 64}))  # the record as written then
     first = read_dir_output(out)
     for f in files[3:]:
         f.rename(inp / f.name)
@@ -1348,7 +1348,8 @@ def test_drain_without_an_end_of_input_is_refused_before_spark_starts(tmp_path, 
 
 def test_checkpoint_of_other_patterns_or_key_groups_is_refused(tmp_path):
     """Checked before Spark starts: one line, exit 1."""
-    from cep.connectors.spark import check_checkpoint, pattern_spec
+    from cep.connectors.spark import pattern_spec
+    from cep.connectors.spark_checkpoint import check_checkpoint
 
     ck = str(tmp_path / "ck")
     check_checkpoint(ck, pattern_spec(PATTERNS, key_groups=64))
@@ -1367,27 +1368,28 @@ def test_a_checkpoint_keeps_its_key_group_layout_unless_one_is_given(tmp_path):
     several engines has no ``group_engines``: 64 key groups of one engine each), and a given --key-groups that
     contradicts it is refused in one line. Checked before Spark starts."""
     from cep.connectors import spark as S
+    from cep.connectors import spark_checkpoint as C
 
     new = S.pattern_spec(PATTERNS)
     assert (new.key_groups, new.group_engines) == (S.DEFAULT_KEY_GROUPS, S.ENGINE_BUCKETS // S.DEFAULT_KEY_GROUPS)
     assert new.group_engines > 1 and new.layout() == f"{new.key_groups}x{new.group_engines}"
     ck = tmp_path / "ck"
-    S.check_checkpoint(str(ck), new)
-    meta = json.loads((ck / S.CHECKPOINT_META).read_text())
+    C.check_checkpoint(str(ck), new)
+    meta = json.loads((ck / C.CHECKPOINT_META).read_text())
     assert (meta["key_groups"], meta["group_engines"]) == (new.key_groups, new.group_engines)
     old = tmp_path / "old"
-    S.check_checkpoint(str(old), S.pattern_spec(PATTERNS, key_groups=64))
-    meta = json.loads((old / S.CHECKPOINT_META).read_text())
+    C.check_checkpoint(str(old), S.pattern_spec(PATTERNS, key_groups=64))
+    meta = json.loads((old / C.CHECKPOINT_META).read_text())
     assert meta["group_engines"] == 1
     del meta["group_engines"]  # as written before key groups held several engines
-    (old / S.CHECKPOINT_META).write_text(json.dumps(meta))
+    (old / C.CHECKPOINT_META).write_text(json.dumps(meta))
     for given, want in (({}, (64, 1)), ({"key_groups": 64}, (64, 1))):
-        spec = S.check_checkpoint(str(old), S.pattern_spec(PATTERNS, **given))
+        spec = C.check_checkpoint(str(old), S.pattern_spec(PATTERNS, **given))
         assert (spec.key_groups, spec.group_engines, spec.layout()) == (*want, "64")
-    spec = S.check_checkpoint(str(ck), S.pattern_spec(PATTERNS))
+    spec = C.check_checkpoint(str(ck), S.pattern_spec(PATTERNS))
     assert (spec.key_groups, spec.group_engines) == (new.key_groups, new.group_engines)
     with pytest.raises(S.SparkPathError, match="--key-groups"):
-        S.check_checkpoint(str(old), S.pattern_spec(PATTERNS, key_groups=S.DEFAULT_KEY_GROUPS))
+        C.check_checkpoint(str(old), S.pattern_spec(PATTERNS, key_groups=S.DEFAULT_KEY_GROUPS))
     r = run_cep("spark", *PATTERNS, "-i", str(tmp_path), "-o", str(tmp_path / "out"), "--checkpoint", str(old),
                 "--key-groups", "16", check=False)
     assert r.returncode == 1 and r.stderr.count("\n") == 1 and "--key-groups" in r.stderr, r.stderr

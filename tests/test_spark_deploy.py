@@ -48,7 +48,8 @@ def test_the_wheel_installs_the_poms_the_grammar_and_the_patterns(wheel):
     names = set(zipfile.ZipFile(wheel).namelist())
     for need in ("cep/connectors/jars/pom.xml", "cep/connectors/jars/broker/pom.xml",
                  "cep/connectors/jars/spark-kafka/pom.xml", "cep/grammar/pattern.lark",
-                 "cep/patterns/card_testing.pattern", "cep/connectors/spark.py", "cep/io/kafka.py",
+                 "cep/patterns/card_testing.pattern", "cep/connectors/spark.py", "cep/connectors/spark_session.py",
+                 "cep/connectors/spark_checkpoint.py", "cep/connectors/sparkdaemon.py", "cep/io/kafka.py",
                  "cep/connectors/log4j2.properties", "cep/connectors/jvm/cep/hadoop/LocalFileSystem.java"):
         assert need in names, need
 
@@ -74,7 +75,7 @@ def test_settings_given_to_spark_submit_are_read_before_cep_adds_its_own(tmp_pat
     env = {**os.environ, "SPARK_CONF_DIR": str(tmp_path),
            "PYSPARK_SUBMIT_ARGS": "--master local-cluster[2,1,1024] --conf spark.ui.enabled=true pyspark-shell"}
     env.pop("PYSPARK_GATEWAY_PORT", None)
-    code = "import json; from cep.connectors.spark import given_spark_conf as g; print(json.dumps(g()))"
+    code = "import json; from cep.connectors.spark_session import given_spark_conf as g; print(json.dumps(g()))"
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60)
     assert r.returncode == 0, r.stderr
     got = json.loads(r.stdout)

@@ -14,7 +14,7 @@ from bench.spark_bench import spark_home_for_cluster, tree_cpu_seconds  # noqa: 
 master = sys.argv[1]
 if master.startswith("local-cluster"):
     os.environ["SPARK_HOME"] = spark_home_for_cluster(Path(tempfile.mkdtemp()))
-from cep.connectors.spark import make_session  # noqa: E402
+from cep.connectors.spark_session import make_session  # noqa: E402
 
 spark = make_session(master, 2, kafka=False)
 spark.range(1000).repartition(2).count()

@@ -7,8 +7,8 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, os.getcwd())
-from cep.connectors.spark import JVM_OPTIONS, make_session
 from cep.connectors.spark_cli import build_parser, start_query
+from cep.connectors.spark_session import JVM_OPTIONS, make_session
 
 from bench.spark_bench import PATTERN, ProgressMarks, make_events, spark_home_for_cluster, write_dir
 

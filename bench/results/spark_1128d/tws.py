@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, os.getcwd())
-from cep.connectors.spark import make_session
+from cep.connectors.spark_session import make_session
 
 from bench.spark_bench import ProgressMarks, tree_cpu_seconds
 

@@ -11,8 +11,8 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, os.getcwd())
-from cep.connectors.spark import make_session  # noqa: E402
 from cep.connectors.spark_cli import build_parser, start_query  # noqa: E402
+from cep.connectors.spark_session import make_session  # noqa: E402
 
 from bench.spark_bench import PATTERN, make_events, spark_home_for_cluster, write_dir  # noqa: E402
 

@@ -6,8 +6,8 @@ after its last micro-batch, and each micro-batch's observed metrics.
 import tempfile
 from pathlib import Path
 
-from cep.connectors.spark import make_session
 from cep.connectors.spark_cli import build_parser, start_query
+from cep.connectors.spark_session import make_session
 
 spark = make_session("local[1]", 2, kafka=False)
 d = Path(tempfile.mkdtemp())
