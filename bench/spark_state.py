@@ -1,7 +1,7 @@
 """What a Spark micro-batch writes to the state store, measured without Spark: the state-layout decision.
 
 Why: the Spark path keeps one engine state per (pattern, key group) and writes it whole each micro-batch; a state
-per key would write only the keys a batch touches. This runs the Spark handler (``connectors/spark.py``
+per key would write only the keys a batch touches. This runs the Spark handler (``connectors/spark_state.py``
 ``_handler``, the same routing) in-process over micro-batches of ``card_testing`` events and reports, per batch,
 the handler's CPU time, the bytes written to the state store, the events the states retain, the CPU time of the
 writes (``Engine.dumps``), of a reload on a worker-cache miss (``Engine.loads``), and how many keys the batch
@@ -12,7 +12,7 @@ touched (what a per-key layout would rewrite).
 
 ``--phases``: the route step (whole-file batches, as ``cep spark`` reads a directory) and the state step
 (``pack_output``, as ``cep spark`` writes one) over the batches after the first, each part of the steps timed
-(``process_time`` around the functions of ``connectors/spark.py`` and the engine's): where the Python steps'
+(``process_time`` around the functions of ``connectors/spark_state.py`` and the engine's): where the Python steps'
 CPU goes without PySpark and the JVM.
 """
 
@@ -60,11 +60,13 @@ def phases(batch: int, batches: int, keys: int, lateness: int, key_groups: int |
     """CPU s per 10^5 events of the route step, the state step and each timed part (see ``--phases``)."""
     import functools
 
-    from cep.connectors import spark as S
+    from cep.connectors import spark_route as RT
+    from cep.connectors import spark_spec as SP
+    from cep.connectors import spark_state as ST
 
     from cep.runtime.engine import Engine
 
-    spec = S.pattern_spec(PATTERN, lateness=lateness, key_groups=key_groups, group_engines=group_engines)
+    spec = SP.pattern_spec(PATTERN, lateness=lateness, key_groups=key_groups, group_engines=group_engines)
     spec.match_column, spec.pack_output = False, True
     events = make_events(batch * batches, keys)
     acc: dict[str, float] = {}
@@ -88,11 +90,11 @@ def phases(batch: int, batches: int, keys: int, lateness: int, key_groups: int |
         setattr(owner, name, wrapper)
 
     for name in PHASES:
-        timed(S, name, name)
+        timed(ST, name, name)  # (each looked up in spark_state, _lines_of too)
     for name in ENGINE_PHASES:
         timed(Engine, name, f"Engine.{name}")
     try:
-        route, handler = S._route_batches(spec, whole_files=True), S._handler(spec)
+        route, handler = RT._route_batches(spec, whole_files=True), ST._handler(spec)
         states: dict[tuple, FakeGroupState] = {}
         max_ts = None
         for b in range(batches):
@@ -102,7 +104,7 @@ def phases(batch: int, batches: int, keys: int, lateness: int, key_groups: int |
             t = time.process_time()
             df = pd.concat(list(route(iter([files]))))
             routed = time.process_time() - t
-            wm = 0 if max_ts is None else S.spark_watermark_after(spec, max_ts)
+            wm = 0 if max_ts is None else ST.spark_watermark_after(spec, max_ts)
             groups = [(key, rows.drop(columns=["evt"])) for key, rows in df.groupby(["g", "kg"])]
             on[0] = b > 0
             t = time.process_time()
@@ -144,12 +146,14 @@ def main(argv: list[str] | None = None) -> int:
         for name, v in sorted(got.items(), key=lambda kv: -kv[1]):
             print(f"| {name} | {v:.3f} |")
         return 0
-    from cep.connectors import spark as S
+    from cep.connectors import spark_route as RT
+    from cep.connectors import spark_spec as SP
+    from cep.connectors import spark_state as ST
 
-    spec = S.pattern_spec(PATTERN, lateness=args.lateness, key_groups=args.key_groups,
+    spec = SP.pattern_spec(PATTERN, lateness=args.lateness, key_groups=args.key_groups,
                           group_engines=args.group_engines)
     events = make_events(args.batch * args.batches, args.keys)
-    handler, route = S._handler(spec), S._route_batches(spec)
+    handler, route = ST._handler(spec), RT._route_batches(spec)
     states: dict[tuple, FakeGroupState] = {}
     max_ts = None
     print("| batch | handler CPU s | state written (MB) | groups | retained events | dumps CPU s | loads CPU s | "
@@ -159,7 +163,7 @@ def main(argv: list[str] | None = None) -> int:
         records = pd.DataFrame({"pos": [f"in:{b}:{i}" for i in range(len(part))],
                                 "value": [json.dumps(e) for e in part]})
         df = pd.concat(list(route(iter([records]))))
-        wm = 0 if max_ts is None else S.spark_watermark_after(spec, max_ts)
+        wm = 0 if max_ts is None else ST.spark_watermark_after(spec, max_ts)
         t = time.process_time()
         for key, rows in df.groupby(["g", "kg"]):
             st = states.setdefault(key, FakeGroupState())
@@ -170,7 +174,7 @@ def main(argv: list[str] | None = None) -> int:
         t = time.process_time()
         # a key group's state holds its engines (``_state_blob``): loaded as a worker without them loads it
         engines = [eng for (g, kg), (nonce, blob) in blobs
-                   for eng in S._state_engines(spec, g, kg, nonce, bytes(blob)).values()]
+                   for eng in ST._state_engines(spec, g, kg, nonce, bytes(blob)).values()]
         loads_s = time.process_time() - t
         t = time.process_time()
         for eng in engines:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
-from cep.connectors.spark import PatternSpec, SparkPathError
+from cep.connectors.spark_spec import PatternSpec, SparkPathError
 
 
 def checkpoint_state_partitions(checkpoint: str) -> int | None:

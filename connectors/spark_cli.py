@@ -121,7 +121,7 @@ def write_output(out, spec: str, checkpoint: str, trigger: dict, late: str | Non
     micro-batch into ``batch=<id>`` below a directory (overwritten when Spark replays the batch, so exactly once
     too) or into its Kafka topic (at least once, as Spark's Kafka sink).
     """
-    from cep.connectors.spark import MATCH_OPS
+    from cep.connectors.spark_spec import MATCH_OPS
     from pyspark.sql import functions as F
 
     if late is None and errors is None:
@@ -173,7 +173,7 @@ def write_rows(df, target: str, batch_id: int) -> None:
 
 def query_spec(args: argparse.Namespace):
     """The pattern spec of the command line (compiles the patterns: errors surface here)."""
-    from cep.connectors.spark import pattern_spec
+    from cep.connectors.spark_spec import pattern_spec
 
     lateness = 0
     if args.lateness:
@@ -297,7 +297,7 @@ def bad_record_line(failure: str) -> str | None:
     """The located message of a bad record inside Spark's failure text (a Python traceback in a Java one)."""
     import re
 
-    from cep.connectors.spark import BAD_RECORD_MARK
+    from cep.connectors.spark_spec import BAD_RECORD_MARK
 
     m = re.search(re.escape(BAD_RECORD_MARK) + r"([^\n]*)", failure)
     return m.group(1).strip() if m else None
@@ -315,9 +315,9 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     args.patterns = [shipped.resolve(p) for p in args.patterns]  # a shipped pattern by its name
     err = sys.stderr
-    from cep.connectors.spark import SparkPathError
     from cep.connectors.spark_checkpoint import check_checkpoint, checkpoint_state_partitions
     from cep.connectors.spark_session import make_session
+    from cep.connectors.spark_spec import SparkPathError
 
     from cep.errors import PatternError
 

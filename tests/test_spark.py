@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import time
+import zlib
 from collections import Counter
 from pathlib import Path
 
@@ -273,9 +274,8 @@ def test_cep_s_local_file_system_class_compiles_once_into_the_private_cache(tmp_
 
 
 def test_partition_analysis_routes_by_key():
-    from cep.connectors.spark import partition_attrs
-
     from cep.lang.compiler import compile_text
+    from cep.plan.partition import partition_attrs
 
     cp, = compile_text("PATTERN p SEQ(A a, B b) WHERE a.x = b.y WITHIN 10")
     assert partition_attrs(cp) == {"A": ("x",), "B": ("y",)}
@@ -286,7 +286,7 @@ def test_partition_analysis_routes_by_key():
 
 
 def test_group_keys_follow_value_equality():
-    from cep.connectors.spark import _canon_key, kafka_key
+    from cep.connectors.spark_spec import _canon_key, kafka_key
 
     assert _canon_key([1]) == _canon_key([1.0]) != _canon_key(["1"])
     assert _canon_key([True]) != _canon_key([1])
@@ -295,41 +295,44 @@ def test_group_keys_follow_value_equality():
 
 def test_route_step_packs_one_row_per_group_and_the_state_step_unpacks_it():
     import pandas as pd
-    from cep.connectors import spark as S
+    from cep.connectors import spark_pack as PK
+    from cep.connectors import spark_route as RT
+    from cep.connectors import spark_spec as SP
+    from cep.connectors import spark_state as ST
 
-    spec = S.pattern_spec("PATTERN p SEQ(A a, B b) WHERE a.k = b.k WITHIN 10\n"
+    spec = SP.pattern_spec("PATTERN p SEQ(A a, B b) WHERE a.k = b.k WITHIN 10\n"
                           "PATTERN q SEQ(A a, C c) WITHIN 10\n", key_groups=4, on_error="skip")
     recs = [{"type": "A", "ts": 5, "k": 1}, {"type": "B", "ts": 3, "k": 1}, {"type": "A", "ts": 4, "k": 2},
             {"type": "Z", "ts": 9}, {"type": "C", "ts": 7}]
     values = [json.dumps(r) for r in recs] + ['{"type": "A",\n "ts": 6, "k": 1}', "{bad", ""]
     pos = [f"f:{i + 1}" for i in range(len(values))]
-    route = S._route_batches(spec)
+    route = RT._route_batches(spec)
     frames = list(route(iter([pd.DataFrame({"pos": pos[:4], "value": values[:4]}),
                               pd.DataFrame({"pos": pos[4:], "value": values[4:]})])))
     assert len(frames) == 1  # held until the task's input ends
     df = frames[0]
-    kg = {k: S.zlib.crc32(S._canon_key([k]).encode()) % 4 for k in (1, 2)}
-    got = {(g, k): list(S._unpack([rows])) for (g, k), rows in df.groupby(["g", "kg"])}
+    kg = {k: zlib.crc32(SP._canon_key([k]).encode()) % 4 for k in (1, 2)}
+    got = {(g, k): list(PK._unpack([rows])) for (g, k), rows in df.groupby(["g", "kg"])}
     # the record with a newline in its text goes alone in rows of one record each; the others of its group are packed
     assert got == {(0, kg[1]): [("f:1", values[0]), ("f:2", values[1]), ("f:6", values[5])],
                    (0, kg[2]): [("f:3", values[2])],
                    (1, 0): [("f:1", values[0]), ("f:3", values[2]), ("f:5", values[4]), ("f:6", values[5])],
-                   (S.BAD_ROW_GROUP, 0): [("f:7", got[(S.BAD_ROW_GROUP, 0)][0][1])]}
-    assert json.loads(got[(S.BAD_ROW_GROUP, 0)][0][1])["pos"] == "f:7"
+                   (SP.BAD_ROW_GROUP, 0): [("f:7", got[(SP.BAD_ROW_GROUP, 0)][0][1])]}
+    assert json.loads(got[(SP.BAD_ROW_GROUP, 0)][0][1])["pos"] == "f:7"
     packed = df[(df.g == 1)]
     assert len(packed) == 4 and {v[0] for v in packed.value} == {"s"}  # f:6 forces the group's rows apart
     assert {v[0] for v in df[(df.g == 0) & (df.kg == kg[1])].value} == {"s"}
     # the row's time is the largest of its records (Spark's watermark as over one row per record), as Spark's
     # event-time column (offset and clamped: ``spark_time_us``)
-    assert df[(df.g == 0) & (df.kg == kg[2])].evt.tolist() == [4_000_000 + S.SPARK_TIME_OFFSET_US]
-    assert set(df[df.g == 1].evt) == {S.spark_time_us(7_000_000)}
+    assert df[(df.g == 0) & (df.kg == kg[2])].evt.tolist() == [4_000_000 + SP.SPARK_TIME_OFFSET_US]
+    assert set(df[df.g == 1].evt) == {SP.spark_time_us(7_000_000)}
     plain = list(route(iter([pd.DataFrame({"pos": pos[:3], "value": values[:3]})])))[0]
     row = plain[(plain.g == 0) & (plain.kg == kg[1])]
     # packed: the count and the positions' common prefix, each position's rest, the texts; led by PLAIN_MARK when
     # the records' bytes passed ``plain_lines`` (the state step does not test them again), not when they did not
-    assert row.value.tolist() == [f"p2 f:\n1\n2\n{values[0]}\n{values[1]}"] and row.evt.tolist() == [S.spark_time_us(5_000_000)]
-    assert S._unpacked(row.value.tolist()[0]) == (["f:1", "f:2"], values[:2])
-    assert S._lines_of(row.value.tolist()) == (["f:1", "f:2"], [v.encode() for v in values[:2]], True)
+    assert row.value.tolist() == [f"p2 f:\n1\n2\n{values[0]}\n{values[1]}"] and row.evt.tolist() == [SP.spark_time_us(5_000_000)]
+    assert PK._unpacked(row.value.tolist()[0]) == (["f:1", "f:2"], values[:2])
+    assert PK._lines_of(row.value.tolist()) == (["f:1", "f:2"], [v.encode() for v in values[:2]], True)
     # a "[" in a string is plain (a nested value, found where the record is parsed, is a bad record); an integer
     # of 19 digits is not (orjson reads it as a float: the state step takes ``decode.lines``' path)
     bracket = json.dumps({"type": "A", "ts": 2, "k": 1, "s": "a[b"})
@@ -339,33 +342,33 @@ def test_route_step_packs_one_row_per_group_and_the_state_step_unpacks_it():
     odd = list(route(iter([pd.DataFrame({"pos": pos[:3], "value": [values[0], big, values[2]]})])))[0]
     row = odd[(odd.g == 0) & (odd.kg == kg[1])]
     assert row.value.tolist() == [f"2 f:\n1\n2\n{values[0]}\n{big}"]
-    assert S._lines_of(row.value.tolist()) == (["f:1", "f:2"], [values[0].encode(), big.encode()], False)
-    assert list(S._route_batches(spec)(iter([pd.DataFrame({"pos": ["x\n1", "x\n2"], "value": values[:2]})])))[0][
-        lambda f: f.g == 0].value.map(S._unpacked).tolist() == [(["x\n1"], [values[0]]), (["x\n2"], [values[1]])]
-    assert S._unpacked(S._pack(["ab", "a", "abc"], ["1", "2", "3"])[0]) == (["ab", "a", "abc"], ["1", "2", "3"])
-    assert S._pack(["p", "q"], ["1", "2"]) == ["2 \np\nq\n1\n2"]  # no common prefix
+    assert PK._lines_of(row.value.tolist()) == (["f:1", "f:2"], [values[0].encode(), big.encode()], False)
+    assert list(RT._route_batches(spec)(iter([pd.DataFrame({"pos": ["x\n1", "x\n2"], "value": values[:2]})])))[0][
+        lambda f: f.g == 0].value.map(PK._unpacked).tolist() == [(["x\n1"], [values[0]]), (["x\n2"], [values[1]])]
+    assert PK._unpacked(PK._pack(["ab", "a", "abc"], ["1", "2", "3"])[0]) == (["ab", "a", "abc"], ["1", "2", "3"])
+    assert PK._pack(["p", "q"], ["1", "2"]) == ["2 \np\nq\n1\n2"]  # no common prefix
     # a whole file (the text source's ``wholetext``) routes as its lines, named <file>:<line>, blanks skipped
     text = "\n".join([values[0], "", values[1], "  \t", values[2], "\r", values[4]]) + "\n"
-    whole = list(S._route_batches(spec, whole_files=True)(iter([pd.DataFrame({"pos": ["/d/f"], "value": [text]})])))
-    assert {(g, k): list(S._unpack([rows])) for (g, k), rows in whole[0].groupby(["g", "kg"])} == {
+    whole = list(RT._route_batches(spec, whole_files=True)(iter([pd.DataFrame({"pos": ["/d/f"], "value": [text]})])))
+    assert {(g, k): list(PK._unpack([rows])) for (g, k), rows in whole[0].groupby(["g", "kg"])} == {
         (0, kg[1]): [("/d/f:1", values[0]), ("/d/f:3", values[1])], (0, kg[2]): [("/d/f:5", values[2])],
         (1, 0): [("/d/f:1", values[0]), ("/d/f:5", values[2]), ("/d/f:7", values[4])]}
     # two files in one task: a group's records of both in one row, under the common prefix of their paths
-    two = list(S._route_batches(spec, whole_files=True)(iter([pd.DataFrame(
+    two = list(RT._route_batches(spec, whole_files=True)(iter([pd.DataFrame(
         {"pos": ["/d/f", "/d/g"], "value": [text, "\n".join([values[4], values[0]])]})])))[0]
     assert two[two.g == 1].value.tolist() == [
         "p5 /d/\nf:1\nf:5\nf:7\ng:1\ng:2\n" + "\n".join(values[i] for i in (0, 2, 4, 4, 0))]
-    assert list(S._unpack([two[two.g == 1]])) == [
+    assert list(PK._unpack([two[two.g == 1]])) == [
         ("/d/f:1", values[0]), ("/d/f:5", values[2]), ("/d/f:7", values[4]), ("/d/g:1", values[4]),
         ("/d/g:2", values[0])]
     # a late record is late in each pattern that uses its type; its text rides on its first pattern's row
     from bench.spark_state import FakeGroupState
 
-    handler = S._handler(spec)
+    handler = ST._handler(spec)
     late = []
     for g in (0, 1):
         st = FakeGroupState()
-        st.watermark_ms = S.spark_watermark_after(spec, 100)
+        st.watermark_ms = ST.spark_watermark_after(spec, 100)
         key = (g, kg[1] if g == 0 else 0)
         late += [r for out in handler(key, [df[(df.g == key[0]) & (df.kg == key[1])]], st)
                  for r in out.itertuples(index=False) if r.op == "late" and r.id == "f:1"]
@@ -378,7 +381,10 @@ def test_packed_output_rows_hold_the_same_lines_and_counts():
     import dataclasses
 
     import pandas as pd
-    from cep.connectors import spark as S
+    from cep.connectors import spark_pack as PK
+    from cep.connectors import spark_route as RT
+    from cep.connectors import spark_spec as SP
+    from cep.connectors import spark_state as ST
 
     from bench.spark_state import FakeGroupState
 
@@ -387,36 +393,36 @@ def test_packed_output_rows_hold_the_same_lines_and_counts():
     recs = [{"type": "A", "ts": 1, "k": 1}, {"type": "A", "ts": 2, "k": 1}, {"type": "B", "ts": 3, "k": 1}]
     recs += [dict(recs[2], op="-"), {"type": "B", "ts": 5, "k": 1}, {"type": "C", "ts": 6, "k": 1}]  # "-": retracts
     values = [json.dumps(r) for r in recs]
-    df = next(S._route_batches(S.pattern_spec(text, key_groups=1))(
+    df = next(RT._route_batches(SP.pattern_spec(text, key_groups=1))(
         iter([pd.DataFrame({"pos": [f"f:{i + 1}" for i in range(len(values))], "value": values})])))
     # k = 1's engine bucket for p (one key group of ENGINE_BUCKETS engines); q is not keyed (bucket 0)
-    eg = [S.zlib.crc32(S._canon_key([1]).encode()) % S.ENGINE_BUCKETS, 0]
+    eg = [zlib.crc32(SP._canon_key([1]).encode()) % SP.ENGINE_BUCKETS, 0]
     assert [set(df[df.g == g].eg) for g in (0, 1)] == [{eg[0]}, {0}]
-    late = [pd.DataFrame({"g": [g], "kg": [0], "eg": [eg[g]], "evt": [S.SPARK_TIME_RANGE_US[1]], "value": S._pack(["f:9"], [values[0]])})
+    late = [pd.DataFrame({"g": [g], "kg": [0], "eg": [eg[g]], "evt": [SP.SPARK_TIME_RANGE_US[1]], "value": PK._pack(["f:9"], [values[0]])})
             for g in (0, 1)]
 
     def run(pack: bool) -> list[list]:
-        spec = dataclasses.replace(S.pattern_spec(text, key_groups=1), pack_output=pack, names=["p", "q"])
-        handler, out = S._handler(spec), []
+        spec = dataclasses.replace(SP.pattern_spec(text, key_groups=1), pack_output=pack, names=["p", "q"])
+        handler, out = ST._handler(spec), []
         for g in (0, 1):
             st = FakeGroupState()
             for batch in ([df[df.g == g]], [late[g]]):
                 out += [list(r) for f in handler((g, 0), batch, st) for r in f.itertuples(index=False)]
-                st.watermark_ms = S.spark_watermark_after(spec, 6)
+                st.watermark_ms = ST.spark_watermark_after(spec, 6)
         return out
 
     plain, packed = run(False), run(True)
     events = [r for r in plain if r[1] in ("+", "-")]
     assert {r[1] for r in events} == {"+", "-"} and {r[0] for r in events} == {"p", "q"}
     # packed rows: pattern, op, value, n_plus, n_minus (``PACKED_OUT_COLS``)
-    lines = [r for r in packed if r[1] == S.LINES_OP]
+    lines = [r for r in packed if r[1] == SP.LINES_OP]
     assert [ln for r in lines for ln in r[2].split("\n")] == [r[5] for r in events]
     for name in ("p", "q"):
         mine = [r for r in events if r[0] == name]
         assert [r[3:] for r in lines if r[0] == name] == [[sum(r[1] == "+" for r in mine),
                                                          sum(r[1] == "-" for r in mine)]]
     side = [r for r in plain if r[1] not in ("+", "-")]
-    assert side and [r for r in packed if r[1] != S.LINES_OP] == [[r[0], r[1], r[5], 0, 0] for r in side]
+    assert side and [r for r in packed if r[1] != SP.LINES_OP] == [[r[0], r[1], r[5], 0, 0] for r in side]
 
 
 def test_output_frames_are_those_of_their_rows():
@@ -426,17 +432,18 @@ def test_output_frames_are_those_of_their_rows():
     import dataclasses
 
     import pandas as pd
-    from cep.connectors import spark as S
+    from cep.connectors import spark_spec as SP
+    from cep.connectors import spark_state as ST
 
-    spec = S.pattern_spec("PATTERN p SEQ(A a, B b) WITHIN 10")
+    spec = SP.pattern_spec("PATTERN p SEQ(A a, B b) WITHIN 10")
     side = [(None, "late", "f:1", None, None, None), (None, "error", "f:2", None, None, '{"line":null}')]
     cases = {False: [[], [("p", "+", "id1", "{}", None, "v"), *side], side[:1]],
-             True: [[], [("p", S.LINES_OP, None, None, None, "x\ny", 2, 0)], [*side, ("p", S.LINES_OP, None, None,
+             True: [[], [("p", SP.LINES_OP, None, None, None, "x\ny", 2, 0)], [*side, ("p", SP.LINES_OP, None, None,
                                                                                    None, "z", 0, 1)]]}
     for pack, rowss in cases.items():
-        names = S.PACKED_OUT_COLS if pack else S.OUT_COLS
+        names = ST.PACKED_OUT_COLS if pack else ST.OUT_COLS
         for rows in rowss:
-            got = S._frame(dataclasses.replace(spec, pack_output=pack), rows)
+            got = ST._frame(dataclasses.replace(spec, pack_output=pack), rows)
             want = pd.DataFrame([(r[0], r[1], r[5], *(r[6:] or (0, 0))) if pack else r for r in rows],
                                 columns=names)
             assert got.equals(want) and list(got.dtypes) == list(want.dtypes) and list(got.columns) == names
@@ -450,35 +457,37 @@ def test_route_row_time_is_the_largest_record_time_in_us():
     import random
 
     import pandas as pd
-    from cep.connectors import spark as S
+    from cep.connectors import spark_pack as PK
+    from cep.connectors import spark_route as RT
+    from cep.connectors import spark_spec as SP
 
     from cep.io.readers import BadRecord, make_decoder
 
     text = ("PATTERN p SEQ(A a, B b) WHERE a.k = b.k WITHIN 10\n"
             "PATTERN q SEQ(A a, C c) WITHIN 5\n")
-    spec = S.pattern_spec(text, key_groups=4, on_error="skip", time_unit="ms")
+    spec = SP.pattern_spec(text, key_groups=4, on_error="skip", time_unit="ms")
     rnd = random.Random(7)
     values = []
-    for i in range(2 * S.DECODE_CHUNK + 17):
+    for i in range(2 * SP.DECODE_CHUNK + 17):
         r = {"type": rnd.choice("ABC"), "ts": 10_000 + i - rnd.randrange(50) + rnd.choice([0.0007, 0.2507]),
              "k": rnd.choice(["x", "y", "z", 1, 2])}
         if rnd.random() < 0.03:
             r["ts"] = "1970-01-01T00:00:05.123456Z"  # off the fast path (earlier than the rest)
         values.append("{bad" if rnd.random() < 0.01 else json.dumps(r))
     pos = [f"f:{i + 1}" for i in range(len(values))]
-    df = pd.concat(S._route_batches(spec)(iter([pd.DataFrame({"pos": pos, "value": values})])))
+    df = pd.concat(RT._route_batches(spec)(iter([pd.DataFrame({"pos": pos, "value": values})])))
     decode = make_decoder(time_unit="ms")
     times: dict = {}
     for (g, kg), rows in df.groupby(["g", "kg"]):
-        for p, v in S._unpack([rows]):
+        for p, v in PK._unpack([rows]):
             try:
                 us = int(round(decode(p, v.encode()).ts * 1000))
             except BadRecord:
-                us = S._NO_TIME_US
+                us = SP._NO_TIME_US
             times[(g, kg)] = max(times.get((g, kg), us), us)
     got = {(g, kg): int(t) for g, kg, t in zip(df["g"], df["kg"], df["evt"], strict=True)}
-    assert got == {k: S.spark_time_us(us) for k, us in times.items()} and len(got) > 4
-    assert got[(S.BAD_ROW_GROUP, 0)] == S.SPARK_TIME_RANGE_US[0]
+    assert got == {k: SP.spark_time_us(us) for k, us in times.items()} and len(got) > 4
+    assert got[(SP.BAD_ROW_GROUP, 0)] == SP.SPARK_TIME_RANGE_US[0]
 
 
 @pytest.mark.parametrize(("frac", "nested"), [(0, True), (0.0004, True), (0, False), (0.0004, False)])
@@ -496,18 +505,22 @@ def test_batched_route_and_state_steps_equal_one_record_at_a_time(frac, nested):
     import random
 
     import pandas as pd
-    from cep.connectors import spark as S
+    from cep.connectors import spark_pack as PK
+    from cep.connectors import spark_route as RT
+    from cep.connectors import spark_spec as SP
+    from cep.connectors import spark_state as ST
 
     from cep.errors import LateEventError, UnknownRetractionError
     from cep.io.readers import BadRecord, make_decoder
     from cep.lang.gcq import read_key
+    from cep.plan.partition import partition_attrs
 
     text = ("PATTERN p SEQ(A a, B b) WHERE a.k = b.k WITHIN 10\n"
             "PATTERN q SEQ(A a, C c) WITHIN 5\n")
-    spec = S.pattern_spec(text, key_groups=3, on_error="skip")
+    spec = SP.pattern_spec(text, key_groups=3, on_error="skip")
     rnd = random.Random(5)
     values, recs = [], []
-    for i in range(3 * S.DECODE_CHUNK):
+    for i in range(3 * SP.DECODE_CHUNK):
         r = {"type": rnd.choice("ABCZ"), "ts": 1000 + i // 3 - rnd.randrange(8) + frac,
              "k": rnd.choice(["x", "y", "z", 1, 1.0, 2, True])}
         if rnd.random() < 0.03:
@@ -522,12 +535,12 @@ def test_batched_route_and_state_steps_equal_one_record_at_a_time(frac, nested):
             if not nested:
                 line = line.replace("[1]", "1").replace('{"a": 1}', '"a"')
         values.append(line)
-    assert S.plain_lines([v.encode() for v in values]) is not nested
+    assert PK.plain_lines([v.encode() for v in values]) is not nested
     pos = [f"f:{i + 1}" for i in range(len(values))]
-    df = pd.concat(S._route_batches(spec)(iter([pd.DataFrame({"pos": pos, "value": values})])))
+    df = pd.concat(RT._route_batches(spec)(iter([pd.DataFrame({"pos": pos, "value": values})])))
     # a (pattern, engine bucket)'s records; its key group (Spark's group) is the bucket % key_groups
-    got = {(g, k): list(S._unpack([rows])) for (g, k), rows in df.groupby(["g", "eg"])}
-    assert (df.kg == df.eg % 3).all() and spec.engine_buckets() == 3 * (S.ENGINE_BUCKETS // 3)
+    got = {(g, k): list(PK._unpack([rows])) for (g, k), rows in df.groupby(["g", "eg"])}
+    assert (df.kg == df.eg % 3).all() and spec.engine_buckets() == 3 * (SP.ENGINE_BUCKETS // 3)
 
     decode = make_decoder()
     want: dict = {}
@@ -536,24 +549,24 @@ def test_batched_route_and_state_steps_equal_one_record_at_a_time(frac, nested):
             ev = decode(p, v.encode())
         except BadRecord as e:
             if v.strip():
-                want.setdefault((S.BAD_ROW_GROUP, 0), []).append((p, S.error_report(p, str(e), v.encode())))
+                want.setdefault((SP.BAD_ROW_GROUP, 0), []).append((p, SP.error_report(p, str(e), v.encode())))
             continue
         for g, cp in enumerate(spec.compile()):
-            attrs = S.partition_attrs(cp)
+            attrs = partition_attrs(cp)
             if ev.type in {a.type for a in cp.atoms}:
-                eg = 0 if attrs is None else S.zlib.crc32(
-                    S._canon_key(read_key(ev, attrs[ev.type])).encode()) % spec.engine_buckets()
+                eg = 0 if attrs is None else zlib.crc32(
+                    SP._canon_key(read_key(ev, attrs[ev.type])).encode()) % spec.engine_buckets()
                 want.setdefault((g, eg), []).append((p, v))
     assert got == want and len(got) > 3
 
     wm = 1000 + len(values) // 6  # the second half of each group's records is on time
     sides = []
     for (g, kg), rows in df.groupby(["g", "eg"]):
-        if g == S.BAD_ROW_GROUP:
+        if g == SP.BAD_ROW_GROUP:
             continue
         eng = spec.new_engine(g, own_watermark=False)
         eng.advance_watermark(wm)
-        side, outs = S._push_values(spec, eng, g, rows.value.tolist())
+        side, outs = ST._push_values(spec, eng, g, rows.value.tolist())
         ref = spec.new_engine(g, own_watermark=False)
         ref.advance_watermark(wm)
         evs = sorted(((decode(p, v.encode()), v) for p, v in got[(g, kg)]), key=lambda e: (e[0].ts, e[0].op == "-"))
@@ -565,7 +578,7 @@ def test_batched_route_and_state_steps_equal_one_record_at_a_time(frac, nested):
                 ref_side.append((spec.names[g], "late", ev.pos, None, None, v if g == 0 or ev.type == "C" else None))
             except UnknownRetractionError:
                 if g == 0 or ev.type == "C":
-                    ref_side.append((None, "error", ev.pos, None, None, S.error_report(
+                    ref_side.append((None, "error", ev.pos, None, None, SP.error_report(
                         ev.pos, "retraction of an event that was never inserted (or was already retracted or "
                         "expired)", v.encode())))
         on_time = [ev.ts for ev, _v in evs if ev.ts >= wm]
@@ -579,7 +592,7 @@ def test_batched_route_and_state_steps_equal_one_record_at_a_time(frac, nested):
         assert side == ref_side
         assert [(o.pattern, o.op, o.id) for o in outs] == [(o.pattern, o.op, o.id) for o in ref_outs]
         # the state step's move to the watermark Spark will compute from the group's records
-        ahead = S.engine_watermark(spec, S.spark_watermark_after(spec, eng.max_ts))
+        ahead = ST.engine_watermark(spec, ST.spark_watermark_after(spec, eng.max_ts))
         assert ahead == int(top)  # Spark's milliseconds: the fraction below them is lost
         eng.advance_watermark(ahead)
         ref.advance_watermark(ahead)
@@ -599,11 +612,13 @@ def test_the_state_step_reads_records_as_decode_does_and_sorts_only_what_is_out_
     events are those of pushing the records one at a time in time order."""
     import random
 
-    from cep.connectors import spark as S
+    from cep.connectors import spark_pack as PK
+    from cep.connectors import spark_spec as SP
+    from cep.connectors import spark_state as ST
 
     from cep.io.readers import make_decoder
 
-    spec = S.pattern_spec("PATTERN p SEQ(A a, B b) WHERE a.k = b.k WITHIN 10\n", key_groups=1)
+    spec = SP.pattern_spec("PATTERN p SEQ(A a, B b) WHERE a.k = b.k WITHIN 10\n", key_groups=1)
     decode = make_decoder()
     rnd = random.Random(3)
     recs = [{"type": rnd.choice("AB"), "ts": 100 + i // 2, "k": rnd.choice(["x", "y", 1, 1.0])} for i in range(400)]
@@ -613,21 +628,21 @@ def test_the_state_step_reads_records_as_decode_does_and_sorts_only_what_is_out_
         rnd.shuffle(recs)
     lines = [json.dumps(r).encode() for r in recs]
     poss = [f"/d/f:{i + 1}" for i in range(len(lines))]
-    assert S.plain_lines(lines)
-    evs, ordered, inserts = S._decode_group(spec, decode, lines, poss)
+    assert PK.plain_lines(lines)
+    evs, ordered, inserts = ST._decode_group(spec, decode, lines, poss)
     want = [decode(p, raw) for p, raw in zip(poss, lines, strict=True)]
     assert [(e.type, e.ts, e.fields, e.pos, e.op) for e in evs] == [(e.type, e.ts, e.fields, e.pos, e.op) for e in want]
     assert (ordered, inserts) == (not shuffled, True)
     minus = [*lines[:5], json.dumps(dict(recs[3], op="-")).encode()]
-    assert S._decode_group(spec, decode, minus, poss[:6])[2] is False
+    assert ST._decode_group(spec, decode, minus, poss[:6])[2] is False
     # a "[" in the bytes: decode.lines' events (order not looked at)
     odd = [*lines[:3], b'{"type": "A", "ts": 1, "k": "[x"}']
-    assert not S.plain_lines(odd)
-    evs, *flags = S._decode_group(spec, decode, odd, poss[:4])
+    assert not PK.plain_lines(odd)
+    evs, *flags = ST._decode_group(spec, decode, odd, poss[:4])
     assert [e.fields for e in evs] == [decode(p, raw).fields for p, raw in zip(poss, odd, strict=False)] and flags == [False, True]
 
     eng = spec.new_engine(0, own_watermark=False)
-    side, outs = S._push_values(spec, eng, 0, S._pack(poss, [x.decode() for x in lines]))
+    side, outs = ST._push_values(spec, eng, 0, PK._pack(poss, [x.decode() for x in lines]))
     ref = spec.new_engine(0, own_watermark=False)
     ref_outs = []
     for ev in sorted(want, key=lambda e: e.ts):
@@ -640,7 +655,7 @@ def test_plain_lines_finds_what_decode_lines_test_finds():
     """``plain_lines`` (a numpy view of the bytes) flags a nested value, a ``:`` then ``{`` with blanks between and
     a run of 19 digits as ``decode.lines``' test of a batch (``cep.io.readers._flat``) does; digits that only a
     blank separates are no run (no JSON number holds a blank), where ``_flat`` deletes the blank first."""
-    from cep.connectors import spark as S
+    from cep.connectors import spark_pack as PK
 
     from cep.io.readers import _flat
 
@@ -649,9 +664,9 @@ def test_plain_lines_finds_what_decode_lines_test_finds():
              b'{"a": 1}\r', b'x :{', b'{"a": "12 {"}']
     for case in cases:
         for lines in ([case], [b'{"z": 0}', case, b'{"q": 2}']):
-            assert S.plain_lines(lines) is _flat(b"\n".join(lines)), lines
+            assert PK.plain_lines(lines) is _flat(b"\n".join(lines)), lines
     spaced = b'{"a": "123456789 0123456789"}'
-    assert S.plain_lines([spaced]) and not _flat(spaced)
+    assert PK.plain_lines([spaced]) and not _flat(spaced)
 
 
 ODD_LINES = {  # one line put among a whole file's plain records: each takes the route's loop, not its passes
@@ -680,12 +695,15 @@ def test_a_whole_file_s_route_rows_are_those_of_routing_one_record_at_a_time(odd
     import random
 
     import pandas as pd
-    from cep.connectors import spark as S
+    from cep.connectors import spark_pack as PK
+    from cep.connectors import spark_route as RT
+    from cep.connectors import spark_spec as SP
+    from cep.connectors import spark_state as ST
 
     from cep.io.readers import BadRecord, make_decoder
     from cep.lang.gcq import read_key
 
-    spec = S.pattern_spec("PATTERN p SEQ(A a, B b) WHERE a.k = b.k WITHIN 10\n", key_groups=4, on_error="skip")
+    spec = SP.pattern_spec("PATTERN p SEQ(A a, B b) WHERE a.k = b.k WITHIN 10\n", key_groups=4, on_error="skip")
     rnd = random.Random(11)
     records = [json.dumps({"type": rnd.choice("AB"), "ts": 10 + i // 3 - rnd.randrange(4), "k": f"c{rnd.randrange(40)}",
                          "n": rnd.random()}) for i in range(2500)]
@@ -694,8 +712,8 @@ def test_a_whole_file_s_route_rows_are_those_of_routing_one_record_at_a_time(odd
         if ODD_LINES[odd] is not None:
             lines[at:at] = ODD_LINES[odd].split("\n")
         text = "\n".join(lines) + "\n"
-        df = pd.concat(S._route_batches(spec, whole_files=True)(iter([pd.DataFrame({"pos": [path], "value": [text]})])))
-        got = {(g, eg): list(S._unpack([rows])) for (g, eg), rows in df.groupby(["g", "eg"], sort=False)}
+        df = pd.concat(RT._route_batches(spec, whole_files=True)(iter([pd.DataFrame({"pos": [path], "value": [text]})])))
+        got = {(g, eg): list(PK._unpack([rows])) for (g, eg), rows in df.groupby(["g", "eg"], sort=False)}
         decode = make_decoder()
         want: dict = {}
         tops: dict = {}
@@ -705,16 +723,16 @@ def test_a_whole_file_s_route_rows_are_those_of_routing_one_record_at_a_time(odd
                 ev = decode(pos, line.encode())
             except BadRecord as e:
                 if line.strip():
-                    want.setdefault((S.BAD_ROW_GROUP, 0), []).append((pos, S.error_report(pos, str(e), line.encode())))
-                    tops[(S.BAD_ROW_GROUP, 0)] = S._NO_TIME_US
+                    want.setdefault((SP.BAD_ROW_GROUP, 0), []).append((pos, SP.error_report(pos, str(e), line.encode())))
+                    tops[(SP.BAD_ROW_GROUP, 0)] = SP._NO_TIME_US
                 continue
             if ev.type in "AB":
-                key = (0, S.zlib.crc32(S._canon_key(read_key(ev, ("k",))).encode()) % spec.engine_buckets())
+                key = (0, zlib.crc32(SP._canon_key(read_key(ev, ("k",))).encode()) % spec.engine_buckets())
                 want.setdefault(key, []).append((pos, line))
                 tops[key] = max(tops.get(key, -10**18), int(round(ev.ts * 1_000_000)))
         assert got == want and len(got) > 8
         assert {(g, eg): int(t) for g, eg, t in zip(df.g, df.eg, df.evt, strict=True)} == {
-            k: S.spark_time_us(t) for k, t in tops.items()}
+            k: SP.spark_time_us(t) for k, t in tops.items()}
         values = df[df.g == 0].value.tolist()
         if "\n" in path:
             assert {v[0] for v in values} == {"s"}
@@ -722,11 +740,11 @@ def test_a_whole_file_s_route_rows_are_those_of_routing_one_record_at_a_time(odd
         # packed rows are plain but for a file with an integer of 19 digits (a fraction's digits are no integer's;
         # a nested record is a bad record: the loop finds it where it parses it)
         packed = [v for v in values if v[0] != "s"]  # (a row of one record: the missing key's)
-        assert all(v[0] == S.PLAIN_MARK for v in packed) is (odd != "long integer")
-        assert all(v[0] != S.PLAIN_MARK for v in packed) is (odd == "long integer")
+        assert all(v[0] == SP.PLAIN_MARK for v in packed) is (odd != "long integer")
+        assert all(v[0] != SP.PLAIN_MARK for v in packed) is (odd == "long integer")
         for v in values[:3]:
-            poss, raws, plain = S._lines_of([v])
-            evs, _ordered, _inserts = S._decode_group(spec, decode, raws, poss, plain or None)
+            poss, raws, plain = PK._lines_of([v])
+            evs, _ordered, _inserts = ST._decode_group(spec, decode, raws, poss, plain or None)
             assert [(e.type, e.ts, e.fields, e.pos) for e in evs] == [
                 (e.type, e.ts, e.fields, e.pos) for e in (decode(p, r) for p, r in zip(poss, raws, strict=True))]
 
@@ -734,13 +752,14 @@ def test_a_whole_file_s_route_rows_are_those_of_routing_one_record_at_a_time(odd
 def test_line_numbers_are_written_as_percent_d_writes_them():
     """``_line_numbers``: each number then the separator, as ``%d`` writes it, from the worker's texts (made as
     needed) or, past ``LINE_TEXTS_MAX``, formatted."""
-    from cep.connectors import spark as S
+    from cep.connectors import spark_pack as PK
+    from cep.connectors import spark_spec as SP
 
-    top = S.LINE_TEXTS_MAX
+    top = PK.LINE_TEXTS_MAX
     for case in ([0, 1, 9, 10, 11, 99, 100, 999, 1000, 65535, 99999], [7], list(range(0, top, 997)),
                  [5, top - 1], [3, top, top + 10**6]):
-        assert S._line_numbers(case) == "".join(f"{x}{S.PACK_SEP}" for x in case)
-    assert len(S._LINE_TEXTS) == top
+        assert PK._line_numbers(case) == "".join(f"{x}{SP.PACK_SEP}" for x in case)
+    assert len(PK._LINE_TEXTS) == top
 
 
 def test_the_engine_moves_its_own_watermark_only_where_it_is_spark_s():
@@ -749,12 +768,13 @@ def test_the_engine_moves_its_own_watermark_only_where_it_is_spark_s():
     largest time - lateness is exactly the watermark Spark will compute (its milliseconds, its range)."""
     from types import SimpleNamespace as NS
 
-    from cep.connectors import spark as S
+    from cep.connectors import spark_spec as SP
+    from cep.connectors import spark_state as ST
 
     def at(times, wm=100, mx=None, lateness=5, unit="s", spec_lateness=None):
-        spec = S.pattern_spec("PATTERN p SEQ(A a, B b) WITHIN 10", time_unit=unit,
+        spec = SP.pattern_spec("PATTERN p SEQ(A a, B b) WITHIN 10", time_unit=unit,
                               lateness=lateness if spec_lateness is None else spec_lateness)
-        return S._own_watermark_from(NS(lateness=lateness, max_ts=mx, watermark=wm), [NS(ts=t) for t in times],
+        return ST._own_watermark_from(NS(lateness=lateness, max_ts=mx, watermark=wm), [NS(ts=t) for t in times],
                                      spec)
 
     times = [90, 100, 104, 105, 110]
@@ -1206,7 +1226,8 @@ def test_the_state_step_s_watermark_column_is_a_constant_long(spark, tmp_path):
     group's columns to pandas, a timestamp with a time-zone conversion per group and micro-batch. The watermark
     itself still comes from the records' times (the route step's ``evt`` under ``withWatermark``), and no row is
     below the mark (the late test above: Spark drops nothing)."""
-    from cep.connectors.spark import SPARK_TIME_RANGE_US, WATERMARK_DELAY_KEY, detect
+    from cep.connectors.spark import WATERMARK_DELAY_KEY, detect
+    from cep.connectors.spark_spec import SPARK_TIME_RANGE_US
 
     d = tmp_path / "in"
     d.mkdir()
@@ -1348,8 +1369,8 @@ def test_drain_without_an_end_of_input_is_refused_before_spark_starts(tmp_path, 
 
 def test_checkpoint_of_other_patterns_or_key_groups_is_refused(tmp_path):
     """Checked before Spark starts: one line, exit 1."""
-    from cep.connectors.spark import pattern_spec
     from cep.connectors.spark_checkpoint import check_checkpoint
+    from cep.connectors.spark_spec import pattern_spec
 
     ck = str(tmp_path / "ck")
     check_checkpoint(ck, pattern_spec(PATTERNS, key_groups=64))
@@ -1367,29 +1388,29 @@ def test_a_checkpoint_keeps_its_key_group_layout_unless_one_is_given(tmp_path):
     query takes the checkpoint's layout when the caller gives none (a checkpoint written before key groups held
     several engines has no ``group_engines``: 64 key groups of one engine each), and a given --key-groups that
     contradicts it is refused in one line. Checked before Spark starts."""
-    from cep.connectors import spark as S
     from cep.connectors import spark_checkpoint as C
+    from cep.connectors import spark_spec as SP
 
-    new = S.pattern_spec(PATTERNS)
-    assert (new.key_groups, new.group_engines) == (S.DEFAULT_KEY_GROUPS, S.ENGINE_BUCKETS // S.DEFAULT_KEY_GROUPS)
+    new = SP.pattern_spec(PATTERNS)
+    assert (new.key_groups, new.group_engines) == (SP.DEFAULT_KEY_GROUPS, SP.ENGINE_BUCKETS // SP.DEFAULT_KEY_GROUPS)
     assert new.group_engines > 1 and new.layout() == f"{new.key_groups}x{new.group_engines}"
     ck = tmp_path / "ck"
     C.check_checkpoint(str(ck), new)
     meta = json.loads((ck / C.CHECKPOINT_META).read_text())
     assert (meta["key_groups"], meta["group_engines"]) == (new.key_groups, new.group_engines)
     old = tmp_path / "old"
-    C.check_checkpoint(str(old), S.pattern_spec(PATTERNS, key_groups=64))
+    C.check_checkpoint(str(old), SP.pattern_spec(PATTERNS, key_groups=64))
     meta = json.loads((old / C.CHECKPOINT_META).read_text())
     assert meta["group_engines"] == 1
     del meta["group_engines"]  # as written before key groups held several engines
     (old / C.CHECKPOINT_META).write_text(json.dumps(meta))
     for given, want in (({}, (64, 1)), ({"key_groups": 64}, (64, 1))):
-        spec = C.check_checkpoint(str(old), S.pattern_spec(PATTERNS, **given))
+        spec = C.check_checkpoint(str(old), SP.pattern_spec(PATTERNS, **given))
         assert (spec.key_groups, spec.group_engines, spec.layout()) == (*want, "64")
-    spec = C.check_checkpoint(str(ck), S.pattern_spec(PATTERNS))
+    spec = C.check_checkpoint(str(ck), SP.pattern_spec(PATTERNS))
     assert (spec.key_groups, spec.group_engines) == (new.key_groups, new.group_engines)
-    with pytest.raises(S.SparkPathError, match="--key-groups"):
-        C.check_checkpoint(str(old), S.pattern_spec(PATTERNS, key_groups=S.DEFAULT_KEY_GROUPS))
+    with pytest.raises(SP.SparkPathError, match="--key-groups"):
+        C.check_checkpoint(str(old), SP.pattern_spec(PATTERNS, key_groups=SP.DEFAULT_KEY_GROUPS))
     r = run_cep("spark", *PATTERNS, "-i", str(tmp_path), "-o", str(tmp_path / "out"), "--checkpoint", str(old),
                 "--key-groups", "16", check=False)
     assert r.returncode == 1 and r.stderr.count("\n") == 1 and "--key-groups" in r.stderr, r.stderr
@@ -1399,49 +1420,52 @@ def test_a_key_group_s_engines_round_trip_through_its_state():
     """A key group of several engine buckets stores them in one state row (``_state_blob``) and loads each
     bucket's engine back (the same state); a state of another layout (its nonce's head) is refused."""
     import pandas as pd
-    from cep.connectors import spark as S
+    from cep.connectors import spark_pack as PK
+    from cep.connectors import spark_route as RT
+    from cep.connectors import spark_spec as SP
+    from cep.connectors import spark_state as ST
 
     from bench.spark_state import FakeGroupState
 
-    spec = S.pattern_spec("PATTERN p SEQ(A a, B b) WHERE a.k = b.k WITHIN 10\n", key_groups=2)
-    assert spec.group_engines == S.ENGINE_BUCKETS // 2
+    spec = SP.pattern_spec("PATTERN p SEQ(A a, B b) WHERE a.k = b.k WITHIN 10\n", key_groups=2)
+    assert spec.group_engines == SP.ENGINE_BUCKETS // 2
     recs = [{"type": "A", "ts": i, "k": i % 9} for i in range(40)]
-    df = next(S._route_batches(spec)(iter([pd.DataFrame({"pos": [f"f:{i}" for i in range(40)],
+    df = next(RT._route_batches(spec)(iter([pd.DataFrame({"pos": [f"f:{i}" for i in range(40)],
                                                           "value": [json.dumps(r) for r in recs]})])))
     assert set(df.kg) == {0, 1} and (df.kg == df.eg % 2).all()
     kg = int(df.kg.value_counts().idxmax())
     rows = df[df.kg == kg]
     assert rows.eg.nunique() > 1  # several buckets in this key group
     st = FakeGroupState()
-    S._ENGINES.clear()
-    assert S._group_step(spec, 0, kg, [rows], st) == []
+    ST._ENGINES.clear()
+    assert ST._group_step(spec, 0, kg, [rows], st) == []
     nonce, blob = st.get
     assert nonce.startswith(f"{spec.layout()}:")
-    engines = S._state_engines(spec, 0, kg, nonce, blob)
+    engines = ST._state_engines(spec, 0, kg, nonce, blob)
     assert sorted(engines) == sorted(set(rows.eg))
-    cached = kept = S._ENGINES[(spec.cache_id(), 0, kg)][1]
+    cached = kept = ST._ENGINES[(spec.cache_id(), 0, kg)][1]
     assert {eg: e.dumps() for eg, e in engines.items()} == {eg: e.dumps() for eg, e in cached.items()}
-    assert sum(e.retained_events for e in engines.values()) == len(rows.value.map(S._unpacked).sum())
+    assert sum(e.retained_events for e in engines.values()) == len(rows.value.map(PK._unpacked).sum())
     # the next micro-batch (B records matching some A's) on a worker that cached the engines and on one that
     # loads them from the state: the same composite events and the same state after
     bs = [{"type": "B", "ts": 41 + i, "k": i} for i in range(9)]
-    df2 = next(S._route_batches(spec)(iter([pd.DataFrame({"pos": [f"g:{i}" for i in range(9)],
+    df2 = next(RT._route_batches(spec)(iter([pd.DataFrame({"pos": [f"g:{i}" for i in range(9)],
                                                            "value": [json.dumps(r) for r in bs]})])))
     rows2 = df2[df2.kg == kg]
     outs, states = [], []
     for cached in (True, False):
         st2 = FakeGroupState()
         st2.update(st.get)
-        st2.watermark_ms = S.spark_watermark_after(spec, 39)
-        S._ENGINES.clear()
+        st2.watermark_ms = ST.spark_watermark_after(spec, 39)
+        ST._ENGINES.clear()
         if cached:  # as the first step left them (``_save``)
-            S._ENGINES[(spec.cache_id(), 0, kg)] = (nonce, dict(kept))
-        outs.append(sorted(S._group_step(spec, 0, kg, [rows2], st2)))
-        states.append({eg: e.dumps() for eg, e in S._state_engines(spec, 0, kg, *st2.get).items()})
+            ST._ENGINES[(spec.cache_id(), 0, kg)] = (nonce, dict(kept))
+        outs.append(sorted(ST._group_step(spec, 0, kg, [rows2], st2)))
+        states.append({eg: e.dumps() for eg, e in ST._state_engines(spec, 0, kg, *st2.get).items()})
     assert outs[0] == outs[1] and {r[1] for r in outs[0]} == {"+"}
     assert states[0] == states[1]
-    with pytest.raises(S.SparkPathError, match="key-group layout"):
-        S._state_engines(S.pattern_spec(spec.sources[0][1], key_groups=64), 0, kg, nonce, blob)
+    with pytest.raises(SP.SparkPathError, match="key-group layout"):
+        ST._state_engines(SP.pattern_spec(spec.sources[0][1], key_groups=64), 0, kg, nonce, blob)
 
 
 # ------------------------------------------------------------------------------------------ against cep run
@@ -1578,9 +1602,8 @@ ABSENCE = ["patterns/unshipped_orders.pattern", "patterns/withdrawal_without_log
 
 
 def test_gap_types_are_routed_like_the_match_key():
-    from cep.connectors.spark import partition_attrs
-
     from cep.lang.compiler import compile_text
+    from cep.plan.partition import partition_attrs
 
     cp, = compile_text("PATTERN p SEQ(A a, NOT B b, C c) WHERE b.k = a.x AND c.y = a.x")
     assert partition_attrs(cp) == {"A": ("x",), "C": ("y",), "B": ("k",)}
@@ -1652,8 +1675,8 @@ def test_a_trailing_not_is_decided_by_other_keys_rows_through_a_timer(spark, tmp
     import os
     import zlib
 
-    from cep.connectors.spark import _canon_key
     from cep.connectors.spark_cli import build_parser, start_query
+    from cep.connectors.spark_spec import _canon_key
 
     pat = "patterns/unshipped_orders.pattern"
     groups = 64
@@ -1735,9 +1758,8 @@ KLEENE = ["failed_logins", "card_testing_run", "overheating_run"]
 
 
 def test_repeated_types_are_routed_like_the_match_key():
-    from cep.connectors.spark import partition_attrs
-
     from cep.lang.compiler import compile_text
+    from cep.plan.partition import partition_attrs
 
     cp, = compile_text("PATTERN p SEQ(Reading b, Reading{3,} hot, NOT Reading ok, Reading back) "
                        "PARTITION BY sensor WITHIN 1 h")
@@ -1778,8 +1800,8 @@ def test_idle_key_groups_state_is_removed_once_the_watermark_expires_it(spark, t
     import os
     import zlib
 
-    from cep.connectors.spark import _canon_key
     from cep.connectors.spark_cli import build_parser, start_query
+    from cep.connectors.spark_spec import _canon_key
 
     pat = tmp_path / "p.pattern"
     pat.write_text("PATTERN p\n  SEQ(A a, B b)\n  PARTITION BY k\n  WITHIN 1 hour\n")

@@ -48,7 +48,8 @@ def test_the_wheel_installs_the_poms_the_grammar_and_the_patterns(wheel):
     names = set(zipfile.ZipFile(wheel).namelist())
     for need in ("cep/connectors/jars/pom.xml", "cep/connectors/jars/broker/pom.xml",
                  "cep/connectors/jars/spark-kafka/pom.xml", "cep/grammar/pattern.lark",
-                 "cep/patterns/card_testing.pattern", "cep/connectors/spark.py", "cep/connectors/spark_session.py",
+                 "cep/patterns/card_testing.pattern", "cep/connectors/spark.py", "cep/connectors/spark_spec.py", "cep/connectors/spark_route.py",
+                 "cep/connectors/spark_pack.py", "cep/connectors/spark_state.py", "cep/connectors/spark_session.py",
                  "cep/connectors/spark_checkpoint.py", "cep/connectors/sparkdaemon.py", "cep/io/kafka.py",
                  "cep/connectors/log4j2.properties", "cep/connectors/jvm/cep/hadoop/LocalFileSystem.java"):
         assert need in names, need

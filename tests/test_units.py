@@ -111,9 +111,8 @@ PATTERN k
 
 def test_partition_key_is_read_by_one_rule():
     """The engine's key, Kafka record keys and Spark's routing all read key_attrs with read_key."""
-    from cep.connectors.spark import partition_attrs
-
     from cep.io.writers import kafka_key, make_key_fn
+    from cep.plan.partition import partition_attrs
     from cep.runtime.engine import Engine
 
     (cp,) = compile_text(KEYED)

@@ -8,7 +8,7 @@ each task, to ``$CEP_WMARKS/wlog-<pid>.txt`` (with the minor page faults so far 
 generator's ``next``, ``=task <query id> <batch id> <stage> <partition>`` the task (Spark's local properties).
 
 Marked: PySpark's worker entry (``main``) and its per-task steps and serializers, the UDFs cep hands to Spark
-(``_route_batches``/``_handler``'s ``fn``), connectors/spark.py's stage-1 and stage-2 functions, the engine's
+(``_route_batches``/``_handler``'s ``fn``), the stage-1 and stage-2 functions of connectors/spark_route.py, spark_pack.py and spark_state.py, the engine's
 batch calls, ``gc.collect`` (the daemon's collection after a task) and every collection CPython runs
 (``gc.gen<N>``, from ``gc.callbacks``: an automatic one is inside whatever allocated). Nothing happens without ``CEP_WMARKS``.
 """
@@ -83,9 +83,11 @@ if os.environ.get("CEP_WMARKS"):
         "pyspark.sql.conversion": ["ArrowBatchTransformer.to_pandas", "PandasToArrowConversion.convert"],
     }
     CEP = {
-        "cep.connectors.spark": ["_router", "_packed_frame", "_pack_segments", "_by_bucket", "_group_step",
-                                 "_engines_for", "_lines_of", "_decode_group", "_push_values", "_out_rows",
-                                 "_frame", "_save", "_state_engines"],
+        # each function in the module whose globals its callers look it up in (an imported name is marked there)
+        "cep.connectors.spark_route": ["_router", "_packed_frame"],
+        "cep.connectors.spark_pack": ["_pack_segments"],
+        "cep.connectors.spark_state": ["_by_bucket", "_group_step", "_engines_for", "_lines_of", "_decode_group",
+                                       "_push_values", "_out_rows", "_frame", "_save", "_state_engines"],
         "cep.runtime.engine": ["Engine.push_batch", "Engine.advance_watermark", "Engine.dumps", "Engine.loads"],
     }
     UDFS = ("_route_batches.<locals>.fn", "_handler.<locals>.fn")  # what cep hands to Spark

@@ -233,7 +233,7 @@ class SinkError(Exception):
 def kafka_key(values: list[Any]) -> bytes:
     """The key bytes of a partition key value: a string as is, else compact JSON (1.0 -> 1).
 
-    The same rule as the Spark path (``cep.connectors.spark.kafka_key``), so both
+    The same rule as the Spark path (``cep.connectors.spark_spec.kafka_key``), so both
     paths key a composite event alike.
     """
     vals = [int(v) if type(v) is float and v.is_integer() else v for v in values]

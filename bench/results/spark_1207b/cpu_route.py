@@ -6,14 +6,15 @@ import time
 
 sys.path.insert(0, os.getcwd())
 import pandas as pd  # noqa: E402
-from cep.connectors import spark as S  # noqa: E402
+from cep.connectors import spark_route as RT
+from cep.connectors import spark_spec as SP
 
 from bench.spark_bench import PATTERN  # noqa: E402
 from cep.gc_policy import stream_gc  # noqa: E402
 
-spec = S.pattern_spec(PATTERN, lateness=120)
+spec = SP.pattern_spec(PATTERN, lateness=120)
 text = open(os.environ.get("EV", "/tmp/route/ev100k.jsonl")).read()
-route = S._route_batches(spec, whole_files=True)
+route = RT._route_batches(spec, whole_files=True)
 ts = []
 with stream_gc():
     for b in range(10):

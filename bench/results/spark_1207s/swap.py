@@ -9,7 +9,9 @@ import time
 from collections import OrderedDict
 
 import pandas as pd
-from cep.connectors import spark as S
+from cep.connectors import spark_route as RT
+from cep.connectors import spark_spec as SP
+from cep.connectors import spark_state as ST
 
 from bench.spark_bench import PATTERN, make_events
 from bench.spark_state import FakeGroupState
@@ -17,10 +19,10 @@ from cep.gc_policy import stream_gc
 
 B = int(os.environ.get("B", "5"))
 N = int(os.environ.get("N", "50000"))
-spec = S.pattern_spec(PATTERN, lateness=120)
+spec = SP.pattern_spec(PATTERN, lateness=120)
 spec.match_column, spec.pack_output = False, True
 events = make_events(N * B, 1000)
-route, handler = S._route_batches(spec, whole_files=True), S._handler(spec)
+route, handler = RT._route_batches(spec, whole_files=True), ST._handler(spec)
 frames = []
 for b in range(B):
     part = events[b * N:(b + 1) * N]
@@ -35,8 +37,8 @@ def run(swap: bool) -> tuple[list, dict, float]:
     caches = [OrderedDict(), OrderedDict()]
     states, rows, max_ts, cpu = {}, [], None, 0.0
     for b, (df, mx) in enumerate(frames):
-        S._ENGINES = caches[b % 2 if swap else 0]
-        wm = 0 if max_ts is None else S.spark_watermark_after(spec, max_ts)
+        ST._ENGINES = caches[b % 2 if swap else 0]
+        wm = 0 if max_ts is None else ST.spark_watermark_after(spec, max_ts)
         groups = [(key, r.drop(columns=["evt"])) for key, r in df.groupby(["g", "kg"])]
         t = time.process_time()
         for key, r in groups:
