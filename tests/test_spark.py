@@ -142,14 +142,17 @@ def test_cep_s_python_daemon_only_where_the_workers_run_this_interpreter_and_unl
 def test_cep_s_daemon_collects_the_oldest_generation_only_once_it_has_grown_by_a_quarter():
     """PySpark's daemon calls ``gc.collect()`` after every task; in cep's daemon that collection frees the cycles
     of the young generations every time, and those of the oldest once it has grown by a quarter since its last
-    full collection there (a full collection walked a cep worker's whole heap after every task: ~45 ms each)."""
+    full collection there (a full collection walked a cep worker's whole heap after every task: ~45 ms each). The
+    oldest generation is counted (~12 ms in a worker) only once the allocated memory blocks have grown by 1/16
+    since the last count or full collection: here a number the test sets."""
     import gc
+    import sys
     import weakref
 
-    from cep.connectors.sparkdaemon import OLDEST_GROWTH, AfterTaskGc
+    from cep.connectors.sparkdaemon import BLOCKS_GROWTH, OLDEST_GROWTH, AfterTaskGc
     from pyspark import daemon
 
-    assert isinstance(daemon.gc, AfterTaskGc)
+    assert isinstance(daemon.gc, AfterTaskGc) and daemon.gc.blocks is sys.getallocatedblocks
     assert daemon.gc.get_threshold() == gc.get_threshold()  # every other name is the gc module's
 
     class Node:
@@ -162,25 +165,43 @@ def test_cep_s_daemon_collects_the_oldest_generation_only_once_it_has_grown_by_a
             gc.collect(1)  # it survives a collection of the young generations: now in the oldest
         return weakref.ref(a)
 
-    after_task = AfterTaskGc()
+    blocks = [100_000]
+    after_task = AfterTaskGc(blocks=lambda: blocks[0])
+
+    def frees_half(phase: str, info: dict) -> None:  # a full collection gives the garbage's blocks back
+        if phase == "stop" and info["generation"] == 2:
+            blocks[0] //= 2
+
     enabled = gc.isenabled()
     gc.disable()  # no automatic collection in between
+    gc.callbacks.append(frees_half)
     try:
         old_ref = garbage_cycle(old=True)
         after_task.collect()  # the first one is full (no size of the oldest generation yet)
         assert old_ref() is None
         size = after_task.oldest_after_full
-        assert size == len(gc.get_objects(2))
-        for _ in range(3):  # then: the young generations only, while the oldest grows by less than a quarter
+        assert size == len(gc.get_objects(2)) and after_task.blocks_at_count == blocks[0] == 50_000  # (after it)
+        for _ in range(3):  # then: the young generations only
             old_ref, young_ref = garbage_cycle(old=True), garbage_cycle(old=False)
             after_task.collect()
             assert young_ref() is None and old_ref() is not None
         grown = [[i] for i in range(int(size * (OLDEST_GROWTH - 1)) + 10)]  # tracked objects, kept
         gc.collect(1)
-        after_task.collect()  # the oldest generation has grown by a quarter: a full collection
-        assert old_ref() is None
-        assert after_task.oldest_after_full >= size + len(grown)
+        after_task.collect()  # grown by a quarter, but the allocated blocks have not moved: not counted
+        assert old_ref() is not None
+        blocks[0] = int(50_000 * BLOCKS_GROWTH) - 1
+        after_task.collect()  # nor with the blocks just short of 1/16 more
+        assert old_ref() is not None and after_task.blocks_at_count == 50_000
+        blocks[0] += 1
+        after_task.collect()  # counted: the oldest generation has grown by a quarter, a full collection
+        assert old_ref() is None and after_task.oldest_after_full >= size + len(grown)
+        assert after_task.blocks_at_count == blocks[0] == int(50_000 * BLOCKS_GROWTH) // 2  # the blocks after it
+        old_ref = garbage_cycle(old=True)
+        blocks[0] = int(blocks[0] * BLOCKS_GROWTH) + 1
+        after_task.collect()  # counted again, but grown by less than a quarter: the oldest generation is left
+        assert old_ref() is not None and after_task.blocks_at_count == blocks[0]
     finally:
+        gc.callbacks.remove(frees_half)
         if enabled:
             gc.enable()
 
