@@ -177,26 +177,8 @@ def _router(spec: PatternSpec):
             else:
                 evs = many(lines[lo:hi], lo)
                 slow = lo + len(evs)
-                for i, ev in enumerate(evs, lo):
-                    typ = ev.type
-                    one_route = single.get(typ)
-                    if one_route is not None:
-                        g, _attrs, one = one_route
-                        v = ev.fields.get(one)
-                        if type(v) is str and (kg := kg_of.get(v)) is not None:
-                            key = (g, kg)
-                        else:
-                            key = (g, group_of(ev, _attrs, one))
-                        ts = ev.ts
-                        pack = cur.get(key)
-                        if pack is None:
-                            cur[key] = [ts, [i]]
-                        else:
-                            if ts > pack[0]:
-                                pack[0] = ts
-                            pack[1].append(i)
-                        continue
-                    for g, attrs, one in routes.get(typ, ()):
+                for i, ev in enumerate(evs, lo):  # (records that are not plain: rare, so not inlined)
+                    for g, attrs, one in routes.get(ev.type, ()):
                         add(cur, (g, group_of(ev, attrs, one)), ev.ts, i)
             # the record that ends the fast run and the rest of the chunk one at a time (as ``cep run``)
             for k in range(slow, hi):

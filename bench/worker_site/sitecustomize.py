@@ -8,9 +8,10 @@ each task, to ``$CEP_WMARKS/wlog-<pid>.txt`` (with the minor page faults so far 
 generator's ``next``, ``=task <query id> <batch id> <stage> <partition>`` the task (Spark's local properties).
 
 Marked: PySpark's worker entry (``main``) and its per-task steps and serializers, the UDFs cep hands to Spark
-(``_route_batches``/``_handler``'s ``fn``), the stage-1 and stage-2 functions of connectors/spark_route.py, spark_pack.py and spark_state.py, the engine's
-batch calls, ``gc.collect`` (the daemon's collection after a task) and every collection CPython runs
-(``gc.gen<N>``, from ``gc.callbacks``: an automatic one is inside whatever allocated). Nothing happens without ``CEP_WMARKS``.
+(``_route_batches``/``_handler``'s ``fn``), the stage-1 and stage-2 functions (connectors/spark_route.py,
+spark_pack.py, spark_state.py), the engine's batch calls, ``gc.collect`` (the daemon's collection after a task)
+and every collection CPython runs (``gc.gen<N>``, from ``gc.callbacks``: an automatic one is inside whatever
+allocated). Nothing happens without ``CEP_WMARKS``.
 """
 
 import os
