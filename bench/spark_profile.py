@@ -416,7 +416,7 @@ def child(args: argparse.Namespace) -> None:
     def run(inp: Path, tag: str):
         a = build_parser().parse_args([args.pattern, "-i", str(inp), "-o", str(work / f"out-{tag}"), "--checkpoint",
                                        str(work / f"ck-{tag}"), "--available-now", "--max-per-batch", "1",
-                                       "--key-groups", str(args.key_groups)])
+                                       *(["--key-groups", str(args.key_groups)] if args.key_groups else [])])
         q = start_query(spark, a)
         q.awaitTermination()
         if q.exception() is not None:
@@ -486,7 +486,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--files", type=int, default=3, help="input files = micro-batches")
     ap.add_argument("--master", default="local-cluster[2,1,1024]")
     ap.add_argument("--partitions", type=int, default=2, help="state partitions (spark.sql.shuffle.partitions)")
-    ap.add_argument("--key-groups", type=int, default=64)
+    ap.add_argument("--key-groups", type=int, default=None,
+                    help="cep spark --key-groups (default: cep's, one key group per state partition)")
     ap.add_argument("--pattern", default=PATTERN, help="the query's pattern (on the bench's Txn events)")
     ap.add_argument("--keys", type=int, default=1000, help="distinct cards in the events")
     ap.add_argument("--conf", action="append", default=[], help="extra Spark setting KEY=VALUE (repeatable)")

@@ -34,8 +34,10 @@ Stages:
 
 Key groups: the partition key value is hashed (crc32 of its canonical JSON) into ``engine_buckets()`` buckets
 (64 by default), as Flink does; a bucket's engine holds every key of its bucket and partitions them internally, and
-Spark groups the buckets into ``key_groups`` key groups (bucket % key_groups; 16 by default), each holding its
-buckets' engines. Grouping by the raw key would build one engine per key per micro-batch (milliseconds each:
+Spark groups the buckets into ``key_groups`` key groups (bucket % key_groups; ``detect()``'s default 16, a new
+``cep spark`` checkpoint's one per state partition: ``PatternSpec.placed``), each holding its buckets' engines; a
+key group's Spark key (the ``kg`` column) is its number, or with ``placed_on`` a label that Spark's hash puts on
+the state partition chosen for it (``placed_labels``). Grouping by the raw key would build one engine per key per micro-batch (milliseconds each:
 planning and runtime construction), which dominated the cost; a Spark group per bucket pays PySpark's per-group
 cost 64 times a micro-batch, while fewer, larger buckets make the engine slower per event (``engine_buckets``).
 The key-group count bounds the parallelism; both counts are fixed for the life of a checkpoint.
@@ -255,11 +257,13 @@ def _drain_batches(spec: PatternSpec):
 
         for pdf in batches:
             rows: list[tuple] = []
-            for g, kg, nonce, blob in zip(pdf["g"], pdf["kg"], pdf["nonce"], pdf["blob"], strict=True):
+            for g, label, nonce, blob in zip(pdf["g"].tolist(), pdf["kg"].tolist(), pdf["nonce"], pdf["blob"],
+                                             strict=True):
                 if blob is None:
                     continue
-                for _eg, eng in sorted(_state_engines(spec, int(g), int(kg), nonce, bytes(blob)).items()):
-                    rows += _rows(spec, int(g), eng.advance_watermark(math.inf))
+                engines = _state_engines(spec, g, spec.kg_index(g, label), nonce, bytes(blob))
+                for _eg, eng in sorted(engines.items()):
+                    rows += _rows(spec, g, eng.advance_watermark(math.inf))
             yield pd.DataFrame(rows, columns=OUT_COLS)
 
     return fn

@@ -43,22 +43,25 @@ def checkpoint_fingerprint(spec: PatternSpec) -> dict:
     from cep.runtime.engine import pattern_signature
 
     return {"patterns": [pattern_signature(cp) for cp in spec.compile()], "key_groups": spec.key_groups,
-            "group_engines": spec.group_engines, "time_unit": spec.time_unit, "type_field": spec.type_field,
-            "time_field": spec.time_field, "op_field": spec.op_field, "lateness": spec.lateness}
+            "group_engines": spec.group_engines, "placed_on": spec.placed_on, "time_unit": spec.time_unit,
+            "type_field": spec.type_field, "time_field": spec.time_field, "op_field": spec.op_field,
+            "lateness": spec.lateness}
 
 
 LAYOUT_KEYS = ("key_groups", "group_engines")  # a checkpoint's state layout: its own on resume unless given
 
 
-def check_checkpoint(checkpoint: str, spec: PatternSpec) -> PatternSpec:
+def check_checkpoint(checkpoint: str, spec: PatternSpec, state_partitions: int | None = None) -> PatternSpec:
     """Refuse a checkpoint written for other patterns or options (one line); record them in a new one.
 
     Why: the state store holds engine states of (pattern, key group) groups; other patterns or another key-group
     count would route records to the wrong states, and Spark would only fail deep inside a micro-batch.
-    Returns the spec the query runs with: ``spec`` with the key-group layout (``LAYOUT_KEYS``) the caller did not
-    choose (``spec.given``) taken from the checkpoint, as Flink keeps a savepoint's max parallelism: a checkpoint
-    written with other defaults (64 key groups of one engine each, before key groups held several) resumes as
-    it was written.
+    Returns the spec the query runs with. A resumed checkpoint: ``spec`` with the key-group layout
+    (``LAYOUT_KEYS``) the caller did not choose (``spec.given``) and the key groups' placement taken from the
+    checkpoint, as Flink keeps a savepoint's max parallelism: a checkpoint written with other defaults (64 key
+    groups of one engine each; 16 key groups of 4 engines, not placed) resumes as it was written. A new
+    checkpoint: with ``state_partitions`` (the query's ``spark.sql.shuffle.partitions``) its layout is chosen
+    for them (``PatternSpec.placed``) and recorded; without, it is only checked (the call before Spark starts).
     """
     import json
 
@@ -69,7 +72,9 @@ def check_checkpoint(checkpoint: str, spec: PatternSpec) -> PatternSpec:
         except ValueError:
             raise SparkPathError(f"checkpoint {checkpoint}: {CHECKPOINT_META} is not readable") from None
         have.setdefault("group_engines", 1)  # written when a key group was one engine
-        spec = replace(spec, **{k: have[k] for k in LAYOUT_KEYS if k not in spec.given and type(have.get(k)) is int})
+        placed_on = have.get("placed_on")  # (absent: written before key groups were placed)
+        spec = replace(spec, **{k: have[k] for k in LAYOUT_KEYS if k not in spec.given and type(have.get(k)) is int},
+                       placed_on=placed_on if type(placed_on) is int else None)
         want = checkpoint_fingerprint(spec)
         diff = sorted(k for k in want if have.get(k) != want[k])
         if diff:
@@ -77,10 +82,13 @@ def check_checkpoint(checkpoint: str, spec: PatternSpec) -> PatternSpec:
             raise SparkPathError(f"checkpoint {checkpoint} was written with other {what} (a resumed query needs "
                                  "the same patterns and options); use a new checkpoint directory")
         return spec
-    want = checkpoint_fingerprint(spec)
     if (Path(checkpoint) / "offsets").is_dir():
         raise SparkPathError(f"checkpoint {checkpoint} was not written by cep spark (no {CHECKPOINT_META}); "
                              "use a new checkpoint directory")
+    if state_partitions is None:
+        return spec
+    spec = spec.placed(state_partitions)
+    want = checkpoint_fingerprint(spec)
     meta.parent.mkdir(parents=True, exist_ok=True)
     tmp = meta.with_suffix(".tmp")
     tmp.write_text(json.dumps(want, indent=1))

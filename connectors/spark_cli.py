@@ -33,9 +33,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="number of state partitions (spark.sql.shuffle.partitions); fixed by the first run of "
                         "a checkpoint (default 4 for a new checkpoint)")
     p.add_argument("--key-groups", type=int, default=None,
-                   help="groups of partition key values, the unit of state (default 16 for a new checkpoint, "
-                        "each holding 64 / key-groups engines); fixed for the life of a checkpoint (a resumed "
-                        "query keeps the checkpoint's), and an upper bound on useful state partitions")
+                   help="groups of partition key values, the unit of state (default for a new checkpoint: one "
+                        "per state partition, each holding 64 / key-groups engines, at least one); fixed for the "
+                        "life of a checkpoint (a resumed query keeps the checkpoint's), and an upper bound on "
+                        "useful state partitions")
     p.add_argument("--master", default=None,
                    help="Spark master; default: the one spark-submit or the Spark configuration gives, else local[*]")
     p.add_argument("--type-field", default="type")
@@ -193,7 +194,7 @@ def start_query(spark, args: argparse.Namespace):
     from cep.connectors.spark import detect
     from cep.connectors.spark_checkpoint import check_checkpoint
 
-    spec = check_checkpoint(args.checkpoint, query_spec(args))
+    spec = check_checkpoint(args.checkpoint, query_spec(args), int(spark.conf.get("spark.sql.shuffle.partitions")))
     spec.match_column = False  # the targets take ``value`` (and ``key``) only
     # a directory's text sink writes a group's lines as one row (``spark._out_rows``: the same bytes, fewer rows
     # through Spark); Kafka needs one record per composite event, keyed by its partition key
@@ -213,7 +214,9 @@ def drain_to(spark, args: argparse.Namespace) -> int:
     commits = Path(args.checkpoint) / "commits"
     if not commits.is_dir() or not any(p.name.isdigit() for p in commits.iterdir()):
         return 0  # no micro-batch committed: no state, nothing pending
-    drained = drain(spark, args.checkpoint, query_spec(args)).persist()
+    from cep.connectors.spark_checkpoint import check_checkpoint
+
+    drained = drain(spark, args.checkpoint, check_checkpoint(args.checkpoint, query_spec(args))).persist()
     try:
         if _is_kafka(args.drain):
             write_rows(drained, args.drain, 0)

@@ -9,10 +9,11 @@ mark (``PLAIN_MARK``) when they are flat records without long integers. One home
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from cep.connectors.spark_spec import (
     _NO_TIME_US,
+    BAD_ROW_GROUP,
     PACK_SEP,
     PACK_SEP_BYTES,
     PLAIN_MARK,
@@ -23,9 +24,10 @@ from cep.io.readers import _DIGITS, _INTEGER_RUN
 from cep.longints import has_long_digit_run_numpy
 
 
-def _packed_frame(packs: dict[tuple[int, int], list], factor: int, key_groups: int):
+def _packed_frame(packs: dict[tuple[int, int], list], factor: int, labels: Callable[[int], list[int]]):
     """The route step's output rows: one per (pattern, engine bucket), its records in one ``value``
-    (``_pack_segments``), ``kg`` = the bucket's key group (Spark groups by ``g, kg``), ``eg`` = the bucket;
+    (``_pack_segments``), ``kg`` = the Spark key of the bucket's key group (Spark groups by ``g, kg``): key group
+    ``bucket % key_groups``, its label ``labels(g)[key group]`` (``PatternSpec.kg_labels``), ``eg`` = the bucket;
     ``evt`` = Spark's event-time column (``spark_time_us``) of the pack's largest time (in time units, ``factor``
     us each), of ``_NO_TIME_US`` for bad records (-inf). ``evt`` is an int64 column of microseconds: PySpark
     hands a non-datetime column to Arrow as is, and Arrow takes integers as the timestamp's microseconds (a
@@ -39,7 +41,11 @@ def _packed_frame(packs: dict[tuple[int, int], list], factor: int, key_groups: i
     rows = []
     for (g, eg), (ts, segs) in packs.items():
         evt = spark_time_us(_NO_TIME_US if ts == -math.inf else int(round(ts * factor)))
-        kg = eg % key_groups
+        if g == BAD_ROW_GROUP:
+            kg = 0
+        else:
+            kg_labels = labels(g)
+            kg = kg_labels[eg % len(kg_labels)]
         rows.extend((g, kg, eg, evt, value) for value in _pack_segments(segs))
     return pd.DataFrame(rows, columns=["g", "kg", "eg", "evt", "value"])
 

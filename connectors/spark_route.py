@@ -212,7 +212,7 @@ def _router(spec: PatternSpec):
         return sum(len(idx) for _ts, idx in cur.values()) + len(bad)
 
     route.factor = factor  # type: ignore[attr-defined]
-    route.key_groups = spec.key_groups  # type: ignore[attr-defined]
+    route.kg_labels = spec.kg_labels  # type: ignore[attr-defined]
     return route
 
 
@@ -273,9 +273,9 @@ def _route_batches(spec: PatternSpec, whole_files: bool = False):
                             lines.append(value.encode() if isinstance(value, str) else bytes(value))
                     held += route(lines, 0, "", poss, packs)
             if held >= PACK_RECORDS:  # checked per input batch (a whole file is one)
-                yield _packed_frame(packs, route.factor, route.key_groups)
+                yield _packed_frame(packs, route.factor, route.kg_labels)
                 packs, held = {}, 0
         if packs:
-            yield _packed_frame(packs, route.factor, route.key_groups)
+            yield _packed_frame(packs, route.factor, route.kg_labels)
 
     return fn

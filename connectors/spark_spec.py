@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -49,10 +49,13 @@ SIDE_OPS = ("late", "error")  # output rows that are not composite events (see d
 BAD_RECORD_MARK = "cep-bad-record: "  # prefix of a bad record's message inside Spark's failure text
 
 
-# A new query's Spark groups of partition keys (``--key-groups``) and the engine buckets in all (each key group holds
-# ENGINE_BUCKETS // key_groups engines, at least one). Why 16 and 64: PySpark's per-group cost falls with fewer
-# groups, while the engine is cheapest per event with about 64 buckets on the bench stream (1 000 keys);
-# 16 key groups still spread over the default 4 state partitions (Spark hashes the groups to them: 3-5 each).
+# Spark's groups of partition keys (``--key-groups``) of a ``detect()`` that is given no count, and the engine
+# buckets in all (each key group holds ENGINE_BUCKETS // key_groups engines, at least one). Why 64 buckets: the
+# engine is cheapest per event with about 64 on the bench stream (1 000 keys). ``cep spark`` starts a new
+# checkpoint with one key group per state partition instead (``check_checkpoint``, ``placed_labels``): PySpark's
+# per-group cost falls with fewer groups, and a key group more than the state partitions adds no parallelism
+# (a state partition is one task). ``detect()`` does not see the checkpoint its caller writes to, so its
+# default is a constant that a resumed query gets again.
 DEFAULT_KEY_GROUPS = 16
 ENGINE_BUCKETS = 64
 
@@ -80,6 +83,10 @@ class PatternSpec:
     # checkpoint (``check_checkpoint`` reads them from it)
     key_groups: int = DEFAULT_KEY_GROUPS
     group_engines: int = 1
+    # the state partitions the key groups are placed on (``placed_labels``: each its own partition, as Flink
+    # assigns key-group ranges), or None: a key group's Spark key is its index, hashed to a partition by Spark
+    # (every checkpoint written before placement; ``detect()`` unless given a spec). Fixed for a checkpoint's life.
+    placed_on: int | None = None
     given: frozenset = frozenset()  # which of key_groups / group_engines the caller chose (not defaults)
     names: list[str] = field(default_factory=list)
     match_column: bool = True  # False: ``match`` is null (``cep spark`` writes only ``value``; saves a JSON per output)
@@ -90,7 +97,35 @@ class PatternSpec:
 
     def cache_id(self) -> tuple:
         return (tuple(self.sources), self.time_unit, self.type_field, self.time_field, self.op_field,
-                self.lateness, self.on_error, self.key_groups, self.group_engines)
+                self.lateness, self.on_error, self.key_groups, self.group_engines, self.placed_on)
+
+    def placed(self, partitions: int) -> PatternSpec:
+        """This spec for a new checkpoint of ``partitions`` state partitions: one key group per state partition
+        (unless the caller chose a count), each holding ``ENGINE_BUCKETS // key_groups`` engines (unless
+        chosen), placed on the partitions (``placed_labels``).
+
+        Why one per partition: a state partition is one task, so more key groups add no parallelism, and
+        PySpark pays per group and micro-batch (~2 ms of the worker's CPU and some of the executor's:
+        bench/results/spark.md); the placement keeps every partition busy."""
+        kg = self.key_groups if "key_groups" in self.given else partitions
+        ge = self.group_engines if "group_engines" in self.given else max(1, ENGINE_BUCKETS // kg)
+        return replace(self, key_groups=kg, group_engines=ge, placed_on=partitions)
+
+    def kg_labels(self, g: int) -> list[int]:
+        """Pattern ``g``'s key groups' Spark keys (the ``kg`` column), by key-group index: their indexes, or
+        with ``placed_on`` the labels that Spark's hash partitioning puts on the partitions ``placed_labels``
+        chose."""
+        if self.placed_on is None:
+            return list(range(self.key_groups))
+        return placed_labels(g, self.key_groups, self.placed_on)
+
+    def kg_index(self, g: int, label: int) -> int:
+        """The key-group index of pattern ``g``'s Spark key ``label`` (``kg_labels``' inverse; the bad records'
+        group keeps its key)."""
+        if self.placed_on is None or g == BAD_ROW_GROUP:
+            return label
+        placed_labels(g, self.key_groups, self.placed_on)
+        return _LABEL_INDEX[(g, self.key_groups, self.placed_on)][label]
 
     def engine_buckets(self) -> int:
         """The hash buckets of partition key values, one engine each: ``key_groups * group_engines``; bucket
@@ -152,6 +187,62 @@ class PatternSpec:
         from cep.runtime.engine import Engine
 
         return Engine.loads(blob, [self.compile()[g]], [self.plans()[g]], lines=lines)
+
+
+# ---------------------------------------------------------------------------------------- key-group placement
+
+
+def _murmur3_int(value: int, seed: int) -> int:
+    """Murmur3 x86_32 of a 4-byte integer, as Spark's ``Murmur3_x86_32.hashInt`` (unsigned 32-bit result)."""
+    k = (value & 0xFFFFFFFF) * 0xCC9E2D51 & 0xFFFFFFFF
+    k = ((k << 15) | (k >> 17)) * 0x1B873593 & 0xFFFFFFFF
+    h = seed ^ k
+    h = (((h << 13) | (h >> 19)) & 0xFFFFFFFF) * 5 + 0xE6546B64 & 0xFFFFFFFF
+    h ^= 4
+    h = (h ^ (h >> 16)) * 0x85EBCA6B & 0xFFFFFFFF
+    h = (h ^ (h >> 13)) * 0xC2B2AE35 & 0xFFFFFFFF
+    return h ^ (h >> 16)
+
+
+def spark_partition_of(g: int, label: int, partitions: int) -> int:
+    """The state partition of Spark group ``(g, kg=label)``: Spark's hash partitioning of two int columns,
+    ``pmod(murmur3(kg, murmur3(g, 42)), partitions)`` (Spark keeps this function for stateful operators across
+    versions: their state is laid out by it, ``StatefulOpClusteredDistribution``)."""
+    h = _murmur3_int(label, _murmur3_int(g, 42))
+    return (h - (1 << 32) if h >= 1 << 31 else h) % partitions
+
+
+_LABELS: dict[tuple[int, int, int], list[int]] = {}
+_LABEL_INDEX: dict[tuple[int, int, int], dict[int, int]] = {}
+
+
+def placed_labels(g: int, key_groups: int, partitions: int) -> list[int]:
+    """Pattern ``g``'s key-group labels on ``partitions`` state partitions: key group ``i`` goes to partition
+    ``(g * key_groups + i) % partitions``, and its label is the smallest free non-negative int that Spark hashes
+    there (``spark_partition_of``).
+
+    Why: Spark hashes the group keys to the state partitions, and a few keys hash unevenly (4 key groups
+    numbered 0-3 of pattern 0 land on 2 of 4 partitions), so with the key groups numbered as they are, one key
+    group per state partition would leave partitions idle and others doubled. Labels chosen this way give every
+    partition its share, as Flink gives each operator instance a range of key groups; the engines and their
+    buckets are the same either way, only the Spark key of a key group changes.
+    """
+    key = (g, key_groups, partitions)
+    labels = _LABELS.get(key)
+    if labels is None:
+        want: dict[int, list[int]] = {}
+        for i in reversed(range(key_groups)):
+            want.setdefault((g * key_groups + i) % partitions, []).append(i)
+        labels, left, label = [0] * key_groups, key_groups, 0
+        while left:
+            waiting = want.get(spark_partition_of(g, label, partitions))
+            if waiting:
+                labels[waiting.pop()] = label
+                left -= 1
+            label += 1
+        _LABEL_INDEX[key] = {lab: i for i, lab in enumerate(labels)}
+        _LABELS[key] = labels
+    return labels
 
 
 # per process (Spark's Python workers are reused across tasks): compiled patterns and physical plans, keyed by

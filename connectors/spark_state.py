@@ -444,7 +444,8 @@ def _handler(spec: PatternSpec):
 
     def fn(key, pdfs, state) -> Iterator[Any]:
         with stream_gc():
-            rows = _group_step(spec, int(key[0]), int(key[1]), pdfs, state)
+            g = int(key[0])
+            rows = _group_step(spec, g, spec.kg_index(g, int(key[1])), pdfs, state)
         if rows:
             yield _frame(spec, rows)
 

@@ -1094,26 +1094,65 @@ def _resumed_is_one_run(spark, inp: Path, out: Path, ck: Path, first: list, ref)
     assert content(got) == content(ref)
 
 
-def test_a_checkpoint_of_one_engine_per_key_group_resumes_as_written(spark, data, tmp_path):
-    """A checkpoint written before key groups held several engines (64 key groups of one engine each, no
-    ``group_engines`` in its record) resumes without --key-groups in its own layout: the state it holds (partial
-    matches across the stop) is read, and the output is that of one uninterrupted run."""
+def test_a_new_checkpoint_places_one_key_group_on_each_state_partition(spark, data, tmp_path):
+    """A new checkpoint of 4 state partitions gets 4 key groups per pattern, each in its own partition (Spark's
+    state store says where each key group's state is: ``partition_id``), and the output is ``cep run``'s.
+    Numbered 0-3 as before placement, pattern 1's key groups would hash to partitions 0, 3, 1, 1."""
     from cep.connectors import spark_checkpoint as C
-    from cep.connectors.spark_cli import start_query
+    from cep.connectors import spark_spec as SP
+    from cep.connectors.spark_cli import query_spec, start_query
+
+    events, ref = data
+    inp, out, ck = tmp_path / "in", tmp_path / "out", tmp_path / "ck"
+    split_files(events, inp, 3)
+    before = spark.conf.get("spark.sql.shuffle.partitions")
+    spark.conf.set("spark.sql.shuffle.partitions", "4")
+    try:
+        q = start_query(spark, cli_args("-i", str(inp), "-o", str(out), "--checkpoint", str(ck), "--available-now"))
+        q.awaitTermination()
+    finally:
+        spark.conf.set("spark.sql.shuffle.partitions", before)
+    assert q.exception() is None
+    assert content(read_dir_output(out)) == content(ref)
+    spec = C.check_checkpoint(str(ck), query_spec(cli_args("-i", "-", "-o", "-", "--checkpoint", "-")))
+    assert (spec.key_groups, spec.placed_on) == (4, 4)
+    states = spark.read.format("statestore").load(str(ck)).selectExpr("key.g AS g", "key.kg AS kg", "partition_id")
+    placed = {(r.g, spec.kg_index(r.g, r.kg)): r.partition_id for r in states.collect()}
+    assert {g for g, _ in placed} == {0, 1}
+    assert all(part == (g * 4 + i) % 4 for (g, i), part in placed.items()), placed
+    assert [SP.spark_partition_of(1, label, 4) for label in range(4)] == [0, 3, 1, 1]
+
+
+@pytest.mark.parametrize("layout", [{"key_groups": 64}, {"key_groups": 16, "group_engines": 4}],
+                         ids=["64-of-one-engine", "16x4-not-placed"])
+def test_a_checkpoint_of_an_earlier_layout_resumes_as_written(spark, data, tmp_path, layout):
+    """Checkpoints written by earlier versions resume without --key-groups in their own layout, their key groups
+    keyed as they were: 64 key groups of one engine each (no ``group_engines`` in the record), and 16 key groups
+    of 4 engines keyed by their index (no ``placed_on``). The state they hold (partial matches across the stop) is
+    read, and the output is that of one uninterrupted run. The checkpoint is started as those versions started
+    it: their record, written before the first run."""
+    from cep.connectors import spark_checkpoint as C
+    from cep.connectors import spark_spec as SP
+    from cep.connectors.spark_cli import query_spec, start_query
 
     events, ref = data
     files = split_files(events, tmp_path / "all", 6)
     inp, out, ck = tmp_path / "in", tmp_path / "out", tmp_path / "ck"
     inp.mkdir()
+    ck.mkdir()
+    meta = C.checkpoint_fingerprint(query_spec(cli_args("-i", "-", "-o", "-", "--checkpoint", "-")))
+    del meta["placed_on"], meta["group_engines"]
+    (ck / C.CHECKPOINT_META).write_text(json.dumps({**meta, **layout}))  # the record as written then
     for f in files[:3]:
         f.rename(inp / f.name)
-    q = start_query(spark, cli_args("-i", str(inp), "-o", str(out), "--checkpoint", str(ck), "--available-now",
-                                    "--key-groups", "64"))
+    q = start_query(spark, cli_args("-i", str(inp), "-o", str(out), "--checkpoint", str(ck), "--available-now"))
     q.awaitTermination()
     assert q.exception() is None
-    meta = json.loads((ck / C.CHECKPOINT_META).read_text())
-    assert (meta.pop("key_groups"), meta.pop("group_engines")) == (64, 1)
-    (ck / C.CHECKPOINT_META).write_text(json.dumps({**meta, "key_groups": 64}))  # the record as written then
+    states = spark.read.format("statestore").load(str(ck)).selectExpr("key.kg AS kg", "value.groupState.nonce AS n")
+    kgs = {(r.kg, r.n.split(":")[0]) for r in states.collect()}
+    want = SP.pattern_spec(PATTERNS, key_groups=layout["key_groups"], group_engines=layout.get("group_engines", 1))
+    assert kgs and {kg for kg, _ in kgs} <= set(range(want.key_groups)) and {n for _, n in kgs} == {want.layout()}
+    assert json.loads((ck / C.CHECKPOINT_META).read_text()) == {**meta, **layout}
     first = read_dir_output(out)
     for f in files[3:]:
         f.rename(inp / f.name)
@@ -1394,7 +1433,7 @@ def test_checkpoint_of_other_patterns_or_key_groups_is_refused(tmp_path):
     from cep.connectors.spark_spec import pattern_spec
 
     ck = str(tmp_path / "ck")
-    check_checkpoint(ck, pattern_spec(PATTERNS, key_groups=64))
+    check_checkpoint(ck, pattern_spec(PATTERNS, key_groups=64), 2)
     check_checkpoint(ck, pattern_spec(PATTERNS, key_groups=64))  # the same: accepted
     r = run_cep("spark", *PATTERNS, "-i", str(tmp_path), "-o", str(tmp_path / "out"), "--checkpoint", ck,
                 "--key-groups", "32", check=False)
@@ -1405,31 +1444,41 @@ def test_checkpoint_of_other_patterns_or_key_groups_is_refused(tmp_path):
 
 
 def test_a_checkpoint_keeps_its_key_group_layout_unless_one_is_given(tmp_path):
-    """A new checkpoint records the default layout (DEFAULT_KEY_GROUPS key groups of several engines); a resumed
-    query takes the checkpoint's layout when the caller gives none (a checkpoint written before key groups held
-    several engines has no ``group_engines``: 64 key groups of one engine each), and a given --key-groups that
-    contradicts it is refused in one line. Checked before Spark starts."""
+    """A new checkpoint of N state partitions records one key group per partition, placed on them (a given
+    --key-groups is kept, placed too; ``detect()``'s own default stays DEFAULT_KEY_GROUPS, not placed); a call
+    that does not know the state partitions (before Spark starts) records nothing. A resumed query takes the
+    checkpoint's layout and placement when the caller gives none (a checkpoint written before key groups held
+    several engines has no ``group_engines``: 64 key groups of one engine each; one written before placement has
+    no ``placed_on``), and a given --key-groups that contradicts it is refused in one line. Checked before Spark
+    starts."""
     from cep.connectors import spark_checkpoint as C
     from cep.connectors import spark_spec as SP
 
-    new = SP.pattern_spec(PATTERNS)
-    assert (new.key_groups, new.group_engines) == (SP.DEFAULT_KEY_GROUPS, SP.ENGINE_BUCKETS // SP.DEFAULT_KEY_GROUPS)
-    assert new.group_engines > 1 and new.layout() == f"{new.key_groups}x{new.group_engines}"
+    default = SP.pattern_spec(PATTERNS)
+    assert (default.key_groups, default.group_engines, default.placed_on) == (
+        SP.DEFAULT_KEY_GROUPS, SP.ENGINE_BUCKETS // SP.DEFAULT_KEY_GROUPS, None)
+    assert default.layout() == f"{default.key_groups}x{default.group_engines}"
     ck = tmp_path / "ck"
-    C.check_checkpoint(str(ck), new)
+    assert C.check_checkpoint(str(ck), default) == default and not (ck / C.CHECKPOINT_META).exists()
+    new = C.check_checkpoint(str(ck), default, 4)
+    assert (new.key_groups, new.group_engines, new.placed_on) == (4, SP.ENGINE_BUCKETS // 4, 4)
     meta = json.loads((ck / C.CHECKPOINT_META).read_text())
-    assert (meta["key_groups"], meta["group_engines"]) == (new.key_groups, new.group_engines)
+    assert (meta["key_groups"], meta["group_engines"], meta["placed_on"]) == (4, 16, 4)
+    given = C.check_checkpoint(str(tmp_path / "given"), SP.pattern_spec(PATTERNS, key_groups=8), 4)
+    assert (given.key_groups, given.group_engines, given.placed_on) == (8, 8, 4)
+    many = C.check_checkpoint(str(tmp_path / "many"), SP.pattern_spec(PATTERNS), 200)
+    assert (many.key_groups, many.group_engines, many.layout()) == (200, 1, "200")
     old = tmp_path / "old"
-    C.check_checkpoint(str(old), SP.pattern_spec(PATTERNS, key_groups=64))
+    C.check_checkpoint(str(old), SP.pattern_spec(PATTERNS, key_groups=64), 2)
     meta = json.loads((old / C.CHECKPOINT_META).read_text())
-    assert meta["group_engines"] == 1
-    del meta["group_engines"]  # as written before key groups held several engines
+    assert (meta["group_engines"], meta["placed_on"]) == (1, 2)
+    del meta["group_engines"], meta["placed_on"]  # as written before key groups held several engines
     (old / C.CHECKPOINT_META).write_text(json.dumps(meta))
     for given, want in (({}, (64, 1)), ({"key_groups": 64}, (64, 1))):
-        spec = C.check_checkpoint(str(old), SP.pattern_spec(PATTERNS, **given))
-        assert (spec.key_groups, spec.group_engines, spec.layout()) == (*want, "64")
-    spec = C.check_checkpoint(str(ck), SP.pattern_spec(PATTERNS))
-    assert (spec.key_groups, spec.group_engines) == (new.key_groups, new.group_engines)
+        spec = C.check_checkpoint(str(old), SP.pattern_spec(PATTERNS, **given), 2)
+        assert (spec.key_groups, spec.group_engines, spec.layout(), spec.placed_on) == (*want, "64", None)
+    spec = C.check_checkpoint(str(ck), SP.pattern_spec(PATTERNS), 8)  # Spark keeps the checkpoint's 4
+    assert (spec.key_groups, spec.group_engines, spec.placed_on) == (new.key_groups, new.group_engines, 4)
     with pytest.raises(SP.SparkPathError, match="--key-groups"):
         C.check_checkpoint(str(old), SP.pattern_spec(PATTERNS, key_groups=SP.DEFAULT_KEY_GROUPS))
     r = run_cep("spark", *PATTERNS, "-i", str(tmp_path), "-o", str(tmp_path / "out"), "--checkpoint", str(old),
