@@ -29,6 +29,13 @@ JIT_OPTIONS = "-XX:TieredStopAtLevel=1"
 # extraJavaOptions keeps its own collector.
 GC_OPTIONS = "-XX:+UseParallelGC"
 JVM_OPTIONS = f"{JIT_OPTIONS} {GC_OPTIONS}"
+# The executors' initial heap: all of it (``-Xms`` = the executor memory, as Spark sizes ``-Xmx``). Why: with a
+# small initial heap the parallel collector grows and shrinks the generations as a micro-batch's buffers come and
+# go, and the pages it hands back are faulted in again: on local-cluster the executors' system time and page
+# faults fell by a fifth and their CPU by 0.04-0.07 s per 10^5-event micro-batch in 4 of 4 pairs
+# (bench/results/spark.md, 2026-12-07c). Only with cep's executor options (a deployment that sets
+# extraJavaOptions keeps its own), and only when the executor memory is known (``executor_memory_mb``).
+EXECUTOR_MEMORY = "spark.executor.memory"
 # The JVMs' logging: cep's log4j2 configuration (Spark's defaults at WARN, not INFO), shipped in this package.
 # Why: Spark's default executors log ~80 INFO lines per micro-batch each (tasks, broadcasts, shuffle blocks,
 # state store commits), ~6 % of local-cluster executors' Java samples (bench/results/spark.md); make_session's
@@ -133,6 +140,31 @@ def given_spark_conf() -> dict[str, str]:
     return conf
 
 
+_SIZE_UNITS_MB = {"": 1, "b": 1 / 2**20, "k": 1 / 1024, "kb": 1 / 1024, "m": 1, "mb": 1, "g": 1024, "gb": 1024,
+                  "t": 2**20, "tb": 2**20, "p": 2**30, "pb": 2**30}
+
+
+def executor_memory_mb(given: Mapping[str, str], environ: Mapping[str, str] = os.environ) -> int | None:
+    """The executors' heap in MiB as Spark sizes it (``SparkContext``: ``spark.executor.memory``, else
+    ``SPARK_EXECUTOR_MEMORY``, else ``SPARK_MEM``, else 1024; a number without a unit is MiB), with
+    ``spark-submit --executor-memory`` in ``PYSPARK_SUBMIT_ARGS`` as Spark reads it; None when a value is not a
+    size Spark reads (then cep adds no ``-Xms``: one larger than Spark's ``-Xmx`` would stop the JVM)."""
+    import re
+    import shlex
+
+    value = given.get(EXECUTOR_MEMORY)
+    if value is None:
+        args = shlex.split(environ.get("PYSPARK_SUBMIT_ARGS", ""))
+        value = next((args[i + 1] for i, a in enumerate(args[:-1]) if a == "--executor-memory"), None)
+    if value is None:
+        value = environ.get("SPARK_EXECUTOR_MEMORY") or environ.get("SPARK_MEM") or "1024"
+    m = re.fullmatch(r"\s*(\d+)\s*([a-z]*)\s*", value.lower())
+    if m is None or m.group(2) not in _SIZE_UNITS_MB:
+        return None
+    mb = int(int(m.group(1)) * _SIZE_UNITS_MB[m.group(2)])
+    return mb if mb > 0 else None
+
+
 LOG4J2_FILES = tuple(f"log4j2{t}.{e}" for t in ("-test", "") for e in ("properties", "yaml", "yml", "json", "jsn", "xml"))
 
 
@@ -159,13 +191,17 @@ def session_settings(master: str, given: dict[str, str], state_partitions: int |
                      local_fs_classes: str | None = None, workers_run_this_python: bool = False) -> dict[str, str]:
     """The settings ``make_session`` adds to a session on ``master``: cep's defaults that ``given`` (the
     deployment's settings, ``given_spark_conf``) does not set, and the state partitions (an explicit
-    ``state_partitions`` wins over the deployment's; without either, 4). ``log_config_given``: the deployment
+    ``state_partitions`` wins over the deployment's; without either, 4); cep's executor options start the executors
+    with their whole heap (``EXECUTOR_MEMORY``). ``log_config_given``: the deployment
     gives its own log4j2 configuration (``given_log_config``): cep's ``LOG_OPTION`` is not added.
     ``local_fs_classes``: the directory of cep's compiled local file system class (``localfs.classes_dir``), for
     JVMs this session starts: its settings are added on local masters unless the deployment gives one of them.
     ``workers_run_this_python``: the Python workers run this interpreter (``workers_python``), so cep's daemon
     (``CEP_DAEMON_DEFAULTS``) is set on local masters."""
     wanted = dict(SESSION_DEFAULTS)
+    heap_mb = executor_memory_mb(given)
+    if heap_mb is not None:
+        wanted[EXECUTOR_JAVA_OPTIONS] += f" -Xms{heap_mb}m"
     if not log_config_given and " " not in str(LOG_CONFIG):  # (a path with a space would need quoting)
         wanted[DRIVER_JAVA_OPTIONS] += " " + LOG_OPTION
         if master.startswith(("local[", "local-cluster[")) or master == "local":

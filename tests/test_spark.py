@@ -93,13 +93,15 @@ def test_session_settings_fill_in_only_what_the_deployment_does_not_give():
 
     defaults = {**SESSION_DEFAULTS, **ROCKSDB_DEFAULTS}
     # cep's log4j2 configuration: the driver's JVM, and the executors' on this machine's masters only
-    logs = {DRIVER_JAVA_OPTIONS: f"{JVM_OPTIONS} {LOG_OPTION}", EXECUTOR_JAVA_OPTIONS: f"{JVM_OPTIONS} {LOG_OPTION}"}
+    logs = {DRIVER_JAVA_OPTIONS: f"{JVM_OPTIONS} {LOG_OPTION}",
+            EXECUTOR_JAVA_OPTIONS: f"{JVM_OPTIONS} -Xms1024m {LOG_OPTION}"}
     local = session_settings("local[2]", {})
     assert local == {**defaults, **LOCAL_DEFAULTS, **LOCAL_FS_DEFAULTS, **logs, "spark.sql.shuffle.partitions": "4"}
     assert session_settings("local-cluster[2,1,1024]", {}) == {**defaults, **LOCAL_FS_DEFAULTS, **logs,
                                                                "spark.sql.shuffle.partitions": "4"}
     assert session_settings("spark://elsewhere:7077", {}) == {
-        **defaults, DRIVER_JAVA_OPTIONS: f"{JVM_OPTIONS} {LOG_OPTION}", "spark.sql.shuffle.partitions": "4"}
+        **defaults, DRIVER_JAVA_OPTIONS: f"{JVM_OPTIONS} {LOG_OPTION}", EXECUTOR_JAVA_OPTIONS: f"{JVM_OPTIONS} -Xms1024m",
+        "spark.sql.shuffle.partitions": "4"}
     for key in local:  # each of cep's settings, given by the deployment: kept as given (absent here)
         given = {key: "deployment's"}
         for master in ("local[2]", "local-cluster[2,1,1024]", "spark://elsewhere:7077"):
@@ -109,6 +111,37 @@ def test_session_settings_fill_in_only_what_the_deployment_does_not_give():
         "spark.sql.shuffle.partitions"] == "3"
     assert "spark.sql.streaming.stateStore.providerClass" not in session_settings("local[2]", {}, rocksdb=False)
     assert CHECKPOINT_FILE_MANAGER not in session_settings("local[2]", {"spark.hadoop.fs.defaultFS": "hdfs://nn:8020"})
+
+
+def test_the_executors_start_with_their_whole_heap_when_its_size_is_known(monkeypatch):
+    """cep's executor options hold ``-Xms`` = the executor memory as Spark sizes ``-Xmx`` (spark.executor.memory,
+    spark-submit --executor-memory, SPARK_EXECUTOR_MEMORY, SPARK_MEM, else 1024 MiB), and none when the size is
+    not one Spark reads; a deployment's own executor options are kept as given."""
+    from cep.connectors.spark_session import (
+        EXECUTOR_JAVA_OPTIONS,
+        executor_memory_mb,
+        session_settings,
+    )
+
+    for var in ("PYSPARK_SUBMIT_ARGS", "SPARK_EXECUTOR_MEMORY", "SPARK_MEM"):
+        monkeypatch.delenv(var, raising=False)
+    assert executor_memory_mb({}, {}) == 1024
+    for value, mb in (("4g", 4096), ("4G", 4096), ("512m", 512), ("2048", 2048), ("1gb", 1024), ("1t", 2**20),
+                      ("3145728k", 3072), ("536870912b", 512), (" 2g ", 2048)):
+        assert executor_memory_mb({"spark.executor.memory": value}, {}) == mb, value
+    for bad in ("lots", "1.5g", "2x", "", "0"):
+        assert executor_memory_mb({"spark.executor.memory": bad}, {}) is None, bad
+    assert executor_memory_mb({}, {"PYSPARK_SUBMIT_ARGS": "--master local-cluster[2,1,512] --executor-memory 512m "
+                                                          "pyspark-shell"}) == 512
+    assert executor_memory_mb({}, {"SPARK_EXECUTOR_MEMORY": "3g", "SPARK_MEM": "5g"}) == 3072
+    assert executor_memory_mb({}, {"SPARK_MEM": "5g"}) == 5120
+    assert executor_memory_mb({"spark.executor.memory": "2g"}, {"SPARK_EXECUTOR_MEMORY": "3g"}) == 2048
+    for master in ("local-cluster[2,1,1024]", "spark://elsewhere:7077"):
+        assert "-Xms2048m" in session_settings(master, {"spark.executor.memory": "2g"})[EXECUTOR_JAVA_OPTIONS]
+        assert "-Xms" not in session_settings(master, {"spark.executor.memory": "lots"})[EXECUTOR_JAVA_OPTIONS]
+        assert EXECUTOR_JAVA_OPTIONS not in session_settings(master, {EXECUTOR_JAVA_OPTIONS: "-Xss4m"})
+    monkeypatch.setenv("SPARK_EXECUTOR_MEMORY", "768m")
+    assert "-Xms768m" in session_settings("local-cluster[2,1,1024]", {})[EXECUTOR_JAVA_OPTIONS]
 
 
 def test_cep_s_python_daemon_only_where_the_workers_run_this_interpreter_and_unless_given():
