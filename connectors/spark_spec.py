@@ -124,8 +124,11 @@ class PatternSpec:
         group keeps its key)."""
         if self.placed_on is None or g == BAD_ROW_GROUP:
             return label
-        placed_labels(g, self.key_groups, self.placed_on)
-        return _LABEL_INDEX[(g, self.key_groups, self.placed_on)][label]
+        index = _placement(g, self.key_groups, self.placed_on)[1].get(label)
+        if index is None:
+            raise SparkPathError(f"a state of pattern {g} is keyed {label}, not a key group of this checkpoint's "
+                                 f"placement ({self.key_groups} key groups on {self.placed_on} state partitions)")
+        return index
 
     def engine_buckets(self) -> int:
         """The hash buckets of partition key values, one engine each: ``key_groups * group_engines``; bucket
@@ -212,10 +215,6 @@ def spark_partition_of(g: int, label: int, partitions: int) -> int:
     return (h - (1 << 32) if h >= 1 << 31 else h) % partitions
 
 
-_LABELS: dict[tuple[int, int, int], list[int]] = {}
-_LABEL_INDEX: dict[tuple[int, int, int], dict[int, int]] = {}
-
-
 def placed_labels(g: int, key_groups: int, partitions: int) -> list[int]:
     """Pattern ``g``'s key-group labels on ``partitions`` state partitions: key group ``i`` goes to partition
     ``(g * key_groups + i) % partitions``, and its label is the smallest free non-negative int that Spark hashes
@@ -227,9 +226,17 @@ def placed_labels(g: int, key_groups: int, partitions: int) -> list[int]:
     partition its share, as Flink gives each operator instance a range of key groups; the engines and their
     buckets are the same either way, only the Spark key of a key group changes.
     """
+    return _placement(g, key_groups, partitions)[0]
+
+
+_PLACEMENTS: dict[tuple[int, int, int], tuple[list[int], dict[int, int]]] = {}
+
+
+def _placement(g: int, key_groups: int, partitions: int) -> tuple[list[int], dict[int, int]]:
+    """``placed_labels`` and its inverse (label -> key-group index), made once per process."""
     key = (g, key_groups, partitions)
-    labels = _LABELS.get(key)
-    if labels is None:
+    found = _PLACEMENTS.get(key)
+    if found is None:
         want: dict[int, list[int]] = {}
         for i in reversed(range(key_groups)):
             want.setdefault((g * key_groups + i) % partitions, []).append(i)
@@ -240,9 +247,8 @@ def placed_labels(g: int, key_groups: int, partitions: int) -> list[int]:
                 labels[waiting.pop()] = label
                 left -= 1
             label += 1
-        _LABEL_INDEX[key] = {lab: i for i, lab in enumerate(labels)}
-        _LABELS[key] = labels
-    return labels
+        found = _PLACEMENTS[key] = (labels, {lab: i for i, lab in enumerate(labels)})
+    return found
 
 
 # per process (Spark's Python workers are reused across tasks): compiled patterns and physical plans, keyed by

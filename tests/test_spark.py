@@ -1476,6 +1476,28 @@ def test_checkpoint_of_other_patterns_or_key_groups_is_refused(tmp_path):
     assert r.returncode == 1 and "pattern files" in r.stderr and r.stderr.count("\n") == 1, r.stderr
 
 
+def test_placed_key_groups_spread_evenly_and_map_back():
+    """``placed_labels``: distinct labels, key group i of pattern g on partition (g*K + i) mod N by Spark's hash
+    (``spark_partition_of``, checked against Spark itself in the placement test with Spark), every partition its
+    share; ``kg_index`` maps a label back, keeps the bad records' key, and refuses a label that is not one of the
+    placement's in one line."""
+    import dataclasses
+
+    from cep.connectors import spark_spec as SP
+
+    for g, k, n in ((0, 4, 4), (1, 4, 4), (2, 3, 7), (0, 16, 4), (1, 200, 200), (0, 2, 2), (3, 5, 1)):
+        labels = SP.placed_labels(g, k, n)
+        assert len(set(labels)) == k and min(labels) >= 0
+        assert [SP.spark_partition_of(g, lab, n) for lab in labels] == [(g * k + i) % n for i in range(k)]
+        spec = dataclasses.replace(SP.pattern_spec(PATTERNS), key_groups=k, placed_on=n)
+        assert spec.kg_labels(g) == labels and [spec.kg_index(g, lab) for lab in labels] == list(range(k))
+    assert SP.pattern_spec(PATTERNS).kg_labels(0) == list(range(SP.DEFAULT_KEY_GROUPS))
+    spec = SP.pattern_spec(PATTERNS).placed(4)
+    assert spec.kg_index(SP.BAD_ROW_GROUP, 0) == 0
+    with pytest.raises(SP.SparkPathError, match="not a key group of this checkpoint's placement"):
+        spec.kg_index(0, max(spec.kg_labels(0)) + 1000)
+
+
 def test_a_checkpoint_keeps_its_key_group_layout_unless_one_is_given(tmp_path):
     """A new checkpoint of N state partitions records one key group per partition, placed on them (a given
     --key-groups is kept, placed too; ``detect()``'s own default stays DEFAULT_KEY_GROUPS, not placed); a call
