@@ -84,14 +84,16 @@ def _router(spec: PatternSpec):
             pack = cur[key] = [-math.inf, []]
         return pack
 
-    def add(cur: dict, key: tuple[int, int], ts, i: int) -> None:
+    def add(cur: dict, key: tuple[int, int], ts, item) -> None:
+        """Add ``item`` (a record's index in a call, or a call's segment in ``packs``) to ``cur[key]``, a pack of
+        ``[largest time, items]``."""
         pack = cur.get(key)
         if pack is None:
-            cur[key] = [ts, [i]]
+            cur[key] = [ts, [item]]
         else:
             if ts > pack[0]:
                 pack[0] = ts
-            pack[1].append(i)
+            pack[1].append(item)
 
     # the common case: a type read by one pattern with a one-field key (the loop below, without calls)
     single = {t: found[0] for t, found in routes.items() if len(found) == 1 and found[0][2] is not None}
@@ -198,14 +200,8 @@ def _router(spec: PatternSpec):
         at = lines.__getitem__
         for key, (ts, idx) in cur.items():
             # a whole file's position rests are its line numbers, kept as ints (``_pack_segments`` writes them)
-            seg = (prefix, idx if poss is None else list(map(poss.__getitem__, idx)), list(map(at, idx)), plain)
-            pack = packs.get(key)
-            if pack is None:
-                packs[key] = [ts, [seg]]
-            else:
-                if ts > pack[0]:
-                    pack[0] = ts
-                pack[1].append(seg)
+            add(packs, key, ts, (prefix, idx if poss is None else list(map(poss.__getitem__, idx)),
+                                 list(map(at, idx)), plain))
         if bad:
             pack = packs.setdefault((BAD_ROW_GROUP, 0), [-math.inf, []])
             pack[1].append(("", [p for p, _r in bad], [r for _p, r in bad], False))

@@ -103,13 +103,16 @@ def local_fs_settings(classes: str) -> dict[str, str]:
     return {FILE_IMPL: CLASS_NAME, DRIVER_CLASS_PATH: classes, EXECUTOR_CLASS_PATH: classes}
 
 
+SUBMIT_FLAGS = {"--master": "spark.master", "--executor-memory": EXECUTOR_MEMORY}  # spark-submit's, that cep reads
+
+
 def given_spark_conf() -> dict[str, str]:
     """The Spark settings the deployment gives, before cep adds its own.
 
     Under ``spark-submit`` (or with a running SparkContext) the driver JVM already holds them: its ``SparkConf``.
     Otherwise ``spark-submit`` is about to be launched by PySpark: ``$SPARK_CONF_DIR/spark-defaults.conf`` (or
-    ``$SPARK_HOME/conf/``), then ``--master``/``--conf`` in ``PYSPARK_SUBMIT_ARGS``, then ``MASTER``, as
-    spark-submit reads them.
+    ``$SPARK_HOME/conf/``), then ``--conf`` and the flags of ``SUBMIT_FLAGS`` in ``PYSPARK_SUBMIT_ARGS``, then
+    ``MASTER``, as spark-submit reads them.
     """
     from pyspark import SparkConf, SparkContext
 
@@ -129,12 +132,14 @@ def given_spark_conf() -> dict[str, str]:
     import shlex
 
     args = shlex.split(os.environ.get("PYSPARK_SUBMIT_ARGS", ""))
+    flags: dict[str, str] = {}
     for i, a in enumerate(args[:-1]):
-        if a == "--master":
-            conf["spark.master"] = args[i + 1]
+        if a in SUBMIT_FLAGS:
+            flags[SUBMIT_FLAGS[a]] = args[i + 1]
         elif a == "--conf" and "=" in args[i + 1]:
             k, _, v = args[i + 1].partition("=")
             conf[k] = v
+    conf.update(flags)  # (spark-submit: its own flags win over --conf)
     if "spark.master" not in conf and os.environ.get("MASTER"):
         conf["spark.master"] = os.environ["MASTER"]
     return conf
@@ -145,17 +150,13 @@ _SIZE_UNITS_MB = {"": 1, "b": 1 / 2**20, "k": 1 / 1024, "kb": 1 / 1024, "m": 1, 
 
 
 def executor_memory_mb(given: Mapping[str, str], environ: Mapping[str, str] = os.environ) -> int | None:
-    """The executors' heap in MiB as Spark sizes it (``SparkContext``: ``spark.executor.memory``, else
-    ``SPARK_EXECUTOR_MEMORY``, else ``SPARK_MEM``, else 1024; a number without a unit is MiB), with
-    ``spark-submit --executor-memory`` in ``PYSPARK_SUBMIT_ARGS`` as Spark reads it; None when a value is not a
-    size Spark reads (then cep adds no ``-Xms``: one larger than Spark's ``-Xmx`` would stop the JVM)."""
+    """The executors' heap in MiB as Spark sizes it (``SparkContext``: ``spark.executor.memory`` of the
+    deployment's settings, ``given_spark_conf``, where ``spark-submit --executor-memory`` lands too; else
+    ``SPARK_EXECUTOR_MEMORY``, else ``SPARK_MEM``, else 1024; a number without a unit is MiB); None when a value
+    is not a size Spark reads (then cep adds no ``-Xms``: one larger than Spark's ``-Xmx`` would stop the JVM)."""
     import re
-    import shlex
 
     value = given.get(EXECUTOR_MEMORY)
-    if value is None:
-        args = shlex.split(environ.get("PYSPARK_SUBMIT_ARGS", ""))
-        value = next((args[i + 1] for i, a in enumerate(args[:-1]) if a == "--executor-memory"), None)
     if value is None:
         value = environ.get("SPARK_EXECUTOR_MEMORY") or environ.get("SPARK_MEM") or "1024"
     m = re.fullmatch(r"\s*(\d+)\s*([a-z]*)\s*", value.lower())

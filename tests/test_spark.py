@@ -115,8 +115,9 @@ def test_session_settings_fill_in_only_what_the_deployment_does_not_give():
 
 def test_the_executors_start_with_their_whole_heap_when_its_size_is_known(monkeypatch):
     """cep's executor options hold ``-Xms`` = the executor memory as Spark sizes ``-Xmx`` (spark.executor.memory,
-    spark-submit --executor-memory, SPARK_EXECUTOR_MEMORY, SPARK_MEM, else 1024 MiB), and none when the size is
-    not one Spark reads; a deployment's own executor options are kept as given."""
+    SPARK_EXECUTOR_MEMORY, SPARK_MEM, else 1024 MiB; spark-submit's --executor-memory reaches the settings through
+    ``given_spark_conf``, tests/test_spark_deploy.py), and none when the size is not one Spark reads; a
+    deployment's own executor options are kept as given."""
     from cep.connectors.spark_session import (
         EXECUTOR_JAVA_OPTIONS,
         executor_memory_mb,
@@ -131,8 +132,6 @@ def test_the_executors_start_with_their_whole_heap_when_its_size_is_known(monkey
         assert executor_memory_mb({"spark.executor.memory": value}, {}) == mb, value
     for bad in ("lots", "1.5g", "2x", "", "0"):
         assert executor_memory_mb({"spark.executor.memory": bad}, {}) is None, bad
-    assert executor_memory_mb({}, {"PYSPARK_SUBMIT_ARGS": "--master local-cluster[2,1,512] --executor-memory 512m "
-                                                          "pyspark-shell"}) == 512
     assert executor_memory_mb({}, {"SPARK_EXECUTOR_MEMORY": "3g", "SPARK_MEM": "5g"}) == 3072
     assert executor_memory_mb({}, {"SPARK_MEM": "5g"}) == 5120
     assert executor_memory_mb({"spark.executor.memory": "2g"}, {"SPARK_EXECUTOR_MEMORY": "3g"}) == 2048

@@ -74,7 +74,8 @@ def test_settings_given_to_spark_submit_are_read_before_cep_adds_its_own(tmp_pat
     (tmp_path / "spark-defaults.conf").write_text("# comment\nspark.sql.shuffle.partitions  9\n"
                                                  "spark.master\tspark://elsewhere:7077\n")
     env = {**os.environ, "SPARK_CONF_DIR": str(tmp_path),
-           "PYSPARK_SUBMIT_ARGS": "--master local-cluster[2,1,1024] --conf spark.ui.enabled=true pyspark-shell"}
+           "PYSPARK_SUBMIT_ARGS": "--master local-cluster[2,1,1024] --conf spark.ui.enabled=true "
+                                  "--executor-memory 512m --conf spark.executor.memory=2g pyspark-shell"}
     env.pop("PYSPARK_GATEWAY_PORT", None)
     code = "import json; from cep.connectors.spark_session import given_spark_conf as g; print(json.dumps(g()))"
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60)
@@ -82,6 +83,7 @@ def test_settings_given_to_spark_submit_are_read_before_cep_adds_its_own(tmp_pat
     got = json.loads(r.stdout)
     assert got["spark.master"] == "local-cluster[2,1,1024]"  # --master wins over spark-defaults.conf
     assert got["spark.sql.shuffle.partitions"] == "9" and got["spark.ui.enabled"] == "true"
+    assert got["spark.executor.memory"] == "512m"  # spark-submit's flag wins over its --conf, as spark-submit reads them
     from cep.connectors.spark_cli import build_parser
 
     assert build_parser().parse_args(["p.pattern", "-i", "a", "-o", "b", "--checkpoint", "c"]).master is None
