@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import itertools
 import json
 import os
 import re
@@ -139,6 +140,16 @@ def slope(ys: list[float]) -> float:
         return 0.0
     mx, my = (n - 1) / 2, sum(ys) / n
     return sum((x - mx) * (y - my) for x, y in enumerate(ys)) / sum((x - mx) ** 2 for x in range(n))
+
+
+def batch_cpu(marks: list[dict[str, tuple[float, float, int]]]) -> list[dict[str, float]]:
+    """CPU s (user + system) of each micro-batch between consecutive marks (``cpu_by_kind`` at each micro-batch's
+    end), by kind of process.
+
+    Why: the steady total averages the micro-batches; per micro-batch, a longer run shows whether the cost still
+    falls (the JVMs' JIT and heap settle over the first ten or so) or grows (a worker that keeps more each batch).
+    """
+    return [{k: round(sum(b[k][:2]) - sum(a[k][:2]), 3) for k in b} for a, b in itertools.pairwise(marks)]
 
 
 def memory_summary(series: list[dict[int, list[float]]]) -> dict:
@@ -442,6 +453,7 @@ def child(args: argparse.Namespace) -> None:
            "batch_events": args.events // args.files, "steady_batches": len(data) - 1,
            "steady_cpu_user_sys": steady, "steady_cpu_total": round(sum(sum(v) for v in steady.values()), 2),
            "steady_minor_faults": faults,
+           "batch_cpu": batch_cpu([m["cpu"] for m in data]),
            "durationMs": [m["durationMs"] for m in data],
            # live Python worker pids at the end of each steady micro-batch: new pids = workers started anew
            "python_workers": [m["workers"] for m in data],

@@ -11,6 +11,7 @@ import pytest
 
 from bench.spark_profile import (
     GC_SITECUSTOMIZE,
+    batch_cpu,
     gc_summary,
     is_python_daemon,
     memory_summary,
@@ -32,6 +33,16 @@ def test_status_memory_reads_rss_peak_and_anonymous_in_mb():
     assert status_memory(STATUS) == [100.0, 200.0, 50.0]
     # a zombie's status has none of them
     assert status_memory("Name:\tx\nState:\tZ (zombie)\n") == [0.0, 0.0, 0.0]
+
+
+def test_batch_cpu_is_each_micro_batch_s_user_and_system_time_by_kind():
+    marks = [{"driver JVM": (1.0, 0.5, 10), "python workers": (2.0, 0.0, 5)},
+             {"driver JVM": (1.25, 0.5, 20), "python workers": (3.5, 0.25, 9)},
+             {"driver JVM": (2.0, 1.0, 30), "python workers": (3.5, 0.25, 9)}]
+    # page faults (the third field) are not CPU; a kind idle in a micro-batch took 0
+    assert batch_cpu(marks) == [{"driver JVM": 0.25, "python workers": 1.75},
+                                {"driver JVM": 1.25, "python workers": 0.0}]
+    assert batch_cpu(marks[:1]) == []
 
 
 def test_only_the_daemons_command_lines_are_python_workers():
