@@ -82,7 +82,9 @@ LOCAL_FS_DEFAULTS = {CHECKPOINT_FILE_MANAGER: FS_CHECKPOINT_FILE_MANAGER}
 # ``cep.hadoop.LocalFileSystem`` (connectors/localfs.py), Hadoop's with the permission bits of created files set
 # through java.nio, not by a forked ``chmod`` process (16 per micro-batch, ~0.05 CPU s: bench/results/spark.md).
 # Set as a whole (the class, and its directory on the driver's and executors' class paths) or not at all: not when
-# the deployment gives any of the three, nor when the classes cannot be compiled (``localfs.classes_dir``).
+# the deployment gives any of the three, nor when the classes cannot be compiled (``localfs.classes_dir``). The
+# directory also holds an empty ``yarn-default.xml``: no YARN defaults in these JVMs' Hadoop configurations
+# (``localfs.RESOURCES``).
 FILE_IMPL, DRIVER_CLASS_PATH, EXECUTOR_CLASS_PATH = \
     "spark.hadoop.fs.file.impl", "spark.driver.extraClassPath", "spark.executor.extraClassPath"
 

@@ -309,9 +309,11 @@ def test_cep_s_local_file_system_class_compiles_once_into_the_private_cache(tmp_
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     out = localfs.classes_dir()
     assert out is not None and out.startswith(str(tmp_path / "cache" / "cep" / "hadoop-fs"))
-    stamps = [os.stat(Path(out, f)).st_mtime_ns for f in localfs.CLASS_FILES]
+    for name, text in localfs.RESOURCES.items():  # (the empty YARN defaults beside the classes)
+        assert Path(out, name).read_bytes() == text
+    stamps = [os.stat(Path(out, f)).st_mtime_ns for f in (*localfs.CLASS_FILES, *localfs.RESOURCES)]
     assert localfs.classes_dir() == out
-    assert [os.stat(Path(out, f)).st_mtime_ns for f in localfs.CLASS_FILES] == stamps
+    assert [os.stat(Path(out, f)).st_mtime_ns for f in (*localfs.CLASS_FILES, *localfs.RESOURCES)] == stamps
     # make_session asks for it only when it is about to start a local master's JVMs
     from cep.connectors.spark_session import local_fs_classes
     from pyspark import SparkContext
@@ -968,6 +970,20 @@ def test_the_session_s_local_file_system_sets_permissions_without_a_process(spar
     for mode in (0o600, 0o751, 0o644, 0o1777):
         fs.setPermission(path(str(tmp_path / "d1")), perm(f"{mode:o}"))
         assert (tmp_path / "d1").stat().st_mode & 0o7777 == mode, oct(mode)
+
+
+def test_the_session_s_hadoop_configurations_hold_no_yarn_defaults(spark):
+    """The test session's JVM (make_session started it on a local master) finds cep's empty ``yarn-default.xml``
+    (``localfs.RESOURCES``) before Hadoop's: once ``JobConf`` has added MapReduce's and YARN's defaults to every
+    ``Configuration`` (Spark's file sink loads it), a new one holds Hadoop's core and MapReduce defaults, and no
+    YARN default (Hadoop's file sets ``yarn.resourcemanager.hostname`` to 0.0.0.0)."""
+    jvm = spark.sparkContext._jvm
+    jvm.org.apache.hadoop.mapred.JobConf()  # (its class initializer adds mapred-default.xml and yarn-default.xml)
+    conf = spark._jsparkSession.sessionState().newHadoopConf()
+    assert list(conf.getPropertySources("fs.defaultFS")) == ["core-default.xml"]
+    assert list(conf.getPropertySources("mapreduce.job.maps")) == ["mapred-default.xml"]
+    assert conf.get("yarn.resourcemanager.hostname") is None
+    assert conf.size() < 800  # (1,136 with YARN's 527)
 
 
 def test_the_session_commits_rocksdb_state_as_changelogs(spark):
