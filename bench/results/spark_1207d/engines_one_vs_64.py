@@ -1,59 +1,83 @@
-"""CPU per 10^5 events: one engine vs 64 bucket engines (push_batch, lines mode, own watermark), and one engine's
-fused push_records (cep run's path). Alternating rounds, process_time."""
-import sys, time, zlib, gc, orjson, statistics
-from bench.spark_bench import PATTERN, make_events
-from cep.io.readers import make_decoder
+"""CPU s per 10^5 card-testing events: 64 bucket engines (the Spark path's layout, ``push_batch`` per bucket) against
+one engine (``push_batch``) and one engine's fused records loop (``push_records``, ``cep run``'s path over a file).
+
+All in lines mode with their own watermark; the micro-batches after the first of four, alternating the order each
+round, ``process_time``. Why: whether the Spark path's engine work costs more than ``cep run``'s.
+
+    PYTHONPATH=. python bench/results/spark_1207d/engines_one_vs_64.py ROUNDS
+"""
+
+import statistics
+import sys
+import time
+import zlib
+
+import orjson
 from cep.connectors.spark_spec import pattern_spec
 
-N = 100000
-evs_all = make_events(4 * N)
-lines = [orjson.dumps(e) for e in evs_all]
-spec = pattern_spec(PATTERN, lateness=120)
-dec = make_decoder('type', 'ts', 's', 'op')
-batches = [[dec(str(lo + i), l) for i, l in enumerate(lines[lo:lo + N])] for lo in range(0, 4 * N, N)]
-recs = [[orjson.loads(l) for l in lines[lo:lo + N]] for lo in range(0, 4 * N, N)]
-bucket = [[zlib.crc32(orjson.dumps(e.fields['card'])) % 64 for e in b] for b in batches]
-
-def one():
-    eng = spec.new_engine(0, lines=True)
-    ts = []
-    for b in batches:
-        t0 = time.process_time(); n = len(eng.push_batch(b, True)); ts.append(time.process_time() - t0)
-    return ts[1:], n
-
-def many(nb=64):
-    engs = [spec.new_engine(0, lines=True) for _ in range(nb)]
-    ts = []
-    for b, bk in zip(batches, bucket):
-        t0 = time.process_time()
-        parts = [[] for _ in range(nb)]
-        for e, k in zip(b, bk):
-            parts[k % nb].append(e)
-        n = 0
-        for eng, p in zip(engs, parts):
-            n += len(eng.push_batch(p, True))
-        ts.append(time.process_time() - t0)
-    return ts[1:], n
-
-def fused():
-    eng = spec.new_engine(0, lines=True)
-    ts = []
-    first = 1
-    for r in recs:
-        t0 = time.process_time()
-        took, outs = eng.push_records(r, first)
-        assert took == len(r), took
-        first += len(r)
-        ts.append(time.process_time() - t0)
-    return ts[1:], len(outs)
-
+from bench.spark_bench import PATTERN, make_events
 from cep.gc_policy import stream_gc
-N_OUT = {}
-res = {"one": [], "64": [], "fused": []}
-for rnd in range(int(sys.argv[1]) if len(sys.argv) > 1 else 5):
-    for name, fn in (("one", one), ("64", many), ("fused", fused)) if rnd % 2 == 0 else (("fused", fused), ("64", many), ("one", one)):
-        with stream_gc():
-            ts, n = fn()
-        res[name] += ts; N_OUT[name] = n
-for k, v in res.items():
-    print(k, "n", N_OUT.get(k), "median", round(statistics.median(v), 3), "min", round(min(v), 3), len(v))
+from cep.io.readers import make_decoder
+
+N = 100_000
+BUCKETS = 64
+LINES = [orjson.dumps(e) for e in make_events(4 * N)]
+SPEC = pattern_spec(PATTERN, lateness=120)
+DECODE = make_decoder("type", "ts", "s", "op")
+BATCHES = [[DECODE(str(lo + i), line) for i, line in enumerate(LINES[lo:lo + N])] for lo in range(0, 4 * N, N)]
+RECORDS = [[orjson.loads(line) for line in LINES[lo:lo + N]] for lo in range(0, 4 * N, N)]
+BUCKET_OF = [[zlib.crc32(orjson.dumps(e.fields["card"])) % BUCKETS for e in b] for b in BATCHES]
+
+
+def one() -> tuple[list[float], int]:
+    eng = SPEC.new_engine(0, lines=True)
+    times, n = [], 0
+    for batch in BATCHES:
+        t0 = time.process_time()
+        n = len(eng.push_batch(batch, True))
+        times.append(time.process_time() - t0)
+    return times[1:], n
+
+
+def many() -> tuple[list[float], int]:
+    engines = [SPEC.new_engine(0, lines=True) for _ in range(BUCKETS)]
+    times, n = [], 0
+    for batch, buckets in zip(BATCHES, BUCKET_OF, strict=True):
+        t0 = time.process_time()
+        parts: list[list] = [[] for _ in range(BUCKETS)]
+        for e, k in zip(batch, buckets, strict=True):
+            parts[k].append(e)
+        n = sum(len(eng.push_batch(part, True)) for eng, part in zip(engines, parts, strict=True))
+        times.append(time.process_time() - t0)
+    return times[1:], n
+
+
+def fused() -> tuple[list[float], int]:
+    eng = SPEC.new_engine(0, lines=True)
+    times, n, first = [], 0, 1  # (line numbers from 1: ``first`` 0 is not the fused loop)
+    for records in RECORDS:
+        t0 = time.process_time()
+        took, outs = eng.push_records(records, first)
+        times.append(time.process_time() - t0)
+        assert took == len(records), took
+        first += took
+        n = len(outs)
+    return times[1:], n
+
+
+def main(rounds: int) -> None:
+    runs = {"one": one, "64": many, "fused": fused}
+    got: dict[str, list[float]] = {name: [] for name in runs}
+    outputs: dict[str, int] = {}
+    for r in range(rounds):
+        for name in runs if r % 2 == 0 else reversed(runs):
+            with stream_gc():
+                times, outputs[name] = runs[name]()
+            got[name] += times
+    assert len(set(outputs.values())) == 1, outputs  # the same composite events of the last micro-batch
+    for name, times in got.items():
+        print(name, "median", round(statistics.median(times), 3), "min", round(min(times), 3), len(times))
+
+
+if __name__ == "__main__":
+    main(int(sys.argv[1]) if len(sys.argv) > 1 else 5)
