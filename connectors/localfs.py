@@ -36,6 +36,7 @@ CLASS_FILES = ("cep/hadoop/LocalFileSystem.class", "cep/hadoop/LocalFileSystem$R
 # what the directory holds beside the classes: Hadoop's YARN defaults as an empty configuration (module docstring)
 RESOURCES = {"yarn-default.xml": (b'<?xml version="1.0"?>\n<!-- cep: no YARN defaults on a local or local-cluster master '
                                   b'(cep/connectors/localfs.py) -->\n<configuration>\n</configuration>\n')}
+DIR_FILES = (*CLASS_FILES, *RESOURCES)  # a complete directory holds them all
 # Janino's javac-like command line (in commons-compiler, beside Janino in every Spark's jars/)
 JANINO_MAIN = "org.codehaus.commons.compiler.samples.CompilerDemo"
 
@@ -80,7 +81,7 @@ def classes_dir(jars_dir: Path | None = None) -> str | None:
     for name, text in RESOURCES.items():
         key.update(name.encode() + text)
     out = Path(cache, key.hexdigest()[:16])
-    if all((out / f).is_file() for f in (*CLASS_FILES, *RESOURCES)):
+    if all((out / f).is_file() for f in DIR_FILES):
         return str(out)
     return _compile(jars, java, out)
 
@@ -101,7 +102,7 @@ def _compile(jars: dict[str, Path], java: str, out: Path) -> str | None:
         try:
             os.replace(tmp, out)
         except OSError:  # another session put it there first
-            if not all((out / f).is_file() for f in (*CLASS_FILES, *RESOURCES)):
+            if not all((out / f).is_file() for f in DIR_FILES):
                 return None
         return str(out)
     except (OSError, subprocess.TimeoutExpired):

@@ -311,9 +311,9 @@ def test_cep_s_local_file_system_class_compiles_once_into_the_private_cache(tmp_
     assert out is not None and out.startswith(str(tmp_path / "cache" / "cep" / "hadoop-fs"))
     for name, text in localfs.RESOURCES.items():  # (the empty YARN defaults beside the classes)
         assert Path(out, name).read_bytes() == text
-    stamps = [os.stat(Path(out, f)).st_mtime_ns for f in (*localfs.CLASS_FILES, *localfs.RESOURCES)]
+    stamps = [os.stat(Path(out, f)).st_mtime_ns for f in localfs.DIR_FILES]
     assert localfs.classes_dir() == out
-    assert [os.stat(Path(out, f)).st_mtime_ns for f in (*localfs.CLASS_FILES, *localfs.RESOURCES)] == stamps
+    assert [os.stat(Path(out, f)).st_mtime_ns for f in localfs.DIR_FILES] == stamps
     # make_session asks for it only when it is about to start a local master's JVMs
     from cep.connectors.spark_session import local_fs_classes
     from pyspark import SparkContext
