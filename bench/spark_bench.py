@@ -3,10 +3,14 @@
 Why a separate benchmark: these paths pay for a JVM, a broker and micro-batches, so their figures answer "when is
 Spark worth it" rather than "how fast is the engine". Each Spark configuration runs in a fresh process (the number
 of local cores is fixed per session): a warm-up query first, then the timed query over the whole input with
-``availableNow``. The warm-up reads one micro-batch of the timed query's size (``--files-per-batch`` files of
-``--events / --files`` events; 2 000 events without it): the first micro-batch of a session costs 10-20 s of JIT and
-Python worker start, and the JVMs keep compiling hot code through the first micro-batches of that size (on
-local-cluster every executor JVM compiles its own; ``bench.spark_profile`` counts the JIT compiler threads' CPU). Events/s =
+``availableNow``. The warm-up reads ``--warm-batches`` micro-batches of the timed query's size (``--files-per-batch``
+files of ``--events / --files`` events each; 2 000 events without it): the first micro-batch of a session costs 10-20 s
+of JIT and Python worker start, and the JVMs keep compiling hot code through the first micro-batches of that size (on
+local-cluster every executor JVM compiles its own, and the JVMs' CPU per micro-batch falls for about ten of them:
+``bench.spark_profile``'s ``batch_cpu``, bench/results/spark.md), so with one warm-up batch (the default) the steady
+state below still holds most of that warm-up, and ``--warm-batches 10`` measures the JVMs once settled, as a query
+that runs for hours sees them. The timed row's ``batch_cpu_s`` is each micro-batch's CPU (whole tree), to see
+whether the window is flat. Events/s =
 input events / wall time of the timed query (startup excluded). The CLI Kafka figure is the wall time of one
 ``cep run -i kafka://...&until=end -o kafka://...`` process (Python start included), next to the same run on files.
 
@@ -31,6 +35,7 @@ import sys
 import tempfile
 import time
 import uuid
+from itertools import pairwise
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -175,6 +180,7 @@ def spark_child(args: argparse.Namespace) -> None:
     run(str(work / "warm"), f"warm-{args.cores}-{args.partitions}")
     el, batches, outs = run(str(work / "in"), f"main-{args.cores}-{args.partitions}")
     row = {"path": "spark files->files", "cores": master, "partitions": args.partitions,
+           "warm_batches": args.warm_batches,
            "events": args.events, "batches": batches, "outputs": outs, "seconds": round(el, 2),
            "events_per_s": round(args.events / el), "cpu_s": round(cpu[0], 1),
            "events_per_cpu_s": round(args.events / cpu[0]), "batch_ms": batch_ms}
@@ -188,6 +194,7 @@ def spark_child(args: argparse.Namespace) -> None:
         if len(data) > 1:  # CPU from the end of the first data batch to the end of the last one
             row["steady_cpu_s"] = round(data[-1][1] - data[0][1], 1)
             row["steady_events_per_cpu_s"] = round(per_batch * (len(data) - 1) / (data[-1][1] - data[0][1]))
+            row["batch_cpu_s"] = [round(b[1] - a[1], 3) for a, b in pairwise(data)]
     print(json.dumps(row), flush=True)
     if args.bootstrap:
         from kafka import KafkaAdminClient
@@ -353,6 +360,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--keys", type=int, default=1000)
     ap.add_argument("--files", type=int, default=12, help="input files (one micro-batch reads all of them)")
     ap.add_argument("--files-per-batch", type=int, default=0, help="files per micro-batch (0: all in one)")
+    ap.add_argument("--warm-batches", type=int, default=1,
+                    help="micro-batches of the warm-up query before the timed one (each of the timed query's size)")
     ap.add_argument("--cores", default="1,2",
                     help="comma list of local cores, or masters (local-cluster[2,1,1024]; ';' separates them)")
     ap.add_argument("--partitions", default="2,8", help="comma list of state partitions")
@@ -401,7 +410,9 @@ def main(argv: list[str] | None = None) -> int:
                 order = schedule(masters, args.partitions.split(","), args.rounds, len(roots), args.repeat)
                 write_dir(work / "in", events, args.files)
                 warm = args.events // args.files * args.files_per_batch if args.files_per_batch else 2000
-                write_dir(work / "warm", make_events(warm, args.keys, seed=2), 1)
+                n_warm = max(1, args.warm_batches)
+                write_dir(work / "warm", make_events(warm * n_warm, args.keys, seed=2),
+                          n_warm * max(1, args.files_per_batch))
             kafka_args = ["--bootstrap", broker.bootstrap, "--topic", tin] if broker else []
             n_spark = 0  # Spark runs so far: the i-th Spark run sits between cep run slots i and i + 1
             for step in order:
@@ -426,6 +437,7 @@ def main(argv: list[str] | None = None) -> int:
                 r = subprocess.run([python_of(root), "-m", "bench.spark_bench", "--child", "--cores", c,
                                     "--partitions", p, "--events", str(args.events), "--work", str(run_dir),
                                     "--files-per-batch", str(args.files_per_batch), "--files", str(args.files),
+                                    "--warm-batches", str(args.warm_batches),
                                     *kafka_args],
                                    cwd=root, env=env, capture_output=True, text=True)
                 lines = [ln for ln in r.stdout.splitlines() if ln.startswith("{")]
