@@ -86,6 +86,7 @@ def test_session_settings_fill_in_only_what_the_deployment_does_not_give():
         LOCAL_DEFAULTS,
         LOCAL_FS_DEFAULTS,
         LOG_OPTION,
+        PRETOUCH_OPTION,
         ROCKSDB_DEFAULTS,
         SESSION_DEFAULTS,
         session_settings,
@@ -94,13 +95,13 @@ def test_session_settings_fill_in_only_what_the_deployment_does_not_give():
     defaults = {**SESSION_DEFAULTS, **ROCKSDB_DEFAULTS}
     # cep's log4j2 configuration: the driver's JVM, and the executors' on this machine's masters only
     logs = {DRIVER_JAVA_OPTIONS: f"{JVM_OPTIONS} {LOG_OPTION}",
-            EXECUTOR_JAVA_OPTIONS: f"{JVM_OPTIONS} -Xms1024m {LOG_OPTION}"}
+            EXECUTOR_JAVA_OPTIONS: f"{JVM_OPTIONS} -Xms1024m {PRETOUCH_OPTION} {LOG_OPTION}"}
     local = session_settings("local[2]", {})
     assert local == {**defaults, **LOCAL_DEFAULTS, **LOCAL_FS_DEFAULTS, **logs, "spark.sql.shuffle.partitions": "4"}
     assert session_settings("local-cluster[2,1,1024]", {}) == {**defaults, **LOCAL_FS_DEFAULTS, **logs,
                                                                "spark.sql.shuffle.partitions": "4"}
     assert session_settings("spark://elsewhere:7077", {}) == {
-        **defaults, DRIVER_JAVA_OPTIONS: f"{JVM_OPTIONS} {LOG_OPTION}", EXECUTOR_JAVA_OPTIONS: f"{JVM_OPTIONS} -Xms1024m",
+        **defaults, DRIVER_JAVA_OPTIONS: f"{JVM_OPTIONS} {LOG_OPTION}", EXECUTOR_JAVA_OPTIONS: f"{JVM_OPTIONS} -Xms1024m {PRETOUCH_OPTION}",
         "spark.sql.shuffle.partitions": "4"}
     for key in local:  # each of cep's settings, given by the deployment: kept as given (absent here)
         given = {key: "deployment's"}
@@ -114,7 +115,7 @@ def test_session_settings_fill_in_only_what_the_deployment_does_not_give():
 
 
 def test_the_executors_start_with_their_whole_heap_when_its_size_is_known(monkeypatch):
-    """cep's executor options hold ``-Xms`` = the executor memory as Spark sizes ``-Xmx`` (spark.executor.memory,
+    """cep's executor options hold ``-Xms`` = the executor memory as Spark sizes ``-Xmx``, pre-touched (spark.executor.memory,
     SPARK_EXECUTOR_MEMORY, SPARK_MEM, else 1024 MiB; spark-submit's --executor-memory reaches the settings through
     ``given_spark_conf``, tests/test_spark_deploy.py), and none when the size is not one Spark reads; a
     deployment's own executor options are kept as given."""
@@ -136,8 +137,11 @@ def test_the_executors_start_with_their_whole_heap_when_its_size_is_known(monkey
     assert executor_memory_mb({}, {"SPARK_MEM": "5g"}) == 5120
     assert executor_memory_mb({"spark.executor.memory": "2g"}, {"SPARK_EXECUTOR_MEMORY": "3g"}) == 2048
     for master in ("local-cluster[2,1,1024]", "spark://elsewhere:7077"):
-        assert "-Xms2048m" in session_settings(master, {"spark.executor.memory": "2g"})[EXECUTOR_JAVA_OPTIONS]
-        assert "-Xms" not in session_settings(master, {"spark.executor.memory": "lots"})[EXECUTOR_JAVA_OPTIONS]
+        assert "-Xms2048m -XX:+AlwaysPreTouch" in session_settings(master, {"spark.executor.memory": "2g"})[
+            EXECUTOR_JAVA_OPTIONS]
+        # (no heap size, no pre-touch: it would touch only the JVM's own small initial heap)
+        without = session_settings(master, {"spark.executor.memory": "lots"})[EXECUTOR_JAVA_OPTIONS]
+        assert "-Xms" not in without and "PreTouch" not in without
         assert EXECUTOR_JAVA_OPTIONS not in session_settings(master, {EXECUTOR_JAVA_OPTIONS: "-Xss4m"})
     monkeypatch.setenv("SPARK_EXECUTOR_MEMORY", "768m")
     assert "-Xms768m" in session_settings("local-cluster[2,1,1024]", {})[EXECUTOR_JAVA_OPTIONS]
