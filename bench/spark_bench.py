@@ -6,10 +6,10 @@ of local cores is fixed per session): a warm-up query first, then the timed quer
 ``availableNow``. The warm-up reads ``--warm-batches`` micro-batches of the timed query's size (``--files-per-batch``
 files of ``--events / --files`` events each; 2 000 events without it): the first micro-batch of a session costs 10-20 s
 of JIT and Python worker start, and the JVMs keep compiling hot code through the first micro-batches of that size (on
-local-cluster every executor JVM compiles its own, and the JVMs' CPU per micro-batch falls for about ten of them:
-``bench.spark_profile``'s ``batch_cpu``, bench/results/spark.md), so with one warm-up batch (the default) the steady
-state below still holds most of that warm-up, and ``--warm-batches 10`` measures the JVMs once settled, as a query
-that runs for hours sees them. The timed row's ``batch_cpu_s`` is each micro-batch's CPU (whole tree), to see
+local-cluster every executor JVM compiles its own, and the JVMs' CPU per micro-batch falls over the first tens of
+them: ``bench.spark_profile``'s ``batch_cpu``, bench/results/spark.md 2026-12-07e), so with one warm-up batch (the
+default) the steady state below still holds part of that warm-up, and ``--warm-batches 10`` measures the JVMs
+closer to how a query that runs for hours sees them. The timed row's ``batch_cpu_s`` is each micro-batch's CPU (whole tree), to see
 whether the window is flat. Events/s =
 input events / wall time of the timed query (startup excluded). The CLI Kafka figure is the wall time of one
 ``cep run -i kafka://...&until=end -o kafka://...`` process (Python start included), next to the same run on files.
